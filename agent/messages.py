@@ -1,0 +1,122 @@
+"""Chat message types shared by the agent, the providers and storage.
+
+A leaf module: it imports nothing from the project. Everything here is a plain
+value object; persistence and wire mapping live elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+__all__ = [
+    "CANCELLED_RESULT",
+    "INTERRUPTED_RESULT",
+    "ChatMessage",
+    "Marker",
+    "Role",
+    "ToolCall",
+    "Usage",
+    "repair_dangling_tool_calls",
+]
+
+INTERRUPTED_RESULT = "[interrupted]"
+CANCELLED_RESULT = "[cancelled]"
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Marker(StrEnum):
+    """Labels on system messages that later stages must recognise."""
+
+    AGENT_PROMPT = "agent_prompt"
+    SCHEDULED_SYSTEM_PROMPT = "scheduled_system_prompt"
+    HISTORY_COMPACTION = "SYSTEM_CONTEXT_HISTORY_COMPACTION"
+    SKILL_INDEX = "skill_index"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text exactly as the model produced it
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class ChatMessage:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None  # tool name on tool results
+    reasoning_content: str | None = None
+    media: tuple[str, ...] = ()  # local file paths (images reach vision models)
+    marker: str | None = None
+    usage: Usage | None = None
+    created_at: datetime = field(default_factory=_now)
+    seq: int | None = None  # position in the session, assigned by storage
+
+    @classmethod
+    def system(cls, content: str, marker: str | None = None) -> ChatMessage:
+        return cls(Role.SYSTEM, content, marker=marker)
+
+    @classmethod
+    def user(cls, content: str, media: tuple[str, ...] = ()) -> ChatMessage:
+        return cls(Role.USER, content, media=media)
+
+    @classmethod
+    def tool_result(cls, call: ToolCall, content: str) -> ChatMessage:
+        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name)
+
+    def tool_calls_json(self) -> str | None:
+        if not self.tool_calls:
+            return None
+        return json.dumps([c.to_dict() for c in self.tool_calls], ensure_ascii=False)
+
+    @staticmethod
+    def parse_tool_calls(text: str | None) -> tuple[ToolCall, ...]:
+        if not text:
+            return ()
+        return tuple(ToolCall(d["id"], d["name"], d["arguments"]) for d in json.loads(text))
+
+
+def repair_dangling_tool_calls(
+    history: list[ChatMessage], result: str = INTERRUPTED_RESULT
+) -> list[ChatMessage]:
+    """Return the tool results missing from `history`, in call order.
+
+    Providers reject a transcript where an assistant tool call has no result; a
+    crash or cancellation between the two leaves exactly that. The caller
+    persists what this returns and appends it.
+    """
+    answered = {m.tool_call_id for m in history if m.role is Role.TOOL}
+    missing: list[ChatMessage] = []
+    for message in history:
+        for call in message.tool_calls:
+            if call.id not in answered:
+                missing.append(ChatMessage.tool_result(call, result))
+                answered.add(call.id)
+    return missing

@@ -1,0 +1,116 @@
+"""The provider contract: one chat-completion call, optionally streamed.
+
+Providers map `ChatMessage` lists to their wire format and back. They never
+touch storage or channels. Errors form one tree so the agent loop can tell the
+user something short and the log something precise:
+
+    ProviderError
+    ├── ProviderConfigError   (missing key, unknown model: not retried)
+    ├── ProviderAuthError     (401/403: not retried)
+    ├── ProviderRateLimited   (429, retry_after)
+    └── ProviderUnavailable   (5xx, timeouts, connection errors)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent.messages import ChatMessage, ToolCall, Usage
+
+__all__ = [
+    "DeltaSink",
+    "LLMProvider",
+    "LLMRequest",
+    "LLMResponse",
+    "ProviderAuthError",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderSettings",
+    "ProviderUnavailable",
+    "ToolSpec",
+]
+
+DeltaSink = Callable[[str], Awaitable[None]]
+
+
+class ProviderError(Exception):
+    """Base of every failure a provider reports."""
+
+    retryable: bool = False
+
+
+class ProviderConfigError(ProviderError):
+    pass
+
+
+class ProviderAuthError(ProviderError):
+    pass
+
+
+class ProviderRateLimited(ProviderError):
+    retryable = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    retryable = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    model: str
+    messages: Sequence[ChatMessage]
+    tools: Sequence[ToolSpec] = ()
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning_content: str | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LLMProvider(Protocol):
+    name: str
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        """Run one completion. `on_delta` receives text deltas as they stream."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """What a provider needs, mapped from `providers.<name>` by the composition root."""
+
+    name: str
+    api_key: str
+    base_url: str | None = None
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    timeout_secs: float = 120.0
+    max_retries: int = 3  # extra attempts after the first, for retryable errors
+    retry_max_wait_secs: float = 60.0  # cap on one wait and on the sum of waits
+    api_key_hint: str | None = None  # e.g. "OPENAI_API_KEY", named in the missing-key error

@@ -1,0 +1,190 @@
+"""The tool contract: argument models, the context a call runs in, the registry.
+
+A tool is a small class with a pydantic `Args` model (which yields the JSON
+schema the model sees) and an async `run`. A tool signals a problem the model
+should read by raising `ToolError`; any other exception is caught by the
+registry and reported to the model as a generic failure. Nothing here raises
+out of `ToolRegistry.execute` except cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import structlog
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent.messages import ToolCall
+from agent.providers.base import ToolSpec
+
+__all__ = [
+    "MemoryService",
+    "SchedulerService",
+    "SessionMessenger",
+    "SkillService",
+    "Tool",
+    "ToolArgs",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSettings",
+]
+
+log = structlog.get_logger(__name__)
+
+
+class ToolError(Exception):
+    """A failure whose message is meant for the model (no secrets, no tracebacks)."""
+
+
+class ToolArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# Services that later features inject; tools needing one check it is present.
+class MemoryService(Protocol):
+    async def search(self, scope_key: str, query: str, limit: int) -> list[dict[str, Any]]: ...
+
+
+class SchedulerService(Protocol):
+    async def manage(self, action: str, payload: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+class SkillService(Protocol):
+    async def activate(self, name: str) -> str: ...
+
+
+class SessionMessenger(Protocol):
+    async def send(self, channel: str, chat_id: str, text: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """Operator limits every tool honours (from the `tools` config section)."""
+
+    workspace: Path
+    restrict_to_workspace: bool = True
+    read_max_bytes: int = 256_000
+    exec_timeout_secs: float = 60.0
+    exec_output_max_chars: int = 20_000
+    http_timeout_secs: float = 30.0
+    http_max_bytes: int = 2_000_000
+    http_allow_private: bool = False
+
+
+@dataclass(slots=True)
+class ToolContext:
+    session_id: str
+    channel: str
+    chat_id: str
+    sender_id: str
+    settings: ToolSettings
+    message_id: str | None = None
+    message_seq: int | None = None
+    run_id: str | None = None
+    memory: MemoryService | None = None
+    scheduler: SchedulerService | None = None
+    skills: SkillService | None = None
+    messenger: SessionMessenger | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def workspace(self) -> Path:
+        return self.settings.workspace
+
+
+A = TypeVar("A", bound=ToolArgs)
+
+
+class Tool(ABC, Generic[A]):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[ToolArgs]]
+
+    @abstractmethod
+    async def run(self, args: A, ctx: ToolContext) -> str: ...
+
+    def spec(self) -> ToolSpec:
+        schema = self.Args.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(self.name, self.description, schema)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call: ToolCall
+    content: str
+    ok: bool
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool[Any]] = (), *, timeout_secs: float = 120.0) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        self.timeout_secs = timeout_secs
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool[Any]) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} registered twice")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    def narrowed(self, allow: Iterable[str] | None, deny: Iterable[str] = ()) -> ToolRegistry:
+        """A registry holding only the tools `allow` names (all if None) minus `deny`."""
+        allowed = set(self._tools) if allow is None else set(allow)
+        denied = set(deny)
+        kept = [t for n, t in self._tools.items() if n in allowed and n not in denied]
+        return ToolRegistry(kept, timeout_secs=self.timeout_secs)
+
+    def specs(self) -> list[ToolSpec]:
+        return [self._tools[n].spec() for n in sorted(self._tools)]
+
+    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return ToolResult(call, f"Error: unknown tool {call.name!r}", ok=False)
+        try:
+            raw = json.loads(call.arguments or "{}")
+            if not isinstance(raw, dict):
+                raise ToolError("arguments must be a JSON object")
+            args = tool.Args.model_validate(raw)
+            async with asyncio.timeout(self.timeout_secs):
+                content = await tool.run(args, ctx)
+            return ToolResult(call, content, ok=True)
+        except json.JSONDecodeError as exc:
+            return ToolResult(call, f"Error: arguments are not valid JSON: {exc.msg}", ok=False)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return ToolResult(call, f"Error: invalid arguments: {problems}", ok=False)
+        except ToolError as exc:
+            return ToolResult(call, f"Error: {exc}", ok=False)
+        except TimeoutError:
+            return ToolResult(call, f"Error: tool timed out after {self.timeout_secs:g}s", ok=False)
+        except Exception:
+            log.exception("tool_failed", tool=call.name)
+            return ToolResult(call, "Error: the tool failed unexpectedly", ok=False)
+
+    async def execute_batch(self, calls: Iterable[ToolCall], ctx: ToolContext) -> list[ToolResult]:
+        """Run one batch of calls concurrently; results come back in call order."""
+        calls = list(calls)
+        if len(calls) == 1:
+            return [await self.execute(calls[0], ctx)]
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(self.execute(c, ctx), name=f"tool:{c.name}") for c in calls]
+        return [t.result() for t in tasks]

@@ -1,0 +1,188 @@
+"""The channel contract and what the runtime hands a channel.
+
+A channel turns platform events into `InboundMessage`s (`await runtime.bus.submit`
+before acknowledging the platform) and delivers `OutboundMessage`s. It imports
+only `gateway.bus` and this module; storage, HTTP routing and the media
+directory reach it through `ChannelRuntime`.
+
+Errors raised by `send`:
+
+    ChannelError
+    ├── RateLimited(retry_after)   retried after the platform's delay
+    ├── TransientSendError         retried with backoff
+    │   └── RecipientOffline       parked until the recipient is reachable again
+    └── PermanentSendError         not retried (blocked, kicked, bad chat)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.bus import ChannelEvent, MediaKind, MessageBus, OutboundMessage
+
+__all__ = [
+    "Capabilities",
+    "Channel",
+    "ChannelError",
+    "ChannelRuntime",
+    "ChannelSettings",
+    "HttpMount",
+    "PermanentSendError",
+    "RateLimited",
+    "RecipientOffline",
+    "SendResult",
+    "StateStore",
+    "ToolFilter",
+    "TransientSendError",
+    "is_allowed",
+    "split_text",
+]
+
+
+class ChannelError(Exception):
+    pass
+
+
+class RateLimited(ChannelError):
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TransientSendError(ChannelError):
+    pass
+
+
+class RecipientOffline(TransientSendError):
+    """Nobody is connected to receive this chat's messages right now."""
+
+
+class PermanentSendError(ChannelError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    max_message_chars: int = 4000
+    can_edit: bool = False
+    can_stream: bool = False
+    can_show_typing: bool = False
+    media_kinds: frozenset[MediaKind] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    platform_message_ids: tuple[str, ...] = ()
+
+
+class StateStore(Protocol):
+    """Small persistent key/value state scoped to one channel (cursors, tokens)."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str) -> None: ...
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class HttpMount(Protocol):
+    def add_route(self, method: str, path: str, handler: Handler) -> None: ...
+
+
+class ChannelRuntime(Protocol):
+    bus: MessageBus
+    state: StateStore
+    http: HttpMount
+    media_dir: Path
+
+    def recipient_online(self, chat_id: str) -> None:
+        """Tell the dispatcher that parked messages for `chat_id` can go now."""
+        ...
+
+
+class Channel(ABC):
+    """Lifecycle: `setup` (routes; before the HTTP server starts) → `start`
+    (returns once connected) → `stop`. `ready`/`not_ready_reason` feed /ready."""
+
+    name: str
+    capabilities: Capabilities = Capabilities()
+
+    def __init__(self) -> None:
+        self.not_ready_reason: str | None = "not started"
+
+    @property
+    def ready(self) -> bool:
+        return self.not_ready_reason is None
+
+    def setup(self, runtime: ChannelRuntime) -> None:  # noqa: B027 - optional hook
+        """Register HTTP routes etc. Called once, before the server starts."""
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def stop(self) -> None: ...
+
+    @abstractmethod
+    async def send(self, message: OutboundMessage) -> SendResult: ...
+
+    async def notify(self, event: ChannelEvent) -> None:  # noqa: B027 - optional hook
+        """Typing/streaming signals; best effort, must not raise for delivery problems."""
+
+
+def is_allowed(sender_ids: Iterable[str], allow_from: Iterable[str]) -> bool:
+    """`["*"]` allows everyone, an empty list nobody; otherwise any id may match."""
+    allowed = set(allow_from)
+    if "*" in allowed:
+        return True
+    return any(s in allowed for s in sender_ids if s)
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Split on paragraph, then line, then word boundaries; hard-cut as a last resort."""
+    if limit <= 0:
+        raise ValueError("limit must be positive")
+    chunks: list[str] = []
+    rest = text
+    while len(rest) > limit:
+        window = rest[: limit + 1]
+        cut = -1
+        for sep in ("\n\n", "\n", " "):
+            cut = window.rfind(sep, 0, limit + 1)
+            if cut > 0:
+                break
+        if cut <= 0:
+            chunks.append(rest[:limit])
+            rest = rest[limit:]
+            continue
+        chunks.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip("\n ")
+    if rest or not chunks:
+        chunks.append(rest)
+    return [c for c in chunks if c] or [""]
+
+
+class ToolFilter(BaseModel):
+    """Narrow the agent's tools on one channel: `allow` (None = all) minus `deny`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class ChannelSettings(BaseModel):
+    """Keys every channel section shares."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = False
+    agent: str = "default"
+    allow_from: list[str] = Field(default_factory=lambda: ["*"])
+    tools: ToolFilter = Field(default_factory=ToolFilter)

@@ -1,0 +1,205 @@
+"""The SQLite database: connection, pragmas, versioned migrations, group commits.
+
+One aiosqlite connection owns one worker thread. Every storage function is a
+plain synchronous function of a `sqlite3.Connection` that runs on that thread,
+so a whole transaction costs one thread hop instead of one per statement:
+
+- `Database.read(fn)` runs `fn` outside any write transaction.
+- `Database.write(fn)` queues `fn`; a writer task drains the queue and runs
+  every queued function in ONE transaction (each inside a SAVEPOINT, so one
+  failing function rolls back alone and raises to its own caller). The call
+  returns after COMMIT: a returned write is durable.
+
+This module must never be called from a channel or the agent (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import aiosqlite
+import structlog
+
+from storage.migrations import MIGRATIONS
+
+__all__ = ["Database", "SchemaTooNew", "StorageClosed"]
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+_BATCH_MAX: Final = 512
+
+
+class SchemaTooNew(Exception):
+    """The database was written by a newer picobot; refuse to touch it."""
+
+
+class StorageClosed(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[[sqlite3.Connection], Any]
+    future: asyncio.Future[Any]
+
+
+class Database:
+    def __init__(self, path: Path | str, *, write_queue_capacity: int = 4096) -> None:
+        self.path = Path(path)
+        self._conn: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue(write_queue_capacity)
+        self._writer: asyncio.Task[None] | None = None
+        self._closed = False
+        self.schema_version = 0
+
+    # -- lifecycle ---------------------------------------------------------
+    async def open(self) -> Database:
+        if self._conn is not None or self._closed:
+            raise RuntimeError("Database.open() called twice")
+        if str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._conn = conn
+        try:
+            self.schema_version = await self._run(_prepare)
+        except BaseException:
+            await conn.close()
+            self._conn = None
+            raise
+        self._writer = asyncio.create_task(self._write_loop(), name="storage-writer")
+        return self
+
+    async def close(self) -> None:
+        """Flush queued writes, then close. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer is not None:
+            await self._queue.put(None)
+            await self._writer
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def __aenter__(self) -> Database:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- access --------------------------------------------------------------
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(fn)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` inside a group-committed transaction; returns once committed."""
+        if self._closed:
+            raise StorageClosed("storage is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Job(fn, future))
+        return await future
+
+    @property
+    def pending_writes(self) -> int:
+        return self._queue.qsize()
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise StorageClosed("storage is not open")
+        # aiosqlite's public API costs a thread hop per statement; `_execute`
+        # runs one function on its worker thread, which is what a whole
+        # transaction needs. Pinned to aiosqlite < 0.23 in pyproject.toml.
+        raw: sqlite3.Connection = conn._conn
+        result: T = await conn._execute(fn, raw)
+        return result
+
+    async def _write_loop(self) -> None:
+        stopping = False
+        while not stopping:
+            first = await self._queue.get()
+            if first is None:
+                break
+            jobs = [first]
+            while len(jobs) < _BATCH_MAX and not self._queue.empty():
+                job = self._queue.get_nowait()
+                if job is None:
+                    stopping = True
+                    break
+                jobs.append(job)
+            try:
+                outcomes = await self._run(lambda c: _commit_batch(c, jobs))
+            except Exception as exc:  # the COMMIT itself failed: nothing is durable
+                log.exception("storage_commit_failed", batch=len(jobs))
+                for job in jobs:
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+                continue
+            for job, (ok, value) in zip(jobs, outcomes, strict=True):
+                if job.future.done():
+                    continue  # the caller was cancelled; the write still happened
+                if ok:
+                    job.future.set_result(value)
+                else:
+                    job.future.set_exception(value)
+
+
+def _commit_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> list[tuple[bool, Any]]:
+    outcomes: list[tuple[bool, Any]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for job in jobs:
+            conn.execute("SAVEPOINT job")
+            try:
+                value = job.fn(conn)
+            except Exception as exc:
+                conn.execute("ROLLBACK TO job")
+                conn.execute("RELEASE job")
+                outcomes.append((False, exc))
+            else:
+                conn.execute("RELEASE job")
+                outcomes.append((True, value))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+def _prepare(conn: sqlite3.Connection) -> int:
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=5000")
+    current: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    latest = len(MIGRATIONS)
+    if current > latest:
+        raise SchemaTooNew(
+            f"database schema version {current} is newer than this picobot understands "
+            f"({latest}); upgrade picobot or restore a backup"
+        )
+    for version in range(current + 1, latest + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        log.info("storage_migrated", version=version)
+    return latest
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (no semicolons inside literals)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

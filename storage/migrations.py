@@ -1,0 +1,96 @@
+"""Versioned schema migrations: MIGRATIONS[n-1] brings the schema to version n.
+
+Append only. Never edit a migration that has shipped; add a new one. The
+database refuses to open when its version is newer than len(MIGRATIONS).
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+_V1_CORE = """
+CREATE TABLE sessions (
+    id            TEXT PRIMARY KEY,
+    channel       TEXT NOT NULL,
+    chat_id       TEXT NOT NULL,
+    title         TEXT,
+    status        TEXT NOT NULL DEFAULT 'active',   -- active | archived
+    segment       INTEGER NOT NULL DEFAULT 0,       -- current (active) history segment
+    next_seq      INTEGER NOT NULL DEFAULT 1,
+    user_turns    INTEGER NOT NULL DEFAULT 0,
+    prompt_turn   INTEGER,                          -- user_turns at the last AGENT.md injection
+    compacted_at  TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+);
+CREATE INDEX sessions_by_chat ON sessions (channel, chat_id, updated_at);
+
+CREATE TABLE chat_bindings (
+    channel     TEXT NOT NULL,
+    chat_id     TEXT NOT NULL,
+    session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    PRIMARY KEY (channel, chat_id)
+);
+
+CREATE TABLE messages (
+    id                 INTEGER PRIMARY KEY,
+    session_id         TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq                INTEGER NOT NULL,
+    segment            INTEGER NOT NULL,
+    role               TEXT NOT NULL,
+    content            TEXT NOT NULL DEFAULT '',
+    tool_calls         TEXT,
+    tool_call_id       TEXT,
+    name               TEXT,
+    reasoning_content  TEXT,
+    media              TEXT,
+    marker             TEXT,
+    usage              TEXT,
+    run_id             TEXT,
+    created_at         TEXT NOT NULL,
+    UNIQUE (session_id, seq)
+);
+CREATE INDEX messages_by_segment ON messages (session_id, segment, seq);
+
+CREATE TABLE inbox (
+    id           INTEGER PRIMARY KEY,
+    channel      TEXT NOT NULL,
+    platform_id  TEXT NOT NULL,
+    chat_id      TEXT NOT NULL,
+    sender_id    TEXT NOT NULL,
+    payload      TEXT NOT NULL,                     -- the InboundMessage as JSON
+    state        TEXT NOT NULL DEFAULT 'received',  -- received | started | done
+    session_id   TEXT,
+    received_at  TEXT NOT NULL,
+    finished_at  TEXT,
+    UNIQUE (channel, platform_id)
+);
+CREATE INDEX inbox_unfinished ON inbox (state) WHERE state != 'done';
+
+CREATE TABLE outbox (
+    id                   INTEGER PRIMARY KEY,
+    channel              TEXT NOT NULL,
+    chat_id              TEXT NOT NULL,
+    text                 TEXT NOT NULL,
+    reply_to_message_id  TEXT,
+    session_id           TEXT,
+    inbox_id             INTEGER,
+    metadata             TEXT,
+    state                TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | failed
+    attempts             INTEGER NOT NULL DEFAULT 0,
+    last_error           TEXT,
+    created_at           TEXT NOT NULL,
+    sent_at              TEXT
+);
+CREATE INDEX outbox_pending ON outbox (channel, state) WHERE state = 'pending';
+
+CREATE TABLE channel_state (
+    channel     TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (channel, key)
+);
+"""
+
+MIGRATIONS: list[str] = [_V1_CORE]
