@@ -33,6 +33,7 @@ __all__ = [
     "ChannelError",
     "ChannelRuntime",
     "ChannelSettings",
+    "Handler",
     "HttpMount",
     "PermanentSendError",
     "RateLimited",
