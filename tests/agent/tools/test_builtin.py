@@ -1,0 +1,44 @@
+"""builtin_tools lists every built-in tool; build_registry honours tools.disabled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.tools.base import ToolSettings
+from agent.tools.builtin import build_registry, builtin_tools
+
+EXPECTED = {"calculator", "get_time", "read"}
+
+
+@pytest.fixture
+def settings(workspace: Path) -> ToolSettings:
+    return ToolSettings(workspace=workspace)
+
+
+def test_builtin_tools_are_all_there_with_schemas(settings: ToolSettings) -> None:
+    tools = builtin_tools(settings, "UTC")
+    assert {t.name for t in tools} == EXPECTED
+    for tool in tools:
+        spec = tool.spec()
+        assert spec.name == tool.name
+        assert spec.description
+        assert spec.parameters["type"] == "object"
+        assert "title" not in spec.parameters
+
+
+def test_build_registry_leaves_out_disabled(settings: ToolSettings) -> None:
+    registry = build_registry(settings, "UTC", disabled=["read"], timeout_secs=5.0)
+    assert registry.names() == sorted(EXPECTED - {"read"})
+    assert registry.timeout_secs == 5.0
+
+
+def test_build_registry_rejects_unknown_disabled_names(settings: ToolSettings) -> None:
+    with pytest.raises(ValueError, match=r"unknown tool name.*: nope, zzz"):
+        build_registry(settings, "UTC", disabled=["zzz", "calculator", "nope"])
+
+
+def test_build_registry_passes_the_default_zone(settings: ToolSettings) -> None:
+    with pytest.raises(ValueError, match="unknown timezone"):
+        build_registry(settings, "Not/AZone")
