@@ -1,0 +1,107 @@
+"""AGENT.md: the persistent agent persona file and the rule for injecting it.
+
+The file lives in the agent directory (`~/.picobot/agent/AGENT.md` by default;
+the directory is passed in). It is created with default content when missing
+and read fresh at every injection, so an edit takes effect at the next
+injection without a restart. Reads happen on a worker thread, never on the
+event loop.
+
+When to inject is a pure function of the active history and the session's
+user-turn counters (`needs_injection`); this module never touches storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from agent.messages import ChatMessage, Marker
+
+__all__ = [
+    "AGENT_PROMPT_FILENAME",
+    "DEFAULT_AGENT_PROMPT",
+    "DEFAULT_REINJECT_EVERY",
+    "AgentPromptFile",
+    "agent_prompt_message",
+    "needs_injection",
+]
+
+AGENT_PROMPT_FILENAME: Final = "AGENT.md"
+DEFAULT_REINJECT_EVERY: Final = 100
+
+DEFAULT_AGENT_PROMPT: Final = """\
+# Agent
+
+You are picobot, a personal assistant that people reach through chat apps
+(Telegram, Feishu/Lark, WeChat, a terminal client).
+
+- Reply in the language the user writes in.
+- Be concise: chat messages are read on small screens. Use lists for steps.
+- Use your tools when they help (files, shell, web, memory, scheduler, skills),
+  and say briefly what you did and what you found.
+- When a request is ambiguous, ask one short clarifying question.
+- Never reveal secrets such as API keys, tokens or passwords.
+
+<!-- This file is re-read whenever it is injected into a conversation: edit it
+     to change the agent's persona; no restart is needed. -->
+"""
+
+
+class AgentPromptFile:
+    """`<agent_dir>/AGENT.md`, created with default content on first use."""
+
+    def __init__(self, agent_dir: Path) -> None:
+        self.agent_dir = agent_dir
+        self.path = agent_dir / AGENT_PROMPT_FILENAME
+
+    async def ensure(self) -> None:
+        """Create the directory and the default file if they are missing."""
+        await asyncio.to_thread(self._ensure_sync)
+
+    async def load(self) -> str:
+        """The current file content (created first if missing), read fresh."""
+        return await asyncio.to_thread(self._load_sync)
+
+    def _ensure_sync(self) -> None:
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            # "x" so a file written concurrently (or by the user) is never overwritten.
+            with self.path.open("x", encoding="utf-8") as handle:
+                handle.write(DEFAULT_AGENT_PROMPT)
+        except FileExistsError:
+            pass
+
+    def _load_sync(self) -> str:
+        self._ensure_sync()
+        return self.path.read_text(encoding="utf-8").strip()
+
+
+def agent_prompt_message(content: str) -> ChatMessage:
+    """The system message that carries AGENT.md into a conversation."""
+    return ChatMessage.system(content, marker=Marker.AGENT_PROMPT)
+
+
+def needs_injection(
+    history: Sequence[ChatMessage],
+    user_turns: int,
+    last_injected_turn: int | None,
+    every: int = DEFAULT_REINJECT_EVERY,
+) -> bool:
+    """Whether AGENT.md must be injected before the next user message.
+
+    - An active history without an agent prompt (empty, or freshly reset)
+      always gets one: it becomes the first system message.
+    - Otherwise it is re-injected once `every` user turns have passed since the
+      last injection (`user_turns` counts the session's user turns so far, not
+      including the message about to be appended; `last_injected_turn` is that
+      counter's value at the last injection). `every == 0` disables this.
+    """
+    if every < 0:
+        raise ValueError("every must be >= 0")
+    if not any(m.marker == Marker.AGENT_PROMPT for m in history):
+        return True
+    if every == 0 or last_injected_turn is None:
+        return False
+    return user_turns - last_injected_turn >= every

@@ -1,0 +1,126 @@
+"""AGENT.md: creation with default content, live edits, and the injection cadence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.messages import ChatMessage, Marker
+from agent.prompt_file import (
+    DEFAULT_AGENT_PROMPT,
+    AgentPromptFile,
+    agent_prompt_message,
+    needs_injection,
+)
+
+
+async def test_load_creates_directory_and_default_file(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "home" / ".picobot" / "agent"
+    prompt = AgentPromptFile(agent_dir)
+
+    content = await prompt.load()
+
+    assert (agent_dir / "AGENT.md").is_file()
+    assert (agent_dir / "AGENT.md").read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPT
+    assert content == DEFAULT_AGENT_PROMPT.strip()
+    assert "picobot" in content
+
+
+async def test_ensure_creates_the_file_without_reading_it(tmp_path: Path) -> None:
+    prompt = AgentPromptFile(tmp_path / "agent")
+    await prompt.ensure()
+    assert prompt.path.read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPT
+
+
+async def test_existing_file_is_never_overwritten(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "AGENT.md").write_text("You are Ada, a terse assistant.\n", encoding="utf-8")
+    prompt = AgentPromptFile(agent_dir)
+
+    await prompt.ensure()
+
+    assert await prompt.load() == "You are Ada, a terse assistant."
+
+
+async def test_an_edit_is_picked_up_at_the_next_load(tmp_path: Path) -> None:
+    prompt = AgentPromptFile(tmp_path / "agent")
+    first = await prompt.load()
+    prompt.path.write_text("# Persona\nAlways answer in haiku.\n", encoding="utf-8")
+
+    second = await prompt.load()
+
+    assert first == DEFAULT_AGENT_PROMPT.strip()
+    assert second == "# Persona\nAlways answer in haiku."
+
+
+async def test_a_deleted_file_is_recreated(tmp_path: Path) -> None:
+    prompt = AgentPromptFile(tmp_path / "agent")
+    await prompt.load()
+    prompt.path.unlink()
+    assert await prompt.load() == DEFAULT_AGENT_PROMPT.strip()
+
+
+def test_the_prompt_message_is_a_marked_system_message() -> None:
+    message = agent_prompt_message("persona")
+    assert message.role == "system"
+    assert message.marker == Marker.AGENT_PROMPT
+    assert message.content == "persona"
+
+
+def _history_with_prompt() -> list[ChatMessage]:
+    return [agent_prompt_message("persona"), ChatMessage.user("hi")]
+
+
+def test_an_empty_history_needs_the_prompt_even_with_reinjection_off() -> None:
+    assert needs_injection([], user_turns=0, last_injected_turn=None, every=100)
+    assert needs_injection([], user_turns=0, last_injected_turn=None, every=0)
+
+
+def test_a_freshly_reset_history_needs_the_prompt_again() -> None:
+    # After a reset the session's counters carry on but the new segment is empty
+    # (or holds only messages that are not the agent prompt).
+    assert needs_injection([], user_turns=42, last_injected_turn=0, every=100)
+    scheduled = [ChatMessage.system("job rules", marker=Marker.SCHEDULED_SYSTEM_PROMPT)]
+    assert needs_injection(scheduled, user_turns=42, last_injected_turn=0, every=100)
+
+
+def test_no_reinjection_before_every_user_turns_have_passed() -> None:
+    history = _history_with_prompt()
+    assert not needs_injection(history, user_turns=1, last_injected_turn=0, every=100)
+    assert not needs_injection(history, user_turns=99, last_injected_turn=0, every=100)
+    assert needs_injection(history, user_turns=100, last_injected_turn=0, every=100)
+    assert not needs_injection(history, user_turns=150, last_injected_turn=100, every=100)
+
+
+def test_zero_disables_periodic_reinjection() -> None:
+    history = _history_with_prompt()
+    assert not needs_injection(history, user_turns=10_000, last_injected_turn=0, every=0)
+
+
+def test_negative_cadence_is_rejected() -> None:
+    with pytest.raises(ValueError, match="every"):
+        needs_injection([], user_turns=0, last_injected_turn=None, every=-1)
+
+
+def _simulate(every: int, turns: int) -> list[int]:
+    """Run `turns` user turns the way the execution service would; return the
+    1-based numbers of the user messages that were preceded by an injection."""
+    history: list[ChatMessage] = []
+    last: int | None = None
+    injected_before: list[int] = []
+    for number in range(1, turns + 1):
+        user_turns = number - 1  # completed user turns before this message
+        if needs_injection(history, user_turns, last, every):
+            history.append(agent_prompt_message("persona"))
+            last = user_turns
+            injected_before.append(number)
+        history.append(ChatMessage.user(f"message {number}"))
+    return injected_before
+
+
+def test_cadence_over_a_long_conversation() -> None:
+    assert _simulate(every=100, turns=250) == [1, 101, 201]
+    assert _simulate(every=3, turns=7) == [1, 4, 7]
+    assert _simulate(every=0, turns=250) == [1]
