@@ -1,0 +1,241 @@
+"""Log pipeline: structlog for our code and the stdlib root logger for libraries.
+
+Every record — ours via structlog, a library's via `logging` — ends in the same
+`ProcessorFormatter` on the root logger: context variables merged (channel,
+session_id, run_id bound with `structlog.contextvars.bind_contextvars` by the
+pipeline), level and logger name added, exceptions rendered to text, secrets
+redacted, then rendered as JSON lines or, on a TTY, as human-readable lines.
+
+Redaction runs on the structured event (values of secret-looking keys masked,
+registered secret strings and token patterns replaced in every string, objects
+rendered with `repr` first so their text is scrubbed too) and once more on the
+rendered line. This module must never log, store or return a registered secret.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TextIO
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+__all__ = [
+    "MASK",
+    "MIN_SECRET_LENGTH",
+    "clear_secrets",
+    "configure_logging",
+    "redact_event",
+    "redact_text",
+    "register_secrets",
+]
+
+MASK: Final = "***"
+# Shorter strings are not treated as secrets: replacing every "abc" in every
+# line would make logs unreadable and such a value protects nothing anyway.
+MIN_SECRET_LENGTH: Final = 6
+
+_LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+_SECRET_KEY = re.compile(r"key|token|secret|passw|authori[sz]ation|credential|cookie", re.I)
+_NAME = r"[\w.-]*(?:key|token|secret|passw\w*|authori[sz]ation|credential)[\w.-]*"
+# Patterns that carry a credential whatever the key: Authorization headers,
+# OpenAI-style keys, Telegram bot tokens (they appear in Bot API URLs),
+# `name=value` query parameters and quoted `"name": "value"` pairs.
+_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]+=*", re.I), rf"\1 {MASK}"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), f"sk-{MASK}"),
+    (re.compile(r"(?<!\d)\d{5,}:[A-Za-z0-9_\-]{30,}"), MASK),
+)
+_PAIR_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
+    (re.compile(rf"\b({_NAME})=(?!\d+\b)[^&\s\"',;\\]+", re.I), rf"\1={MASK}"),
+    (
+        re.compile(rf"([\"'])({_NAME})\1(\s*:\s*)([\"'])(?:(?!\4).)*\4", re.I),
+        rf"\1\2\1\3\4{MASK}\4",
+    ),
+)
+_OUR_HANDLER: Final = "_picobot_handler"
+
+
+class _SecretRegistry:
+    """The secret strings of this process, matched as one alternation."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._plain: re.Pattern[str] | None = None  # the ones a JSON dump leaves intact
+
+    def add(self, values: Iterable[str]) -> None:
+        with self._lock:
+            for value in values:
+                if isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LENGTH:
+                    self._values.add(value)
+            self._pattern = _alternation(self._values)
+            self._plain = _alternation(v for v in self._values if json.dumps(v)[1:-1] == v)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self._pattern = self._plain = None
+
+    def scrub(self, text: str, *, rendered: bool = False) -> str:
+        pattern = self._plain if rendered else self._pattern
+        return text if pattern is None else pattern.sub(MASK, text)
+
+
+def _alternation(values: Iterable[str]) -> re.Pattern[str] | None:
+    ordered = sorted(set(values), key=len, reverse=True)  # longest first: no partial leaks
+    return re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+
+
+_SECRETS = _SecretRegistry()
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Never print these strings (the config's keys, tokens, app secrets)."""
+    _SECRETS.add(values)
+
+
+def clear_secrets() -> None:
+    """Forget every registered secret (tests; a reload that replaces them all)."""
+    _SECRETS.clear()
+
+
+def redact_text(text: str) -> str:
+    """Registered secrets and credential patterns in free text replaced by the mask."""
+    text = _SECRETS.scrub(text)
+    for pattern, replacement in (*_PATTERNS, *_PAIR_PATTERNS):
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _redact_value(value: Any, *, masked: bool) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value  # counts (input_tokens=12) are not secrets
+    if isinstance(value, str):
+        return (MASK if value else value) if masked else redact_text(value)
+    if isinstance(value, Mapping):
+        return {
+            redact_text(str(k)): _redact_value(v, masked=masked or _is_secret_key(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_redact_value(v, masked=masked) for v in value]
+    if isinstance(value, bytes):
+        return MASK if masked else redact_text(repr(value))
+    # Any other object is rendered now so that its text is scrubbed too.
+    return MASK if masked else redact_text(repr(value))
+
+
+def _is_secret_key(key: object) -> bool:
+    return isinstance(key, str) and _SECRET_KEY.search(key) is not None
+
+
+def redact_event(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: mask secret-looking keys, scrub every string."""
+    for key in list(event_dict):
+        if key.startswith("_") or key == "exc_info":
+            continue  # structlog/stdlib internals, rendered (and scrubbed) elsewhere
+        event_dict[key] = _redact_value(event_dict[key], masked=_is_secret_key(key))
+    return event_dict
+
+
+def _scrub_rendered(_logger: WrappedLogger, _method: str, rendered: Any) -> str:
+    """Last pass over the rendered line; must keep a JSON line valid JSON."""
+    # Typed Any: structlog's Processor type says EventDict, but after a renderer it is a str.
+    line = _SECRETS.scrub(str(rendered), rendered=True)
+    for pattern, replacement in _PATTERNS:
+        line = pattern.sub(replacement, line)
+    return line
+
+
+def _shared_processors() -> list[Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.stdlib.ExtraAdder(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+def _wants_console(fmt: str, stream: TextIO) -> bool:
+    if fmt == "console":
+        return True
+    if fmt == "json":
+        return False
+    if fmt != "auto":
+        raise ValueError(f"unknown log format {fmt!r} (auto, console or json)")
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> None:
+    """Route structlog and stdlib logging through one redacting pipeline.
+
+    `level`: debug | info | warning | error. `fmt`: auto (console on a TTY,
+    JSON lines otherwise) | console | json. Logs go to `stream` (stderr by
+    default). Calling it again replaces the previous configuration.
+    """
+    try:
+        numeric = _LEVELS[level.lower()]
+    except KeyError:
+        raise ValueError(f"unknown log level {level!r} ({', '.join(_LEVELS)})") from None
+    out = sys.stderr if stream is None else stream
+    console = _wants_console(fmt, out)
+    renderer: Processor
+    if console:
+        colors = bool(getattr(out, "isatty", None) and out.isatty())
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=colors, exception_formatter=structlog.dev.plain_traceback
+        )
+    else:
+        renderer = structlog.processors.JSONRenderer(ensure_ascii=False)
+
+    shared = _shared_processors()
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,  # exception text, then redacted
+            redact_event,
+            renderer,
+            _scrub_rendered,
+        ],
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    setattr(handler, _OUR_HANDLER, True)
+
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _OUR_HANDLER, False)]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(numeric)
+
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        context_class=dict,
+        # Not cached: modules create their loggers at import time, before this
+        # runs, and a later reconfiguration must reach them too.
+        cache_logger_on_first_use=False,
+    )

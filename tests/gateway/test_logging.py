@@ -1,0 +1,216 @@
+"""The log pipeline: JSON/console rendering, stdlib routing, bound context, redaction."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from gateway.logging import MASK, clear_secrets, configure_logging, register_secrets
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class TtyStream(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+    structlog.contextvars.clear_contextvars()
+    structlog.reset_defaults()
+    clear_secrets()
+
+
+def json_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_parse_and_carry_bound_context() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    log = structlog.get_logger("picobot.test")
+
+    structlog.contextvars.bind_contextvars(
+        channel="telegram", session_id="telegram:42", run_id="r-7"
+    )
+    log.info("turn_done", iterations=3)
+    structlog.contextvars.clear_contextvars()
+    log.info("idle")
+
+    first, second = json_lines(out)
+    assert first["event"] == "turn_done"
+    assert first["iterations"] == 3
+    assert (first["channel"], first["session_id"], first["run_id"]) == (
+        "telegram",
+        "telegram:42",
+        "r-7",
+    )
+    assert first["level"] == "info"
+    assert first["logger"] == "picobot.test"
+    assert first["timestamp"].endswith("Z")
+    assert "channel" not in second
+    assert "run_id" not in second
+
+
+def test_auto_format_is_json_when_not_a_tty() -> None:
+    out = io.StringIO()
+    configure_logging("info", "auto", stream=out)
+    structlog.get_logger("x").info("started", port=19876)
+    (line,) = json_lines(out)
+    assert line["port"] == 19876
+
+
+def test_auto_format_is_human_readable_on_a_tty() -> None:
+    out = TtyStream()
+    configure_logging("info", "auto", stream=out)
+    structlog.contextvars.bind_contextvars(channel="feishu")
+    structlog.get_logger("picobot.test").info("started", port=19876)
+
+    text = out.getvalue()
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    plain = ANSI.sub("", text)
+    assert "started" in plain
+    assert "port=19876" in plain
+    assert "channel=feishu" in plain
+    assert "[info" in plain
+
+
+def test_stdlib_and_library_logs_go_through_the_same_pipeline() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    structlog.contextvars.bind_contextvars(run_id="r-1")
+
+    logging.getLogger("aiohttp.access").info("%s %s %d", "GET", "/health", 200)
+
+    (line,) = json_lines(out)
+    assert line["event"] == "GET /health 200"
+    assert line["logger"] == "aiohttp.access"
+    assert line["level"] == "info"
+    assert line["run_id"] == "r-1"
+
+
+def test_level_filters_both_structlog_and_stdlib() -> None:
+    out = io.StringIO()
+    configure_logging("warning", "json", stream=out)
+    structlog.get_logger("a").info("quiet")
+    logging.getLogger("b").info("quiet too")
+    structlog.get_logger("a").warning("loud")
+    logging.getLogger("b").error("louder")
+    assert [line["event"] for line in json_lines(out)] == ["loud", "louder"]
+
+
+def test_reconfiguring_replaces_the_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging("info", "json", stream=first)
+    configure_logging("info", "json", stream=second)
+    structlog.get_logger("a").info("once")
+    assert first.getvalue() == ""
+    assert len(json_lines(second)) == 1
+
+
+def test_bad_level_or_format_is_rejected() -> None:
+    with pytest.raises(ValueError, match="level"):
+        configure_logging("chatty", "json", stream=io.StringIO())
+    with pytest.raises(ValueError, match="format"):
+        configure_logging("info", "xml", stream=io.StringIO())
+
+
+API_KEY = "zq-9f3e7c1a5b2d8e4f6a0c"
+APP_SECRET = "appsecret_K7mP2xQ9wL4nR8vT"
+BOT_TOKEN = "7312984561:AAHn3kPq9ZxW2vLm8RtY5uJc1oEb4sDfGhK"
+CREDENTIAL_FILE = '{"bot_token": "ilinkTOKEN_5b8c2e9f1a7d", "baseurl": "https://x"}'
+SECRETS = (API_KEY, APP_SECRET, BOT_TOKEN, "ilinkTOKEN_5b8c2e9f1a7d")
+
+
+class Holder:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Holder({self.value})"
+
+
+def emit_everything(log: Any) -> int:
+    """Log the registered secrets every way they can leak; returns the line count."""
+    event_text = f"calling provider with {API_KEY}"
+    log.info(event_text)  # the secret inside the event text itself
+    log.info("request", detail=f"secret is {APP_SECRET}", nested={"list": [API_KEY, 1]})
+    log.info("config", api_key=API_KEY, app_secret=APP_SECRET, token=BOT_TOKEN, count=5)
+    log.info("headers", headers={"Authorization": "Bearer unregistered-xyz-123456"})
+    log.info("free text", note="header was Authorization: Bearer unregistered-abc-987654")
+    log.info("openai style", note="key sk-proj-unregistered0123456789 rejected")
+    log.info("object", holder=Holder(APP_SECRET))
+    log.info("credentials", contents=CREDENTIAL_FILE)
+    log.info("url", url=f"https://api.telegram.org/bot{BOT_TOKEN}/getMe")
+    log.info("query", url="https://qyapi/cgi-bin/gettoken?corpid=1&corpsecret=unregisteredQ")
+    try:
+        raise RuntimeError(f"provider said: invalid key {API_KEY}")
+    except RuntimeError:
+        log.exception("provider_failed")
+    std = logging.getLogger("some.library")
+    std.warning("retrying with token %s", BOT_TOKEN)
+    try:
+        raise ConnectionError(f"auth {APP_SECRET} refused")
+    except ConnectionError:
+        std.exception("library failure")
+    return 13
+
+
+UNREGISTERED = (
+    "unregistered-xyz-123456",
+    "unregistered-abc-987654",
+    "sk-proj-unregistered0123456789",
+    "unregisteredQ",
+)
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_secrets_never_reach_the_output(fmt: str) -> None:
+    out = TtyStream() if fmt == "console" else io.StringIO()
+    configure_logging("info", fmt, stream=out)
+    register_secrets([API_KEY, APP_SECRET, BOT_TOKEN, "ilinkTOKEN_5b8c2e9f1a7d", ""])
+
+    expected_lines = emit_everything(structlog.get_logger("picobot.test"))
+
+    text = out.getvalue()
+    for secret in SECRETS + UNREGISTERED:
+        assert secret not in text, secret
+    assert MASK in text
+    # Redaction keeps what is not secret, and keeps every line.
+    assert "count" in text
+    assert "provider_failed" in text
+    assert "RuntimeError" in text
+    assert "https://x" in text
+    if fmt == "json":
+        lines = json_lines(out)  # still valid JSON after redaction
+        assert len(lines) == expected_lines
+        config_line = next(line for line in lines if line["event"] == "config")
+        assert config_line["api_key"] == MASK
+        assert config_line["count"] == 5
+
+
+def test_unregistered_values_under_plain_keys_are_kept() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    register_secrets(["abc"])  # too short to be treated as a secret
+    structlog.get_logger("a").info("message", text="abc def", input_tokens=12, api_key="")
+    (line,) = json_lines(out)
+    assert line["text"] == "abc def"
+    assert line["input_tokens"] == 12
+    assert line["api_key"] == ""  # an empty value shows it is missing, and leaks nothing
