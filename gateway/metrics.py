@@ -1,0 +1,157 @@
+"""Prometheus metrics of one gateway: the series behind GET /metrics.
+
+`Metrics` owns its own `CollectorRegistry` (never the process-global one, so
+two gateways in one test process do not collide) and exposes one method per
+event the pipeline reports. Every series is named `picobot_…`. Labels are
+bounded sets (channel names, configured providers and models, queue names,
+run statuses): never put a chat id, user id or message text in a label.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+
+__all__ = ["LATENCY_BUCKETS", "LLM_BUCKETS", "Metrics"]
+
+# Seconds. A turn includes tool calls, so it reaches minutes.
+LATENCY_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+LLM_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        self._inbound = Counter(
+            "picobot_inbound_messages",
+            "Inbound messages accepted from a channel (after deduplication).",
+            ["channel"],
+            registry=reg,
+        )
+        self._sent = Counter(
+            "picobot_outbound_sent",
+            "Outbound messages delivered to a channel.",
+            ["channel"],
+            registry=reg,
+        )
+        self._failed = Counter(
+            "picobot_outbound_failed",
+            "Outbound messages given up on (outbox row marked failed).",
+            ["channel"],
+            registry=reg,
+        )
+        self._retries = Counter(
+            "picobot_outbound_retries",
+            "Outbound send attempts that will be retried.",
+            ["channel"],
+            registry=reg,
+        )
+        self._turn = Histogram(
+            "picobot_turn_duration_seconds",
+            "Time from the start of a turn to its reply being queued.",
+            ["channel"],
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self._llm = Histogram(
+            "picobot_llm_request_duration_seconds",
+            "Duration of one LLM provider call.",
+            ["provider", "model"],
+            buckets=LLM_BUCKETS,
+            registry=reg,
+        )
+        self._tokens = Counter(
+            "picobot_llm_tokens",
+            "Tokens reported by the provider.",
+            ["model", "direction"],
+            registry=reg,
+        )
+        self._queue = Gauge(
+            "picobot_queue_depth",
+            "Items waiting in an internal queue.",
+            ["queue"],
+            registry=reg,
+        )
+        self._sessions = Gauge(
+            "picobot_active_sessions",
+            "Sessions with a turn running or queued.",
+            registry=reg,
+        )
+        self._outbox = Gauge(
+            "picobot_outbox_rows",
+            "Outbox rows not delivered, by state.",
+            ["state"],
+            registry=reg,
+        )
+        self._scheduler = Counter(
+            "picobot_scheduler_runs",
+            "Scheduled job runs, by outcome.",
+            ["status"],
+            registry=reg,
+        )
+        self._ready = Gauge(
+            "picobot_channel_ready",
+            "1 when the channel is connected and able to receive, else 0.",
+            ["channel"],
+            registry=reg,
+        )
+        # Memory, CPU and file descriptors of this process (Linux /proc; empty elsewhere).
+        ProcessCollector(namespace="picobot", registry=reg)
+
+    # -- counters ------------------------------------------------------------
+    def inbound(self, channel: str) -> None:
+        self._inbound.labels(channel=channel).inc()
+
+    def outbound_sent(self, channel: str) -> None:
+        self._sent.labels(channel=channel).inc()
+
+    def outbound_failed(self, channel: str) -> None:
+        self._failed.labels(channel=channel).inc()
+
+    def outbound_retry(self, channel: str) -> None:
+        self._retries.labels(channel=channel).inc()
+
+    def tokens(self, model: str, input: int, output: int) -> None:
+        if input > 0:
+            self._tokens.labels(model=model, direction="input").inc(input)
+        if output > 0:
+            self._tokens.labels(model=model, direction="output").inc(output)
+
+    def scheduler_run(self, status: str) -> None:
+        self._scheduler.labels(status=status).inc()
+
+    # -- histograms ----------------------------------------------------------
+    def turn_latency(self, channel: str, seconds: float) -> None:
+        self._turn.labels(channel=channel).observe(max(0.0, seconds))
+
+    def llm_latency(self, provider: str, model: str, seconds: float) -> None:
+        self._llm.labels(provider=provider, model=model).observe(max(0.0, seconds))
+
+    # -- gauges --------------------------------------------------------------
+    def set_queue_depth(self, name: str, n: int) -> None:
+        self._queue.labels(queue=name).set(n)
+
+    def set_active_sessions(self, n: int) -> None:
+        self._sessions.set(n)
+
+    def set_outbox(self, pending: int, failed: int) -> None:
+        self._outbox.labels(state="pending").set(pending)
+        self._outbox.labels(state="failed").set(failed)
+
+    def set_channel_ready(self, channel: str, ready: bool) -> None:
+        self._ready.labels(channel=channel).set(1 if ready else 0)
+
+    # -- exposition ------------------------------------------------------------
+    def render(self) -> tuple[bytes, str]:
+        """The Prometheus text exposition and its Content-Type, for GET /metrics."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
