@@ -29,11 +29,11 @@ You compress the earlier part of a conversation between a user and an AI assista
 so that the assistant can continue the work without the original messages.
 
 Write a faithful, dense summary in the language of the conversation. Keep:
-- every user request and question, and what the user asked for exactly;
+- user requests and questions, with what exactly was asked;
 - key identifiers: names, IDs, numbers, dates, versions;
 - file paths and URLs, verbatim;
-- tool calls made (tool name and the important arguments) and commands run;
-- their results and outputs that matter later, and every error message;
+- tool calls (tool name and the important arguments) and commands run;
+- results and outputs that matter later, and every error message;
 - decisions taken and their reasons;
 - the user's preferences and constraints;
 - the current task state: what is done, what is in progress, what is still open.
