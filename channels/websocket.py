@@ -1,13 +1,278 @@
-"""The WebSocket terminal channel (`/ws`). Protocol: docs/PROTOCOL.md."""
+"""The WebSocket terminal channel (`/ws`). Protocol: docs/PROTOCOL.md (version 1).
+
+A client says `hello` (chat id, token), then sends `message` frames; each is
+acknowledged only after the gateway recorded it. Replies are `message` frames
+carrying the outbox id, so a client that reconnects and receives a reply again
+can recognise it. A bad frame gets an `error` frame; the connection stays up.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import json
+import re
+import uuid
+import weakref
+from typing import Any
+
+import structlog
+from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import Field
 
-from channels.base import ChannelSettings
+from channels.base import (
+    Capabilities,
+    Channel,
+    ChannelRuntime,
+    ChannelSettings,
+    RecipientOffline,
+    SendResult,
+)
+from gateway.bus import BusClosed, ChannelEvent, EventKind, InboundMessage, OutboundMessage
+
+__all__ = [
+    "CLOSE_HELLO_TIMEOUT",
+    "CLOSE_UNAUTHORIZED",
+    "PROTOCOL_VERSION",
+    "WebSocketChannel",
+    "WebSocketConfig",
+]
+
+log = structlog.get_logger(__name__)
+
+PROTOCOL_VERSION = 1
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_HELLO_TIMEOUT = 4408
+_ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,128}$")
 
 
 class WebSocketConfig(ChannelSettings):
     enabled: bool = True
     path: str = "/ws"
     max_frame_bytes: int = Field(65_536, ge=1024)
+    hello_timeout_secs: float = Field(10.0, gt=0)
+    heartbeat_secs: float = Field(30.0, gt=0)
+
+
+def _frame(kind: str, **fields: Any) -> str:
+    return json.dumps({"type": kind, **fields}, ensure_ascii=False)
+
+
+class _ProtocolError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class WebSocketChannel(Channel):
+    name = "websocket"
+    capabilities = Capabilities(max_message_chars=1_000_000, can_stream=True, can_show_typing=True)
+
+    def __init__(self, config: WebSocketConfig, *, auth_token: str | None) -> None:
+        super().__init__()
+        self.config = config
+        self._token = auth_token or None
+        self._runtime: ChannelRuntime | None = None
+        self._clients: dict[str, set[web.WebSocketResponse]] = {}
+        self._all: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
+
+    def setup(self, runtime: ChannelRuntime) -> None:
+        self._runtime = runtime
+        runtime.http.add_route("GET", self.config.path, self._handle)
+
+    async def start(self) -> None:
+        self.not_ready_reason = None  # the HTTP server is already listening
+
+    async def stop(self) -> None:
+        self.not_ready_reason = "stopped"
+        for ws in list(self._all):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"gateway stopping")
+
+    @property
+    def connected_chats(self) -> int:
+        return len(self._clients)
+
+    # -- outbound ------------------------------------------------------------
+    async def send(self, message: OutboundMessage) -> SendResult:
+        reply_to = message.reply_to_message_id
+        prefix = f"{message.chat_id}/"
+        if reply_to and reply_to.startswith(prefix):
+            reply_to = reply_to[len(prefix) :]
+        frame = _frame(
+            "message",
+            id=message.outbox_id,
+            reply_to=reply_to,
+            session_id=message.session_id,
+            text=message.text,
+        )
+        if not await self._broadcast(message.chat_id, frame):
+            raise RecipientOffline(f"no client connected for chat {message.chat_id}")
+        return SendResult((str(message.outbox_id),))
+
+    async def notify(self, event: ChannelEvent) -> None:
+        fields: dict[str, Any] = {"session_id": event.session_id, "run_id": event.run_id}
+        if event.kind is EventKind.DELTA:
+            fields["text"] = event.text
+        await self._broadcast(event.chat_id, _frame(event.kind.value, **fields))
+
+    async def _broadcast(self, chat_id: str, frame: str) -> bool:
+        delivered = False
+        for ws in list(self._clients.get(chat_id, ())):
+            if ws.closed:
+                continue
+            try:
+                await ws.send_str(frame)
+                delivered = True
+            except (ConnectionError, RuntimeError) as exc:
+                log.debug("ws_send_failed", error=type(exc).__name__)
+        return delivered
+
+    # -- inbound -------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        ws = web.WebSocketResponse(
+            max_msg_size=self.config.max_frame_bytes, heartbeat=self.config.heartbeat_secs
+        )
+        await ws.prepare(request)
+        self._all.add(ws)
+        chat_id: str | None = None
+        try:
+            chat_id = await self._hello(ws)
+            if chat_id is None:
+                return ws
+            self._clients.setdefault(chat_id, set()).add(ws)
+            assert self._runtime is not None
+            self._runtime.recipient_online(chat_id)
+            async for msg in ws:
+                if msg.type is WSMsgType.TEXT:
+                    await self._on_text(ws, chat_id, msg.data)
+                elif msg.type is WSMsgType.BINARY:
+                    await ws.send_str(
+                        _frame(
+                            "error",
+                            code="bad_frame",
+                            message="binary frames are not supported; send JSON text",
+                        )
+                    )
+                elif msg.type is WSMsgType.ERROR:
+                    log.info("ws_protocol_error", error=str(ws.exception()))
+                    break
+        finally:
+            if chat_id is not None:
+                peers = self._clients.get(chat_id)
+                if peers is not None:
+                    peers.discard(ws)
+                    if not peers:
+                        del self._clients[chat_id]
+        return ws
+
+    async def _hello(self, ws: web.WebSocketResponse) -> str | None:
+        """Read and check the hello frame; the chat id, or None after closing."""
+        try:
+            async with asyncio.timeout(self.config.hello_timeout_secs):
+                msg = await ws.receive()
+        except TimeoutError:
+            await ws.send_str(
+                _frame("error", code="hello_required", message="send a hello frame first")
+            )
+            await ws.close(code=CLOSE_HELLO_TIMEOUT, message=b"hello timeout")
+            return None
+        if msg.type is not WSMsgType.TEXT:
+            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"hello expected")
+            return None
+        try:
+            frame = self._parse(msg.data)
+            if frame.get("type") != "hello":
+                raise _ProtocolError("hello_required", "the first frame must be a hello frame")
+            if self._token is not None:
+                token = frame.get("token")
+                if not isinstance(token, str) or not hmac.compare_digest(
+                    token.encode(), self._token.encode()
+                ):
+                    await ws.send_str(
+                        _frame("error", code="unauthorized", message="wrong or missing token")
+                    )
+                    await ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
+                    log.warning("ws_unauthorized")
+                    return None
+            chat_id = frame.get("chat_id") or uuid.uuid4().hex
+            if not isinstance(chat_id, str) or not _ID.match(chat_id):
+                raise _ProtocolError(
+                    "bad_frame", "chat_id must be 1-128 characters of [A-Za-z0-9._:@/-]"
+                )
+        except _ProtocolError as exc:
+            await ws.send_str(_frame("error", code=exc.code, message=str(exc)))
+            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=exc.code.encode())
+            return None
+        await ws.send_str(_frame("welcome", protocol=PROTOCOL_VERSION, chat_id=chat_id))
+        return chat_id
+
+    @staticmethod
+    def _parse(data: str) -> dict[str, Any]:
+        try:
+            frame = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise _ProtocolError("bad_json", f"not valid JSON: {exc.msg}") from None
+        if not isinstance(frame, dict):
+            raise _ProtocolError("bad_frame", "a frame must be a JSON object")
+        return frame
+
+    async def _on_text(self, ws: web.WebSocketResponse, chat_id: str, data: str) -> None:
+        frame_id: Any = None
+        try:
+            frame = self._parse(data)
+            frame_id = frame.get("id")
+            kind = frame.get("type")
+            if kind == "ping":
+                await ws.send_str(_frame("pong", id=frame_id))
+            elif kind == "message":
+                await self._on_message(ws, chat_id, frame)
+            elif kind == "hello":
+                raise _ProtocolError("bad_frame", "already said hello on this connection")
+            else:
+                raise _ProtocolError("unknown_type", f"unknown frame type {kind!r}")
+        except _ProtocolError as exc:
+            await ws.send_str(_frame("error", code=exc.code, message=str(exc), id=frame_id))
+
+    async def _on_message(
+        self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]
+    ) -> None:
+        client_id, text = frame.get("id"), frame.get("text")
+        if not isinstance(client_id, str) or not _ID.match(client_id):
+            raise _ProtocolError(
+                "bad_frame", "message.id must be 1-128 characters of [A-Za-z0-9._:@/-]"
+            )
+        if not isinstance(text, str) or not text.strip():
+            raise _ProtocolError("bad_frame", "message.text must be a non-empty string")
+        sender = frame.get("sender_id")
+        message = InboundMessage(
+            channel=self.name,
+            chat_id=chat_id,
+            sender_id=sender if isinstance(sender, str) and sender else chat_id,
+            text=text,
+            message_id=f"{chat_id}/{client_id}",
+        )
+        assert self._runtime is not None
+        try:
+            receipt = await self._runtime.bus.submit(message)
+        except BusClosed:
+            await ws.send_str(
+                _frame(
+                    "error",
+                    code="shutting_down",
+                    message="the gateway is stopping; resend later",
+                    id=client_id,
+                )
+            )
+            return
+        except Exception:
+            log.exception("ws_submit_failed")
+            await ws.send_str(
+                _frame(
+                    "error",
+                    code="internal",
+                    message="the message could not be recorded; resend it",
+                    id=client_id,
+                )
+            )
+            return
+        await ws.send_str(_frame("ack", id=client_id, status=receipt.value))

@@ -16,6 +16,7 @@ This module must never be called from a channel or the agent (DESIGN §3).
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,7 +118,7 @@ class Database:
         # runs one function on its worker thread, which is what a whole
         # transaction needs. Pinned to aiosqlite < 0.23 in pyproject.toml.
         raw: sqlite3.Connection = conn._conn
-        result: T = await conn._execute(fn, raw)
+        result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
         return result
 
     async def _write_loop(self) -> None:
@@ -134,7 +135,7 @@ class Database:
                     break
                 jobs.append(job)
             try:
-                outcomes = await self._run(lambda c: _commit_batch(c, jobs))
+                outcomes = await self._run(functools.partial(_commit_batch, jobs=jobs))
             except Exception as exc:  # the COMMIT itself failed: nothing is durable
                 log.exception("storage_commit_failed", batch=len(jobs))
                 for job in jobs:
@@ -150,7 +151,7 @@ class Database:
                     job.future.set_exception(value)
 
 
-def _commit_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> list[tuple[bool, Any]]:
+def _commit_batch(conn: sqlite3.Connection, *, jobs: list[_Job]) -> list[tuple[bool, Any]]:
     outcomes: list[tuple[bool, Any]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -76,13 +76,14 @@ CREATE TABLE outbox (
     session_id           TEXT,
     inbox_id             INTEGER,
     metadata             TEXT,
-    state                TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | failed
+    state                TEXT NOT NULL DEFAULT 'pending',  -- pending | parked | sent | failed
     attempts             INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at      TEXT,
     last_error           TEXT,
     created_at           TEXT NOT NULL,
     sent_at              TEXT
 );
-CREATE INDEX outbox_pending ON outbox (channel, state) WHERE state = 'pending';
+CREATE INDEX outbox_open ON outbox (channel, state, id) WHERE state IN ('pending', 'parked');
 
 CREATE TABLE channel_state (
     channel     TEXT NOT NULL,
@@ -93,4 +94,36 @@ CREATE TABLE channel_state (
 );
 """
 
-MIGRATIONS: list[str] = [_V1_CORE]
+_V2_SCHEDULER = """
+CREATE TABLE scheduler_jobs (
+    id                TEXT PRIMARY KEY,
+    source            TEXT NOT NULL,                 -- config | builtin | runtime
+    kind              TEXT NOT NULL,
+    definition        TEXT NOT NULL,                 -- the validated job as JSON
+    enabled           INTEGER NOT NULL DEFAULT 1,    -- from the definition
+    paused            INTEGER NOT NULL DEFAULT 0,    -- runtime state (tool, CLI)
+    overlap_policy    TEXT NOT NULL DEFAULT 'skip',  -- skip | allow
+    next_run_at       TEXT,                          -- UTC ISO, NULL once a one-shot is done
+    run_requested_at  TEXT,                          -- a manual run waiting to be claimed
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL
+);
+CREATE INDEX scheduler_jobs_due ON scheduler_jobs (next_run_at) WHERE enabled = 1 AND paused = 0;
+
+CREATE TABLE job_runs (
+    id            INTEGER PRIMARY KEY,
+    job_id        TEXT NOT NULL REFERENCES scheduler_jobs (id) ON DELETE CASCADE,
+    scheduled_at  TEXT NOT NULL,
+    cause         TEXT NOT NULL,   -- schedule | catch_up | manual
+    status        TEXT NOT NULL,   -- claimed | running | succeeded | failed | timed_out | skipped | missed | interrupted
+    claimed_at    TEXT NOT NULL,
+    started_at    TEXT,
+    finished_at   TEXT,
+    duration_ms   INTEGER,
+    error         TEXT,
+    UNIQUE (job_id, scheduled_at)
+);
+CREATE INDEX job_runs_unfinished ON job_runs (job_id, status) WHERE status IN ('claimed', 'running');
+"""
+
+MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER]

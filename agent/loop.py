@@ -1,0 +1,142 @@
+"""The agent loop: provider call → tool calls → results → repeat, until a reply.
+
+The loop owns no storage. Every assistant message that carries tool calls, and
+every batch of tool results, is handed to the `TurnObserver` (which persists
+it) before the next provider call, so the transcript is written in real order.
+The final assistant message is returned, not observed: the caller persists it
+together with the outbound reply in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.messages import CANCELLED_RESULT, ChatMessage, Role
+from agent.providers.base import LLMProvider, LLMRequest
+from agent.tools.base import ToolContext, ToolRegistry
+
+__all__ = ["AgentLoop", "LoopSettings", "TurnObserver", "TurnResult"]
+
+
+class TurnObserver(Protocol):
+    async def on_messages(self, messages: Sequence[ChatMessage]) -> None:
+        """Persist messages produced mid-turn (assistant tool calls, tool results)."""
+        ...
+
+    async def on_delta(self, text: str) -> None:
+        """A streamed chunk of the reply in progress."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    model: str
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_tool_iterations: int = 100
+    tool_result_max_chars: int = 20_000
+    context_tool_result_trim_chars: int = 2_000
+    stream: bool = False
+    system_prompt: str | None = None  # operator extras, sent first, never persisted
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: ChatMessage
+    tool_rounds: int
+
+
+def _cut(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n…[{what} cut: {len(text) - limit} more characters]"
+
+
+class AgentLoop:
+    def __init__(self, provider: LLMProvider, tools: ToolRegistry, settings: LoopSettings) -> None:
+        self.provider = provider
+        self.tools = tools
+        self.settings = settings
+
+    def _context(self, history: Sequence[ChatMessage], turn_start: int) -> list[ChatMessage]:
+        """What the model sees: tool results of earlier turns trimmed."""
+        limit = self.settings.context_tool_result_trim_chars
+        out: list[ChatMessage] = []
+        if self.settings.system_prompt:
+            out.append(ChatMessage.system(self.settings.system_prompt))
+        for i, message in enumerate(history):
+            if i < turn_start and message.role is Role.TOOL and len(message.content) > limit:
+                trimmed = ChatMessage(
+                    Role.TOOL,
+                    _cut(message.content, limit, "old tool result"),
+                    tool_call_id=message.tool_call_id,
+                    name=message.name,
+                )
+                out.append(trimmed)
+            else:
+                out.append(message)
+        return out
+
+    async def run(
+        self, history: list[ChatMessage], ctx: ToolContext, observer: TurnObserver
+    ) -> TurnResult:
+        """Run one turn on `history` (which ends with the new user message).
+
+        `history` is extended in place with the messages of this turn.
+        """
+        turn_start = max(
+            (i for i, m in enumerate(history) if m.role is Role.USER), default=len(history)
+        )
+        specs = self.tools.specs()
+        s = self.settings
+        on_delta = observer.on_delta if s.stream else None
+        for round_ in range(s.max_tool_iterations + 1):
+            request = LLMRequest(
+                model=s.model,
+                messages=self._context(history, turn_start),
+                tools=specs,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+            )
+            response = await self.provider.complete(request, on_delta)
+            assistant = ChatMessage(
+                Role.ASSISTANT,
+                response.content,
+                tool_calls=response.tool_calls,
+                reasoning_content=response.reasoning_content,
+                usage=response.usage,
+            )
+            if not response.tool_calls:
+                history.append(assistant)
+                return TurnResult(assistant, round_)
+            if round_ == s.max_tool_iterations:
+                break
+            history.append(assistant)
+            await observer.on_messages([assistant])
+            try:
+                results = await self.tools.execute_batch(response.tool_calls, ctx)
+            except asyncio.CancelledError:
+                cancelled = [
+                    ChatMessage.tool_result(c, CANCELLED_RESULT) for c in response.tool_calls
+                ]
+                history.extend(cancelled)
+                await observer.on_messages(cancelled)
+                raise
+            messages = [
+                ChatMessage.tool_result(
+                    r.call, _cut(r.content, s.tool_result_max_chars, "tool result")
+                )
+                for r in results
+            ]
+            history.extend(messages)
+            await observer.on_messages(messages)
+        reply = ChatMessage(
+            Role.ASSISTANT,
+            f"I stopped after {s.max_tool_iterations} rounds of tool calls without reaching an "
+            "answer. Tell me how to continue, or narrow the request.",
+        )
+        history.append(reply)
+        return TurnResult(reply, s.max_tool_iterations)

@@ -1,0 +1,318 @@
+"""AgentExecutionService: one turn of one conversation, from inbox rows to outbox rows.
+
+Order of writes (each a committed transaction before the next step):
+  1. the user message + inbox rows → `started`
+  2. each assistant tool-call message, then its tool results (AgentLoop observer)
+  3. the final assistant message + the outbox row(s) + inbox rows → `done`
+A crash before 3 leaves the inbox row `started`; recovery re-runs the turn on
+the persisted history (dangling tool calls repaired) without a second user
+message. A crash after 3 only leaves outbox rows to send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from agent.loop import AgentLoop, LoopSettings, TurnObserver
+from agent.messages import ChatMessage, Marker, repair_dangling_tool_calls
+from agent.providers.base import (
+    LLMProvider,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+from agent.tools.base import ToolContext, ToolRegistry, ToolSettings
+from gateway.bus import ChannelEvent, EventKind, InboundMessage, MediaKind, OutboundMessage
+from storage import inbox, messages, outbox, sessions
+from storage.db import Database
+
+__all__ = ["AgentProfile", "ExecutionService", "ReplySink", "WorkItem", "session_base_id"]
+
+log = structlog.get_logger(__name__)
+
+STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
+GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
+
+
+def session_base_id(channel: str, chat_id: str) -> str:
+    """DESIGN §5: the terminal channel's session id is the chat id itself."""
+    return chat_id if channel == "websocket" else f"{channel}:{chat_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    inbox_id: int
+    message: InboundMessage
+    resume: bool = False  # the user message is already in the transcript
+    session_id: str | None = None  # known when resuming
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProfile:
+    """Everything a turn on one channel needs from its configured agent."""
+
+    name: str
+    provider: LLMProvider
+    loop: LoopSettings
+    tools: ToolRegistry
+    supports_vision: bool = True
+
+
+class ReplySink(Protocol):
+    def wake(self, channel: str) -> None: ...
+
+    async def notify(self, event: ChannelEvent) -> None: ...
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    ok: bool
+    stopped: bool = False
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _Observer(TurnObserver):
+    service: ExecutionService
+    session_id: str
+    run_id: str
+    event: ChannelEvent
+    deltas: list[str] = field(default_factory=list)
+
+    async def on_messages(self, new: Sequence[ChatMessage]) -> None:
+        await self.service.db.write(
+            lambda c: messages.append_messages(c, self.session_id, new, self.run_id)
+        )
+
+    async def on_delta(self, text: str) -> None:
+        await self.service.sink.notify(
+            ChannelEvent(
+                EventKind.DELTA,
+                self.event.channel,
+                self.event.chat_id,
+                self.session_id,
+                self.run_id,
+                text,
+                self.event.reply_to_message_id,
+            )
+        )
+
+
+def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]]:
+    parts: list[str] = []
+    if item.reply_to:
+        parts.append(f"[Replying to: {item.reply_to}]")
+    if item.text:
+        parts.append(item.text)
+    images: list[str] = []
+    for media in item.media:
+        if media.kind is MediaKind.IMAGE and vision:
+            images.append(media.path)
+        else:
+            label = media.name or media.kind.value
+            parts.append(f"[Attached {media.kind.value}: {label} at {media.path}]")
+    return "\n".join(parts), tuple(images)
+
+
+def build_user_message(items: Sequence[WorkItem], vision: bool) -> ChatMessage:
+    """One user message per turn; messages collected while busy are numbered."""
+    if len(items) == 1:
+        text, images = _user_text(items[0].message, vision)
+        return ChatMessage.user(text, images)
+    chunks = [f"[{len(items)} messages arrived while you were busy; answer them together.]"]
+    all_images: list[str] = []
+    for n, item in enumerate(items, 1):
+        text, images = _user_text(item.message, vision)
+        chunks.append(f"[{n}] {text}")
+        all_images.extend(images)
+    return ChatMessage.user("\n\n".join(chunks), tuple(all_images))
+
+
+def user_facing_error(exc: ProviderError) -> str:
+    """Short, safe text for the chat; details go to the log."""
+    if isinstance(exc, ProviderConfigError):
+        return f"The gateway is not set up to answer yet: {exc}"
+    if isinstance(exc, ProviderAuthError):
+        return "The model provider rejected the gateway's API key. Ask the operator to check it."
+    if isinstance(exc, ProviderRateLimited | ProviderUnavailable):
+        return "The model provider is unavailable right now, even after retrying. Please try again later."
+    return "The model provider could not answer this request. The gateway log has the details."
+
+
+class ExecutionService:
+    def __init__(
+        self,
+        db: Database,
+        sink: ReplySink,
+        profiles: Mapping[str, AgentProfile],
+        tool_settings: ToolSettings,
+        *,
+        prepare_history: Callable[[str, list[ChatMessage]], Awaitable[list[ChatMessage]]]
+        | None = None,
+        after_turn: Callable[[str, AgentProfile], None] | None = None,
+        show_tool_results: bool = False,
+    ) -> None:
+        self.db = db
+        self.sink = sink
+        self.profiles = profiles  # by channel name
+        self.tool_settings = tool_settings
+        self.prepare_history = prepare_history
+        self.after_turn = after_turn
+        self.show_tool_results = show_tool_results
+        self.turn_latency: Callable[[str, float], None] | None = None
+
+    async def run_turn(
+        self, items: Sequence[WorkItem], *, stop_requested: Callable[[], bool]
+    ) -> TurnOutcome:
+        first = items[0].message
+        channel, chat_id = first.channel, first.chat_id
+        run_id = uuid.uuid4().hex[:12]
+        profile = self.profiles[channel]
+        sched: dict[str, Any] = first.metadata.get("scheduler") or {}
+        silent = bool(sched.get("silent"))
+        structlog.contextvars.bind_contextvars(channel=channel, run_id=run_id)
+        started = time.monotonic()
+        inbox_ids = [i.inbox_id for i in items]
+        reply_to = items[-1].message.message_id
+        session_id = await self._open_session(items, sched)
+        structlog.contextvars.bind_contextvars(session_id=session_id)
+        history = await self.db.read(lambda c: messages.load_active_history(c, session_id))
+        repairs = repair_dangling_tool_calls(history)
+        if repairs:
+            log.warning("transcript_repaired", missing_results=len(repairs))
+            await self.db.write(lambda c: messages.append_messages(c, session_id, repairs, run_id))
+            history.extend(repairs)
+        if not items[0].resume:
+            new: list[ChatMessage] = []
+            if self.prepare_history is not None:
+                new.extend(await self.prepare_history(session_id, history))
+            if sched.get("system_prompt"):
+                new.append(
+                    ChatMessage.system(str(sched["system_prompt"]), Marker.SCHEDULED_SYSTEM_PROMPT)
+                )
+            new.append(build_user_message(items, profile.supports_vision))
+
+            def record_user(c: sqlite3.Connection) -> None:
+                messages.append_messages(c, session_id, new, run_id)
+                inbox.mark_started(c, inbox_ids, session_id)
+
+            await self.db.write(record_user)
+            history.extend(new)
+
+        event = ChannelEvent(EventKind.WORKING, channel, chat_id, session_id, run_id, "", reply_to)
+        if not silent:
+            await self.sink.notify(event)
+        observer = _Observer(self, session_id, run_id, event)
+        ctx = ToolContext(
+            session_id=session_id,
+            channel=channel,
+            chat_id=chat_id,
+            sender_id=first.sender_id,
+            settings=self.tool_settings,
+            message_id=first.message_id,
+            run_id=run_id,
+        )
+        loop = AgentLoop(profile.provider, profile.tools, profile.loop)
+        reply: ChatMessage | None = None
+        text: str
+        outcome: TurnOutcome
+        try:
+            result = await loop.run(history, ctx, observer)
+            reply = result.reply
+            text = reply.content.strip() or "(the model returned an empty reply)"
+            outcome = TurnOutcome(ok=True)
+        except asyncio.CancelledError:
+            if not stop_requested():
+                log.info("turn_checkpointed")  # shutdown: recovery re-runs it
+                raise
+            log.info("turn_stopped")
+            await self._finish(
+                items, session_id, run_id, None, STOPPED_REPLY, channel, chat_id, reply_to
+            )
+            raise
+        except ProviderError as exc:
+            log.error("turn_failed_provider", error=str(exc), error_type=type(exc).__name__)
+            text = user_facing_error(exc)
+            outcome = TurnOutcome(ok=False, error=text)
+        except Exception as exc:
+            log.exception("turn_failed")
+            text = GENERIC_FAILURE
+            outcome = TurnOutcome(ok=False, error=type(exc).__name__)
+        finally:
+            if not silent:
+                idle = ChannelEvent(
+                    EventKind.IDLE, channel, chat_id, session_id, run_id, "", reply_to
+                )
+                await asyncio.shield(self.sink.notify(idle))
+        target_chat = chat_id
+        if silent:
+            notify = sched.get("notify_chat_id")
+            target_chat = str(notify) if notify else chat_id
+            text = (
+                "" if outcome.ok else (f"Scheduled task {sched.get('job_id', '?')} failed: {text}")
+            )
+        await self._finish(items, session_id, run_id, reply, text, channel, target_chat, reply_to)
+        elapsed = time.monotonic() - started
+        if self.turn_latency is not None:
+            self.turn_latency(channel, elapsed)
+        log.info("turn_done", ok=outcome.ok, secs=round(elapsed, 3), messages=len(items))
+        if self.after_turn is not None and outcome.ok:
+            self.after_turn(session_id, profile)
+        return outcome
+
+    async def _open_session(self, items: Sequence[WorkItem], sched: Mapping[str, Any]) -> str:
+        first = items[0]
+        if first.resume and first.session_id:
+            return first.session_id
+        m = first.message
+        base = session_base_id(m.channel, m.chat_id)
+
+        def open_(c: sqlite3.Connection) -> str:
+            if sched.get("fresh_session"):
+                return sessions.create_next_session(c, m.channel, m.chat_id, base).id
+            return sessions.ensure_active_session(c, m.channel, m.chat_id, base).id
+
+        return await self.db.write(open_)
+
+    async def _finish(
+        self,
+        items: Sequence[WorkItem],
+        session_id: str,
+        run_id: str,
+        reply: ChatMessage | None,
+        text: str,
+        channel: str,
+        chat_id: str,
+        reply_to: str,
+    ) -> None:
+        """The final assistant message, its outbox row and inbox → done: one commit."""
+        inbox_ids = [i.inbox_id for i in items]
+        out = OutboundMessage(
+            channel=channel,
+            chat_id=chat_id,
+            text=text,
+            reply_to_message_id=reply_to,
+            session_id=session_id,
+            metadata={"run_id": run_id},
+        )
+
+        def finish(c: sqlite3.Connection) -> None:
+            if reply is not None:
+                messages.append_messages(c, session_id, [reply], run_id)
+            if text:
+                outbox.enqueue(c, out, inbox_ids[-1])
+            inbox.mark_done(c, inbox_ids)
+
+        await asyncio.shield(self.db.write(finish))
+        if text:
+            self.sink.wake(channel)

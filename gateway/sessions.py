@@ -1,0 +1,168 @@
+"""SessionManager: one turn at a time per conversation, conversations concurrent.
+
+Each conversation (channel, chat_id) with work gets a worker task in the
+gateway's TaskGroup; the worker exits when its queue is empty, so idle chats
+cost nothing. A global semaphore caps concurrent turns. Messages arriving
+during a turn wait in the conversation's bounded queue: in `collect` mode the
+next turn takes them all at once, in `followup` mode one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from gateway.config import QueueMode
+from gateway.execution import ExecutionService, TurnOutcome, WorkItem
+
+__all__ = ["SessionManager"]
+
+log = structlog.get_logger(__name__)
+
+ConversationKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _Conversation:
+    key: ConversationKey
+    pending: deque[WorkItem] = field(default_factory=deque)
+    worker: asyncio.Task[None] | None = None
+    turn: asyncio.Task[TurnOutcome] | None = None
+    stop_requested: bool = False
+
+
+class SessionManager:
+    def __init__(
+        self,
+        execution: ExecutionService,
+        *,
+        max_concurrent_runs: int,
+        queue_mode: QueueMode,
+        max_pending: int,
+    ) -> None:
+        self.execution = execution
+        self.queue_mode = queue_mode
+        self.max_pending = max_pending
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self._conversations: dict[ConversationKey, _Conversation] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        self._accepting = True
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.on_turn_done: Callable[[Sequence[WorkItem], TurnOutcome | None], None] | None = None
+
+    def attach(self, tg: asyncio.TaskGroup) -> None:
+        self._tg = tg
+
+    # -- observation ---------------------------------------------------------
+    @property
+    def active_conversations(self) -> int:
+        return len(self._conversations)
+
+    @property
+    def running_turns(self) -> int:
+        return sum(1 for c in self._conversations.values() if c.turn is not None)
+
+    @property
+    def pending_messages(self) -> int:
+        return sum(len(c.pending) for c in self._conversations.values())
+
+    def is_busy(self, channel: str, chat_id: str) -> bool:
+        conv = self._conversations.get((channel, chat_id))
+        return conv is not None and conv.turn is not None
+
+    # -- input ---------------------------------------------------------------
+    def dispatch(self, item: WorkItem, *, force: bool = False) -> bool:
+        """Queue `item` for its conversation; False when that queue is full
+        (`force` skips the cap, for turns recovered after a restart)."""
+        if not self._accepting or self._tg is None:
+            raise RuntimeError("SessionManager is not accepting work")
+        key = (item.message.channel, item.message.chat_id)
+        conv = self._conversations.get(key)
+        if conv is None:
+            conv = self._conversations[key] = _Conversation(key)
+        if len(conv.pending) >= self.max_pending and not force:
+            return False
+        conv.pending.append(item)
+        if conv.worker is None:
+            self._idle.clear()
+            conv.worker = self._tg.create_task(
+                self._work(conv), name=f"conversation:{key[0]}:{key[1]}"
+            )
+        return True
+
+    def stop_turn(self, channel: str, chat_id: str) -> bool:
+        """Cancel the conversation's running turn (/stop). False if none runs."""
+        conv = self._conversations.get((channel, chat_id))
+        if conv is None or conv.turn is None or conv.turn.done():
+            return False
+        conv.stop_requested = True
+        conv.turn.cancel()
+        return True
+
+    # -- work ----------------------------------------------------------------
+    def _take(self, conv: _Conversation) -> list[WorkItem]:
+        first = conv.pending.popleft()
+        batch = [first]
+        if first.resume:
+            # a recovered turn covers every inbox row it had started
+            while (
+                conv.pending
+                and conv.pending[0].resume
+                and conv.pending[0].session_id == first.session_id
+            ):
+                batch.append(conv.pending.popleft())
+        elif self.queue_mode is QueueMode.COLLECT:
+            while conv.pending and not conv.pending[0].resume:
+                batch.append(conv.pending.popleft())
+        return batch
+
+    async def _work(self, conv: _Conversation) -> None:
+        try:
+            while conv.pending and self._accepting:
+                batch = self._take(conv)
+                outcome: TurnOutcome | None = None
+                async with self._slots:
+                    conv.stop_requested = False
+                    conv.turn = asyncio.create_task(
+                        self.execution.run_turn(batch, stop_requested=lambda: conv.stop_requested),
+                        name=f"turn:{conv.key[0]}:{conv.key[1]}",
+                    )
+                    try:
+                        outcome = await conv.turn
+                    except asyncio.CancelledError:
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            raise  # the gateway is stopping
+                        # the turn was stopped by /stop; the worker carries on
+                    except Exception:
+                        log.exception("turn_crashed", conversation=conv.key)
+                    finally:
+                        conv.turn = None
+                if self.on_turn_done is not None:
+                    self.on_turn_done(batch, outcome)
+        finally:
+            conv.worker = None
+            if not conv.pending or not self._accepting:
+                self._conversations.pop(conv.key, None)
+            if not any(c.worker for c in self._conversations.values()):
+                self._idle.set()
+
+    # -- shutdown ------------------------------------------------------------
+    async def shutdown(self, grace_secs: float) -> None:
+        """Start no new turns; let running ones finish within `grace_secs`, then
+        cancel them (they stay `started` in the inbox and resume at next start)."""
+        self._accepting = False
+        try:
+            async with asyncio.timeout(grace_secs):
+                await self._idle.wait()
+        except TimeoutError:
+            workers = [c.worker for c in self._conversations.values() if c.worker is not None]
+            log.warning("shutdown_cancelling_turns", turns=len(workers))
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)

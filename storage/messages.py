@@ -1,0 +1,104 @@
+"""The transcript: messages of a session, in real order, by segment."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from agent.messages import ChatMessage, Role, Usage
+from storage.clock import now_iso, parse_iso
+
+__all__ = ["append_messages", "count_messages", "load_active_history", "load_segment"]
+
+
+def append_messages(
+    conn: sqlite3.Connection,
+    session_id: str,
+    messages: Sequence[ChatMessage],
+    run_id: str | None = None,
+    *,
+    user_turn_prompt: bool = False,
+) -> list[int]:
+    """Append to the session's active segment; assigns and returns the seqs.
+
+    `user_turn_prompt` records that AGENT.md was injected at this user turn.
+    """
+    row = conn.execute(
+        "SELECT segment, next_seq, user_turns FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise KeyError(f"no session {session_id!r}")
+    segment, seq, user_turns = row["segment"], row["next_seq"], row["user_turns"]
+    seqs: list[int] = []
+    for message in messages:
+        conn.execute(
+            "INSERT INTO messages (session_id, seq, segment, role, content, tool_calls, "
+            "tool_call_id, name, reasoning_content, media, marker, usage, run_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                seq,
+                segment,
+                message.role.value,
+                message.content,
+                message.tool_calls_json(),
+                message.tool_call_id,
+                message.name,
+                message.reasoning_content,
+                json.dumps(list(message.media)) if message.media else None,
+                message.marker,
+                json.dumps(message.usage.to_dict()) if message.usage else None,
+                run_id,
+                message.created_at.isoformat(),
+            ),
+        )
+        message.seq = seq
+        seqs.append(seq)
+        seq += 1
+        if message.role is Role.USER:
+            user_turns += 1
+    conn.execute(
+        "UPDATE sessions SET next_seq = ?, user_turns = ?, updated_at = ?"
+        + (", prompt_turn = ?" if user_turn_prompt else "")
+        + " WHERE id = ?",
+        (seq, user_turns, now_iso(), *((user_turns,) if user_turn_prompt else ()), session_id),
+    )
+    return seqs
+
+
+def _message(row: sqlite3.Row) -> ChatMessage:
+    usage = json.loads(row["usage"]) if row["usage"] else None
+    return ChatMessage(
+        role=Role(row["role"]),
+        content=row["content"],
+        tool_calls=ChatMessage.parse_tool_calls(row["tool_calls"]),
+        tool_call_id=row["tool_call_id"],
+        name=row["name"],
+        reasoning_content=row["reasoning_content"],
+        media=tuple(json.loads(row["media"])) if row["media"] else (),
+        marker=row["marker"],
+        usage=Usage(**usage) if usage else None,
+        created_at=parse_iso(row["created_at"]),
+        seq=row["seq"],
+    )
+
+
+def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> list[ChatMessage]:
+    rows = conn.execute(
+        "SELECT * FROM messages WHERE session_id = ? AND segment = ? ORDER BY seq",
+        (session_id, segment),
+    ).fetchall()
+    return [_message(r) for r in rows]
+
+
+def load_active_history(conn: sqlite3.Connection, session_id: str) -> list[ChatMessage]:
+    row = conn.execute("SELECT segment FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return [] if row is None else load_segment(conn, session_id, row["segment"])
+
+
+def count_messages(conn: sqlite3.Connection, session_id: str) -> int:
+    row = conn.execute(
+        "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(row[0])

@@ -1,0 +1,182 @@
+"""The durable outbox: every reply is a row before it is sent.
+
+States: pending → sent | failed; pending → parked (recipient offline) →
+pending when the recipient is back. `attempts` counts real delivery attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gateway.bus import OutboundMessage
+from storage.clock import now_iso
+
+__all__ = [
+    "OutboxRow",
+    "OutboxState",
+    "due_rows",
+    "enqueue",
+    "list_rows",
+    "mark_failed",
+    "mark_sent",
+    "next_due_at",
+    "outbox_counts",
+    "park",
+    "reschedule",
+    "retry_row",
+    "unpark",
+]
+
+
+class OutboxState(StrEnum):
+    PENDING = "pending"
+    PARKED = "parked"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    channel: str
+    chat_id: str
+    text: str
+    state: OutboxState
+    attempts: int
+    last_error: str | None
+    created_at: str
+    reply_to_message_id: str | None
+    session_id: str | None
+
+    def to_message(self) -> OutboundMessage:
+        return OutboundMessage(
+            channel=self.channel,
+            chat_id=self.chat_id,
+            text=self.text,
+            outbox_id=self.id,
+            reply_to_message_id=self.reply_to_message_id,
+            session_id=self.session_id,
+            attempt=self.attempts + 1,
+        )
+
+
+def _row(r: sqlite3.Row) -> OutboxRow:
+    return OutboxRow(
+        id=r["id"],
+        channel=r["channel"],
+        chat_id=r["chat_id"],
+        text=r["text"],
+        state=OutboxState(r["state"]),
+        attempts=r["attempts"],
+        last_error=r["last_error"],
+        created_at=r["created_at"],
+        reply_to_message_id=r["reply_to_message_id"],
+        session_id=r["session_id"],
+    )
+
+
+def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | None = None) -> int:
+    cursor = conn.execute(
+        "INSERT INTO outbox (channel, chat_id, text, reply_to_message_id, session_id, inbox_id, "
+        "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            message.channel,
+            message.chat_id,
+            message.text,
+            message.reply_to_message_id,
+            message.session_id,
+            inbox_id,
+            json.dumps(message.metadata) if message.metadata else None,
+            now_iso(),
+        ),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def due_rows(conn: sqlite3.Connection, channel: str, now: str, limit: int = 200) -> list[OutboxRow]:
+    """Pending rows ready to send, oldest first, skipping every chat that has an
+    earlier row still waiting (retry delay or parked): per-chat order holds."""
+    rows = conn.execute(
+        "SELECT * FROM outbox o WHERE channel = ? AND state = 'pending' "
+        "AND (next_attempt_at IS NULL OR next_attempt_at <= ?) "
+        "AND NOT EXISTS (SELECT 1 FROM outbox w WHERE w.channel = o.channel "
+        "AND w.chat_id = o.chat_id AND w.id < o.id AND (w.state = 'parked' OR "
+        "(w.state = 'pending' AND w.next_attempt_at > ?))) ORDER BY id LIMIT ?",
+        (channel, now, now, limit),
+    ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def next_due_at(conn: sqlite3.Connection, channel: str) -> str | None:
+    row = conn.execute(
+        "SELECT MIN(next_attempt_at) FROM outbox WHERE channel = ? AND state = 'pending'",
+        (channel,),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def mark_sent(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    now = now_iso()
+    conn.executemany(
+        "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1, "
+        "last_error = NULL WHERE id = ?",
+        [(now, i) for i in ids],
+    )
+
+
+def reschedule(conn: sqlite3.Connection, row_id: int, next_at: str, error: str) -> None:
+    conn.execute(
+        "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? "
+        "WHERE id = ?",
+        (next_at, error, row_id),
+    )
+
+
+def mark_failed(conn: sqlite3.Connection, row_id: int, error: str) -> None:
+    conn.execute(
+        "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ? WHERE id = ?",
+        (error, row_id),
+    )
+
+
+def park(conn: sqlite3.Connection, row_id: int, reason: str) -> None:
+    conn.execute(
+        "UPDATE outbox SET state = 'parked', last_error = ? WHERE id = ?", (reason, row_id)
+    )
+
+
+def unpark(conn: sqlite3.Connection, channel: str, chat_id: str) -> int:
+    cursor = conn.execute(
+        "UPDATE outbox SET state = 'pending', next_attempt_at = NULL "
+        "WHERE channel = ? AND chat_id = ? AND state = 'parked'",
+        (channel, chat_id),
+    )
+    return cursor.rowcount
+
+
+def retry_row(conn: sqlite3.Connection, row_id: int) -> bool:
+    """Put a failed (or parked) row back to pending with a fresh attempt budget."""
+    cursor = conn.execute(
+        "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = NULL "
+        "WHERE id = ? AND state IN ('failed', 'parked')",
+        (row_id,),
+    )
+    return cursor.rowcount == 1
+
+
+def list_rows(
+    conn: sqlite3.Connection, *, failed_only: bool = False, limit: int = 100
+) -> list[OutboxRow]:
+    where = "WHERE state = 'failed'" if failed_only else "WHERE state != 'sent'"
+    rows = conn.execute(f"SELECT * FROM outbox {where} ORDER BY id LIMIT ?", (limit,)).fetchall()
+    return [_row(r) for r in rows]
+
+
+def outbox_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    rows = conn.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall()
+    return {r[0]: r[1] for r in rows}
