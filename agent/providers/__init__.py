@@ -1,0 +1,24 @@
+"""LLM providers: the contract lives in `base`, implementations in `openai` and `anthropic`.
+
+`create_provider` is the one factory the composition root calls; it imports an SDK
+only when its provider kind is used.
+"""
+
+from __future__ import annotations
+
+from agent.providers.base import LLMProvider, ProviderConfigError, ProviderSettings
+
+__all__ = ["PROVIDER_KINDS", "create_provider"]
+
+PROVIDER_KINDS = ("openai", "anthropic")
+
+
+def create_provider(kind: str, settings: ProviderSettings) -> LLMProvider:
+    """Build the provider for `providers.<name>.type`; never fails on a missing key."""
+    if kind == "openai":
+        from agent.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(settings)
+    raise ProviderConfigError(
+        f"provider '{settings.name}' has unknown type {kind!r} (expected one of {PROVIDER_KINDS})"
+    )

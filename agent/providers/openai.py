@@ -1,0 +1,287 @@
+"""The OpenAI-compatible provider (OpenAI, DeepSeek, Qwen, Kimi, GLM, Ollama, vLLM…).
+
+Maps `ChatMessage` lists to chat-completions messages and back on the official
+`openai` SDK, streams text deltas when asked, keeps DeepSeek-style
+`reasoning_content`, and turns SDK errors into the provider error tree. Retries
+are ours (`with_retries`); the SDK's own are off. It never logs keys or message text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import BaseModel
+
+from agent.messages import ChatMessage, Role, ToolCall, Usage
+from agent.providers.base import (
+    DeltaSink,
+    LLMRequest,
+    LLMResponse,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderSettings,
+    ProviderUnavailable,
+    ToolSpec,
+)
+from agent.providers.media import load_media, mention_files
+from agent.providers.retry import Sleep, parse_retry_after, with_retries
+
+__all__ = ["OpenAIProvider", "missing_key_error", "to_openai_messages", "to_openai_tools"]
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def missing_key_error(settings: ProviderSettings) -> ProviderConfigError:
+    where = f"providers.{settings.name}.api_key"
+    hint = f"set {settings.api_key_hint} ({where})" if settings.api_key_hint else f"set {where}"
+    return ProviderConfigError(f"provider '{settings.name}' has no API key: {hint}")
+
+
+async def _user_message(message: ChatMessage) -> dict[str, Any]:
+    media = await load_media(message.media)
+    text = mention_files(message.content, media.other_paths)
+    if not media.images:
+        return {"role": "user", "content": text}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    parts += [{"type": "image_url", "image_url": {"url": image.data_uri}} for image in media.images]
+    return {"role": "user", "content": parts}
+
+
+def _assistant_message(message: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+        # DeepSeek/Kimi thinking models require the reasoning back inside a tool loop.
+        if message.reasoning_content:
+            out["reasoning_content"] = message.reasoning_content
+    return out
+
+
+async def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role is Role.SYSTEM:
+            out.append({"role": "system", "content": message.content})
+        elif message.role is Role.USER:
+            out.append(await _user_message(message))
+        elif message.role is Role.ASSISTANT:
+            out.append(_assistant_message(message))
+        else:
+            out.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            )
+    return out
+
+
+def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def _reasoning_of(model: BaseModel) -> str | None:
+    extra = model.model_extra or {}
+    for key in _REASONING_FIELDS:
+        value = extra.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+    def finish(self, index: int) -> ToolCall:
+        call_id = self.id or f"call_{index}_{uuid.uuid4().hex[:12]}"
+        return ToolCall(call_id, self.name, self.arguments or "{}")
+
+
+class _StreamAssembler:
+    """Collects chunks into one response, forwarding text deltas as they come."""
+
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self._on_delta = on_delta
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+
+    async def feed(self, chunk: ChatCompletionChunk) -> None:
+        if chunk.usage is not None:
+            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        for choice in chunk.choices:
+            delta = choice.delta
+            reasoning = _reasoning_of(delta)
+            if reasoning:
+                self.reasoning.append(reasoning)
+            for part in delta.tool_calls or ():
+                partial = self.calls.setdefault(part.index, _PartialCall())
+                partial.id = partial.id or (part.id or "")
+                if part.function is not None:
+                    partial.name = partial.name or (part.function.name or "")
+                    partial.arguments += part.function.arguments or ""
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+            if delta.content:
+                self.text.append(delta.content)
+                await self._on_delta(delta.content)
+
+    def response(self) -> LLMResponse:
+        calls = tuple(self.calls[i].finish(i) for i in sorted(self.calls))
+        return LLMResponse(
+            content="".join(self.text),
+            tool_calls=calls,
+            reasoning_content="".join(self.reasoning) or None,
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+        )
+
+
+def _parse_completion(completion: ChatCompletion, provider: str) -> LLMResponse:
+    if not completion.choices:
+        raise ProviderError(f"provider '{provider}' returned no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    calls = tuple(
+        ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+        for c in message.tool_calls or ()
+        if c.type == "function"
+    )
+    usage = completion.usage
+    return LLMResponse(
+        content=message.content or "",
+        tool_calls=calls,
+        reasoning_content=_reasoning_of(message),
+        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+        finish_reason=choice.finish_reason,
+    )
+
+
+def _server_message(body: object) -> str:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])[:300]
+    return ""
+
+
+def map_openai_error(exc: Exception, provider: str) -> ProviderError:
+    """Translate an SDK/transport exception into the provider error tree."""
+    prefix = f"provider '{provider}'"
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        headers = dict(exc.response.headers)
+        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+            # The server's text may echo part of the key: keep it out of the message.
+            return ProviderAuthError(f"{prefix}: HTTP {status}, API key rejected")
+        detail = f"{prefix}: HTTP {status} {_server_message(exc.body)}".rstrip()
+        if isinstance(exc, openai.RateLimitError):
+            return ProviderRateLimited(detail, parse_retry_after(headers))
+        if status >= 500 or status in (408, 409):
+            return ProviderUnavailable(detail, parse_retry_after(headers))
+        return ProviderError(detail)
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderUnavailable(f"{prefix}: request timed out")
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ProviderError(f"{prefix}: unexpected response shape")
+    if isinstance(exc, openai.APIError):  # e.g. an error event in the middle of a stream
+        return ProviderUnavailable(f"{prefix}: {_server_message(exc.body) or 'stream error'}")
+    return ProviderError(f"{prefix}: {type(exc).__name__}")
+
+
+class OpenAIProvider:
+    """`LLMProvider` for any OpenAI-compatible chat-completions endpoint."""
+
+    def __init__(self, settings: ProviderSettings, *, sleep: Sleep = asyncio.sleep) -> None:
+        self.name = settings.name
+        self._settings = settings
+        self._sleep = sleep
+        self._closed = False
+        self._client: openai.AsyncOpenAI | None = None
+        if settings.api_key:
+            self._client = openai.AsyncOpenAI(
+                api_key=settings.api_key,
+                base_url=settings.base_url,
+                default_headers=settings.extra_headers or None,
+                timeout=settings.timeout_secs,
+                max_retries=0,
+            )
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        if self._closed:
+            raise ProviderError(f"provider '{self.name}' is closed")
+        if self._client is None:
+            raise missing_key_error(self._settings)
+        client = self._client
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": await to_openai_messages(request.messages),
+        }
+        if request.tools:
+            params["tools"] = to_openai_tools(request.tools)
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        emitted = False
+
+        async def sink(text: str) -> None:
+            nonlocal emitted
+            emitted = True
+            if on_delta is not None:
+                await on_delta(text)
+
+        async def attempt() -> LLMResponse:
+            try:
+                if on_delta is None:
+                    completion = await client.chat.completions.create(**params)
+                    return _parse_completion(completion, self.name)
+                return await self._stream(client, params, sink)
+            except (openai.OpenAIError, httpx2.TransportError) as exc:
+                raise map_openai_error(exc, self.name) from exc
+
+        return await with_retries(
+            attempt, settings=self._settings, sleep=self._sleep, can_retry=lambda: not emitted
+        )
+
+    async def _stream(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any], sink: DeltaSink
+    ) -> LLMResponse:
+        assembler = _StreamAssembler(sink)
+        stream = await client.chat.completions.create(
+            **params, stream=True, stream_options={"include_usage": True}
+        )
+        async with stream:
+            async for chunk in stream:
+                await assembler.feed(chunk)
+        return assembler.response()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            await self._client.close()

@@ -1,0 +1,323 @@
+"""OpenAIProvider through the real `openai` SDK against FakeOpenAI on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.messages import ChatMessage, Role, ToolCall, Usage
+from agent.providers import create_provider
+from agent.providers.base import (
+    LLMRequest,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderSettings,
+    ProviderUnavailable,
+    ToolSpec,
+)
+from agent.providers.openai import OpenAIProvider
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+KEY = "sk-test-key-123"
+CALC = ToolSpec(
+    name="calculator",
+    description="Evaluate an arithmetic expression",
+    parameters={"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"]},
+)
+
+
+_open: list[OpenAIProvider] = []
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        server.api_key = KEY
+        try:
+            yield server
+        finally:
+            while _open:  # close providers even when a test failed half-way
+                await _open.pop().aclose()
+
+
+class Waits:
+    """Records the retry waits instead of sleeping through them."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def make(fake: FakeOpenAI, waits: Waits | None = None, **overrides: object) -> OpenAIProvider:
+    fields: dict[str, object] = {"name": "default", "api_key": KEY, "base_url": fake.base_url}
+    fields.update(overrides)
+    settings = ProviderSettings(**fields)  # type: ignore[arg-type]
+    provider = OpenAIProvider(settings, sleep=waits or Waits())
+    _open.append(provider)
+    return provider
+
+
+def ask(text: str = "hi", *, tools: tuple[ToolSpec, ...] = ()) -> LLMRequest:
+    return LLMRequest(model="gpt-test", messages=[ChatMessage.user(text)], tools=tools)
+
+
+async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeOpenAI) -> None:
+    provider = make(fake)
+    fake.add_tool_call("calculator", {"expr": "6*7"}, call_id="call_abc")
+    fake.add_text("It is 42.")
+    history = [
+        ChatMessage.system("You are terse."),
+        ChatMessage.user("what is 6*7?"),
+    ]
+    first = await provider.complete(
+        LLMRequest(model="gpt-test", messages=history, tools=(CALC,), temperature=0.2)
+    )
+    assert first.tool_calls == (ToolCall("call_abc", "calculator", '{"expr": "6*7"}'),)
+    assert first.finish_reason == "tool_calls"
+
+    assistant = ChatMessage(Role.ASSISTANT, "", tool_calls=first.tool_calls)
+    history += [assistant, ChatMessage.tool_result(first.tool_calls[0], "42")]
+    second = await provider.complete(
+        LLMRequest(model="gpt-test", messages=history, tools=(CALC,), max_tokens=50)
+    )
+    assert second.content == "It is 42."
+    tools_wire = [
+        {
+            "type": "function",
+            "function": {
+                "name": "calculator",
+                "description": "Evaluate an arithmetic expression",
+                "parameters": CALC.parameters,
+            },
+        }
+    ]
+    assert fake.requests[1] == {
+        "model": "gpt-test",
+        "max_tokens": 50,
+        "tools": tools_wire,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "what is 6*7?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_abc",
+                        "type": "function",
+                        "function": {"name": "calculator", "arguments": '{"expr": "6*7"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_abc", "content": "42"},
+        ],
+    }
+    assert fake.requests[0]["temperature"] == 0.2
+    assert "stream" not in fake.requests[0]
+    assert fake.request_headers[0]["Authorization"] == f"Bearer {KEY}"
+
+
+async def test_streaming_forwards_deltas_and_assembles_text(fake: FakeOpenAI) -> None:
+    provider = make(fake)
+    fake.add_text("the quick brown fox", usage=(12, 4))
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    response = await provider.complete(ask(), sink)
+    assert len(deltas) >= 2
+    assert "".join(deltas) == "the quick brown fox" == response.content
+    assert response.usage == Usage(12, 4)
+    assert fake.requests[0]["stream"] is True
+    assert fake.requests[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_streamed_tool_calls_are_assembled_from_fragments(fake: FakeOpenAI) -> None:
+    provider = make(fake)
+    fake.add_tool_calls([("calculator", {"expr": "1 + 2 + 3"}), ("get_time", {"tz": "UTC"})])
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    response = await provider.complete(ask(tools=(CALC,)), sink)
+    assert [c.name for c in response.tool_calls] == ["calculator", "get_time"]
+    assert [json.loads(c.arguments) for c in response.tool_calls] == [
+        {"expr": "1 + 2 + 3"},
+        {"tz": "UTC"},
+    ]
+    assert all(c.id.startswith("call_") for c in response.tool_calls)
+    assert response.finish_reason == "tool_calls"
+    assert deltas == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reasoning_content_is_kept(fake: FakeOpenAI, stream: bool) -> None:
+    provider = make(fake)
+    fake.add_text("answer", reasoning="first think, then answer")
+    seen: list[str] = []
+
+    async def sink(text: str) -> None:
+        seen.append(text)
+
+    response = await provider.complete(ask(), sink if stream else None)
+    assert response.reasoning_content == "first think, then answer"
+    assert response.content == "answer"
+    assert "".join(seen) == ("answer" if stream else "")
+
+
+async def test_reasoning_is_sent_back_with_tool_calls(fake: FakeOpenAI) -> None:
+    provider = make(fake)
+    call = ToolCall("c1", "calculator", "{}")
+    assistant = ChatMessage(Role.ASSISTANT, "", tool_calls=(call,), reasoning_content="why")
+    history = [ChatMessage.user("q"), assistant, ChatMessage.tool_result(call, "r")]
+    await provider.complete(LLMRequest(model="m", messages=history))
+    assert fake.requests[0]["messages"][1]["reasoning_content"] == "why"
+
+
+async def test_image_media_become_image_url_parts(fake: FakeOpenAI, tmp_path: Path) -> None:
+    provider = make(fake)
+    png = tmp_path / "cat.PNG"
+    png.write_bytes(b"\x89PNG\r\n\x1a\nfake-pixels")
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4")
+    message = ChatMessage.user("what is this?", media=(str(png), str(pdf)))
+    await provider.complete(LLMRequest(model="m", messages=[message]))
+    content = fake.requests[0]["messages"][0]["content"]
+    encoded = base64.b64encode(png.read_bytes()).decode()
+    assert content == [
+        {"type": "text", "text": f"what is this?\n\n[attached files: {pdf}]"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}},
+    ]
+
+
+async def test_default_reply_echoes_last_user_text(fake: FakeOpenAI) -> None:
+    provider = make(fake)
+    response = await provider.complete(ask("ping 1"))
+    assert response.content == "echo: ping 1"
+    assert response.usage == Usage(2, 3)  # words in, words out
+
+
+async def test_rate_limit_honours_retry_after_then_succeeds(fake: FakeOpenAI) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_error(429, headers={"Retry-After": "1"})
+    fake.add_text("finally")
+    response = await provider.complete(ask())
+    assert response.content == "finally"
+    assert len(fake.requests) == 2
+    assert waits.waits == [1.0]
+
+
+async def test_server_errors_forever_give_up_after_bounded_attempts(fake: FakeOpenAI) -> None:
+    waits = Waits()
+    provider = make(fake, waits, max_retries=2, retry_max_wait_secs=5.0)
+    for _ in range(5):
+        fake.add_error(500)
+    with pytest.raises(ProviderUnavailable) as caught:
+        await provider.complete(ask())
+    assert len(fake.requests) == 3
+    assert len(waits.waits) == 2
+    assert all(0 < w <= 5.0 for w in waits.waits)
+    assert "HTTP 500" in str(caught.value)
+
+
+async def test_bad_key_is_auth_error_without_retry(fake: FakeOpenAI) -> None:
+    waits = Waits()
+    provider = make(fake, waits, api_key="sk-wrong-secret")
+    with pytest.raises(ProviderAuthError) as caught:
+        await provider.complete(ask())
+    assert len(fake.requests) == 1
+    assert waits.waits == []
+    assert "sk-wrong-secret" not in str(caught.value)
+
+
+async def test_bad_request_is_not_retried(fake: FakeOpenAI) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_error(400, body={"error": {"message": "bad tools", "type": "invalid_request_error"}})
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(ask())
+    assert not isinstance(caught.value, ProviderRateLimited | ProviderUnavailable)
+    assert "bad tools" in str(caught.value)
+    assert len(fake.requests) == 1
+
+
+async def test_stream_failing_after_text_is_not_retried(fake: FakeOpenAI) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_reply(Reply(text="partial answer here", stream_error="overloaded"))
+    fake.add_text("must not be used")
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    with pytest.raises(ProviderUnavailable):
+        await provider.complete(ask(), sink)
+    assert "".join(deltas) == "partial answer here"
+    assert len(fake.requests) == 1
+    assert waits.waits == []
+
+
+async def test_missing_key_names_the_env_var_and_sends_nothing(fake: FakeOpenAI) -> None:
+    provider = make(fake, api_key="", api_key_hint="OPENAI_API_KEY")
+    with pytest.raises(ProviderConfigError) as caught:
+        await provider.complete(ask())
+    assert str(caught.value) == (
+        "provider 'default' has no API key: set OPENAI_API_KEY (providers.default.api_key)"
+    )
+    assert fake.requests == []
+
+
+async def test_unreachable_server_is_unavailable() -> None:
+    server = FakeOpenAI()
+    await server.start()
+    url = server.base_url
+    await server.close()
+    waits = Waits()
+    settings = ProviderSettings(name="down", api_key=KEY, base_url=url, max_retries=1)
+    provider = OpenAIProvider(settings, sleep=waits)
+    try:
+        with pytest.raises(ProviderUnavailable):
+            await provider.complete(ask())
+    finally:
+        await provider.aclose()
+    assert len(waits.waits) == 1
+
+
+async def test_extra_headers_reach_the_server(fake: FakeOpenAI) -> None:
+    provider = make(fake, extra_headers={"X-Tenant": "blue"})
+    await provider.complete(ask())
+    assert fake.request_headers[0]["X-Tenant"] == "blue"
+
+
+async def test_create_provider_builds_openai_and_rejects_unknown_kind(fake: FakeOpenAI) -> None:
+    settings = ProviderSettings(name="p", api_key=KEY, base_url=fake.base_url)
+    provider = create_provider("openai", settings)
+    assert isinstance(provider, OpenAIProvider)
+    _open.append(provider)
+    assert provider.name == "p"
+    assert (await provider.complete(ask("x"))).content == "echo: x"
+    with pytest.raises(ProviderConfigError, match="unknown type"):
+        create_provider("gemini", settings)
+
+
+async def test_fake_holds_requests_until_released(fake: FakeOpenAI) -> None:
+    provider = make(fake)
+    fake.hold()
+    task = asyncio.create_task(provider.complete(ask("held")))
+    await fake.wait_requests(1)
+    assert not task.done()
+    fake.release()
+    assert (await asyncio.wait_for(task, 5)).content == "echo: held"
