@@ -94,9 +94,14 @@ def needs_injection(
     - An active history without an agent prompt (empty, or freshly reset)
       always gets one: it becomes the first system message.
     - Otherwise it is re-injected once `every` user turns have passed since the
-      last injection (`user_turns` counts the session's user turns so far, not
-      including the message about to be appended; `last_injected_turn` is that
-      counter's value at the last injection). `every == 0` disables this.
+      last injection; `every == 0` disables this.
+
+    Turns are numbered from 1. `user_turns` is the session's user-turn counter
+    now, before the incoming message is stored (so that message is turn
+    `user_turns + 1`). `last_injected_turn` is the number of the turn the
+    prompt was last injected before — the counter's value once that turn's
+    user message was stored (`sessions.prompt_turn`). With `every == 100` the
+    prompt precedes user messages 1, 101, 201, …
     """
     if every < 0:
         raise ValueError("every must be >= 0")
@@ -104,4 +109,4 @@ def needs_injection(
         return True
     if every == 0 or last_injected_turn is None:
         return False
-    return user_turns - last_injected_turn >= every
+    return user_turns + 1 - last_injected_turn >= every

@@ -81,22 +81,24 @@ def test_an_empty_history_needs_the_prompt_even_with_reinjection_off() -> None:
 def test_a_freshly_reset_history_needs_the_prompt_again() -> None:
     # After a reset the session's counters carry on but the new segment is empty
     # (or holds only messages that are not the agent prompt).
-    assert needs_injection([], user_turns=42, last_injected_turn=0, every=100)
+    assert needs_injection([], user_turns=42, last_injected_turn=1, every=100)
     scheduled = [ChatMessage.system("job rules", marker=Marker.SCHEDULED_SYSTEM_PROMPT)]
-    assert needs_injection(scheduled, user_turns=42, last_injected_turn=0, every=100)
+    assert needs_injection(scheduled, user_turns=42, last_injected_turn=1, every=100)
 
 
 def test_no_reinjection_before_every_user_turns_have_passed() -> None:
     history = _history_with_prompt()
-    assert not needs_injection(history, user_turns=1, last_injected_turn=0, every=100)
-    assert not needs_injection(history, user_turns=99, last_injected_turn=0, every=100)
-    assert needs_injection(history, user_turns=100, last_injected_turn=0, every=100)
-    assert not needs_injection(history, user_turns=150, last_injected_turn=100, every=100)
+    # injected before turn 1; the message about to arrive is turn user_turns + 1
+    assert not needs_injection(history, user_turns=1, last_injected_turn=1, every=100)
+    assert not needs_injection(history, user_turns=99, last_injected_turn=1, every=100)
+    assert needs_injection(history, user_turns=100, last_injected_turn=1, every=100)
+    assert not needs_injection(history, user_turns=150, last_injected_turn=101, every=100)
+    assert needs_injection(history, user_turns=200, last_injected_turn=101, every=100)
 
 
 def test_zero_disables_periodic_reinjection() -> None:
     history = _history_with_prompt()
-    assert not needs_injection(history, user_turns=10_000, last_injected_turn=0, every=0)
+    assert not needs_injection(history, user_turns=10_000, last_injected_turn=1, every=0)
 
 
 def test_negative_cadence_is_rejected() -> None:
@@ -105,18 +107,21 @@ def test_negative_cadence_is_rejected() -> None:
 
 
 def _simulate(every: int, turns: int) -> list[int]:
-    """Run `turns` user turns the way the execution service would; return the
-    1-based numbers of the user messages that were preceded by an injection."""
+    """Run `turns` user turns the way the execution service would (counters kept
+    as storage keeps them); return the numbers of the turns the prompt preceded."""
     history: list[ChatMessage] = []
-    last: int | None = None
+    user_turns = 0  # sessions.user_turns
+    prompt_turn: int | None = None  # sessions.prompt_turn
     injected_before: list[int] = []
-    for number in range(1, turns + 1):
-        user_turns = number - 1  # completed user turns before this message
-        if needs_injection(history, user_turns, last, every):
+    while user_turns < turns:
+        inject = needs_injection(history, user_turns, prompt_turn, every)
+        if inject:
             history.append(agent_prompt_message("persona"))
-            last = user_turns
-            injected_before.append(number)
-        history.append(ChatMessage.user(f"message {number}"))
+        history.append(ChatMessage.user(f"message {user_turns + 1}"))
+        user_turns += 1  # stored together with the prompt, in one append
+        if inject:
+            prompt_turn = user_turns
+            injected_before.append(user_turns)
     return injected_before
 
 
