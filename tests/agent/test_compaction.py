@@ -6,11 +6,14 @@ OpenAIProvider (the tests at the end of this file); the rest is pure.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from agent.compaction import (
     CompactionResult,
     CompactionState,
+    compact,
     count_user_turns,
     estimate_tokens,
     plan_boundary,
@@ -27,6 +30,9 @@ from agent.compaction_prompt import (
     with_prefix,
 )
 from agent.messages import ChatMessage, Marker, Role, ToolCall
+from agent.providers.base import DeltaSink, LLMRequest, LLMResponse, ProviderSettings
+from agent.providers.openai import OpenAIProvider
+from tests.fakes.openai_server import FakeOpenAI
 
 
 def tool_turn(n: int, *, filler: str = "") -> list[ChatMessage]:
@@ -291,3 +297,172 @@ def test_summary_prefix_is_added_once() -> None:
     assert (
         with_prefix(f"{COMPRESSED_HISTORY_PREFIX} facts") == f"{COMPRESSED_HISTORY_PREFIX}\nfacts"
     )
+
+
+# -- the summary call, against the fake OpenAI server --------------------------------
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+async def provider(llm: FakeOpenAI) -> AsyncIterator[OpenAIProvider]:
+    settings = ProviderSettings(name="default", api_key="k", base_url=llm.base_url, max_retries=0)
+    openai_provider = OpenAIProvider(settings)
+    yield openai_provider
+    await openai_provider.aclose()
+
+
+def _pairs_whole(history: list[ChatMessage]) -> bool:
+    """Every tool result follows its call, and every call has its result."""
+    called: set[str] = set()
+    answered: set[str] = set()
+    for message in history:
+        called.update(call.id for call in message.tool_calls)
+        if message.role is Role.TOOL:
+            if message.tool_call_id not in called:
+                return False
+            answered.add(message.tool_call_id)
+    return called == answered
+
+
+def _long_history() -> list[ChatMessage]:
+    earlier = ChatMessage.system(
+        with_prefix("The user is migrating the blog to Hugo."), marker=Marker.HISTORY_COMPACTION
+    )
+    history = conversation(5)
+    history.insert(1, earlier)
+    history.insert(2, ChatMessage.user("see https://example.org/spec and /etc/app.toml"))
+    history.insert(3, ChatMessage(Role.ASSISTANT, "noted"))
+    return history
+
+
+async def test_the_summary_request_carries_the_transcript_and_the_keep_list(
+    llm: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    llm.add_text("User asked about files 1 and 2; read /srv/file1.txt and /srv/file2.txt.")
+    history = _long_history()
+
+    result = await compact(history, provider, "gpt-test", 128_000, 3, timeout_secs=5)
+
+    assert result is not None
+    [request] = llm.requests
+    assert request["model"] == "gpt-test"
+    system, user = request["messages"]
+    assert system["role"] == "system"
+    for kept in ("user requests", "identifiers", "file paths", "URLs", "tool calls"):
+        assert kept in system["content"]
+    for kept in ("commands", "results", "error", "decisions", "preferences", "task state"):
+        assert kept in system["content"]
+    transcript = user["content"]
+    assert user["role"] == "user"
+    assert "[earlier summary]\n[Compressed History]\nThe user is migrating" in transcript
+    assert "[user] see https://example.org/spec and /etc/app.toml" in transcript
+    assert '[assistant tool call read] {"path": "/srv/file2.txt"}' in transcript
+    assert "[tool read] contents of file 2" in transcript
+    assert "question 3" not in transcript  # the recent turns are kept, not summarised
+    assert "persona" not in transcript  # the agent prompt is kept verbatim
+
+    assert result.summarised
+    assert result.summary.role is Role.SYSTEM
+    assert result.summary.marker == Marker.HISTORY_COMPACTION
+    assert result.summary.content == (
+        "[Compressed History]\n"
+        "User asked about files 1 and 2; read /srv/file1.txt and /srv/file2.txt."
+    )
+
+
+async def test_the_new_history_is_prompt_summary_and_the_last_three_whole_turns(
+    llm: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    llm.add_text("summary of turns 1-2")
+    history = _long_history()
+
+    result = await compact(history, provider, "gpt-test", 128_000, 3, timeout_secs=5)
+
+    assert result is not None
+    new = result.new_history
+    assert new[0] is history[0]  # AGENT.md, verbatim
+    assert new[1] is result.summary
+    assert new[2:] == history[-12:]  # turns 3, 4 and 5, four messages each
+    assert [m.content for m in new if m.role is Role.USER] == [
+        "question 3 ",
+        "question 4 ",
+        "question 5 ",
+    ]
+    assert _pairs_whole(new)
+    assert sum(1 for m in new if m.marker == Marker.HISTORY_COMPACTION) == 1
+    assert result.estimate_before == estimate_tokens(history)
+    assert result.estimate_after == estimate_tokens(new)
+
+
+async def test_a_failed_summary_falls_back_to_the_truncated_transcript(
+    llm: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    llm.add_error(500)
+    history = conversation(40, filler="x" * 200)  # the old part is far above the budget
+    window = 4_000  # fallback budget: 1,600 characters
+
+    result = await compact(history, provider, "gpt-test", window, 3, timeout_secs=5)
+
+    assert result is not None
+    assert len(llm.requests) == 1
+    assert not result.summarised
+    assert result.summary.marker == Marker.HISTORY_COMPACTION
+    content = result.summary.content
+    assert content.startswith("[Compressed History]\n(No summary could be produced")
+    assert "[... earlier part of the transcript cut: " in content
+    assert "[assistant] answer 37" in content  # the newest folded turn survives
+    assert "question 1 " not in content
+    assert len(content) < 1_800
+    assert result.shrunk
+    assert _pairs_whole(result.new_history)
+
+
+async def test_a_summary_that_does_not_arrive_in_time_falls_back(
+    llm: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    llm.hold()  # the request is recorded but never answered
+    history = conversation(5)
+
+    result = await compact(history, provider, "gpt-test", 128_000, 3, timeout_secs=0.2)
+
+    assert result is not None
+    assert len(llm.requests) == 1
+    assert not result.summarised
+    assert "[assistant] answer 2" in result.summary.content
+    llm.release()
+
+
+async def test_an_empty_summary_falls_back(llm: FakeOpenAI, provider: OpenAIProvider) -> None:
+    llm.add_text("   ")
+    result = await compact(conversation(5), provider, "gpt-test", 128_000, 3, timeout_secs=5)
+    assert result is not None
+    assert not result.summarised
+    assert "[tool read] contents of file 2" in result.summary.content
+
+
+async def test_nothing_to_fold_means_no_call(llm: FakeOpenAI, provider: OpenAIProvider) -> None:
+    assert await compact(conversation(3), provider, "gpt-test", 128_000, 3) is None
+    assert llm.requests == []
+
+
+class _BrokenProvider:
+    """A provider with a bug: raises something outside the ProviderError tree."""
+
+    name = "broken"
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        raise KeyError("choices")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_provider_bug_never_reaches_the_main_flow() -> None:
+    result = await compact(conversation(5), _BrokenProvider(), "m", 128_000, 3, timeout_secs=5)
+    assert result is not None
+    assert not result.summarised

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.compaction import compact
 from agent.messages import ChatMessage, Marker, Role, ToolCall
+from agent.providers.base import ProviderSettings
+from agent.providers.openai import OpenAIProvider
 from storage.compaction import CompactionConflict, commit_compaction
 from storage.db import Database
+from tests.fakes.openai_server import FakeOpenAI
 
 SESSION = "telegram:42"
 T0 = "2026-11-29T10:00:00+00:00"
@@ -211,3 +215,51 @@ async def test_messages_appended_after_the_snapshot_are_carried_over(db: Databas
     assert [r["seq"] for r in active] == list(range(12, 20))
     assert (await db.read(_session))["next_seq"] == 20
     assert len(await db.read(lambda c: _rows(c, 0))) == 11
+
+
+async def test_compacting_a_stored_history_end_to_end(db: Database) -> None:
+    def seed(conn: sqlite3.Connection) -> None:
+        _create_session(conn)
+        messages = [ChatMessage.system("persona", marker=Marker.AGENT_PROMPT)]
+        for n in range(1, 6):
+            call = ToolCall(f"call_{n}", "read", f'{{"path": "f{n}.txt"}}')
+            messages += [
+                ChatMessage.user(f"question {n}"),
+                ChatMessage(Role.ASSISTANT, "", tool_calls=(call,)),
+                ChatMessage.tool_result(call, f"content {n}"),
+                ChatMessage(Role.ASSISTANT, f"answer {n}"),
+            ]
+        for seq, message in enumerate(messages, start=1):
+            _insert(conn, seq, 0, message, run_id=f"run-{seq}")
+
+    await db.write(seed)
+    history = await db.read(lambda c: _load(c, 0))
+    async with FakeOpenAI() as llm:
+        llm.add_text("read f1.txt and f2.txt")
+        provider = OpenAIProvider(
+            ProviderSettings(name="default", api_key="k", base_url=llm.base_url)
+        )
+        try:
+            result = await compact(history, provider, "m", 128_000, 3, timeout_secs=5)
+        finally:
+            await provider.aclose()
+    assert result is not None
+
+    await db.write(
+        lambda c: commit_compaction(
+            c, SESSION, 0, result.new_history, COMPACTED_AT, snapshot_last_seq=history[-1].seq
+        )
+    )
+
+    active = await db.read(lambda c: _load(c, 1))
+    assert [(m.role, m.content) for m in active] == [
+        (m.role, m.content) for m in result.new_history
+    ]
+    assert active[1].content == "[Compressed History]\nread f1.txt and f2.txt"
+    assert [m.content for m in active if m.role is Role.USER] == [
+        "question 3",
+        "question 4",
+        "question 5",
+    ]
+    archived = await db.read(lambda c: _load(c, 0))
+    assert [(m.seq, m.content) for m in archived] == [(m.seq, m.content) for m in history]
