@@ -54,6 +54,7 @@ __all__ = [
     "should_compact",
     "split_history",
     "splits_tool_pair",
+    "tokens_for_chars",
     "transcript_budget_chars",
     "trigger_tokens",
 ]
@@ -84,7 +85,12 @@ def estimate_tokens(messages: Sequence[ChatMessage]) -> int:
     for message in messages:
         chars += len(message.content) + len(message.reasoning_content or "")
         chars += sum(len(call.name) + len(call.arguments) for call in message.tool_calls)
-    return -(-chars * 3 // 10)  # ceil(chars / 4 * 1.2) in integers
+    return tokens_for_chars(chars)
+
+
+def tokens_for_chars(chars: int) -> int:
+    """The estimate for a character count: ceil(chars / 4 × 1.2), in integers."""
+    return -(-chars * 3 // 10)
 
 
 def count_user_turns(history: Sequence[ChatMessage]) -> int:

@@ -20,6 +20,7 @@ from agent.compaction import (
     should_compact,
     split_history,
     splits_tool_pair,
+    tokens_for_chars,
     transcript_budget_chars,
     trigger_tokens,
 )
@@ -65,6 +66,7 @@ def test_estimate_is_characters_over_four_times_one_point_two() -> None:
 def test_estimate_rounds_up() -> None:
     assert estimate_tokens([ChatMessage.user("x")]) == 1
     assert estimate_tokens([ChatMessage.user("x" * 11)]) == 4  # 3.3 -> 4
+    assert [tokens_for_chars(n) for n in (0, 1, 10, 11, 4000)] == [0, 1, 3, 4, 1200]
 
 
 def test_estimate_counts_reasoning_and_tool_calls() -> None:
