@@ -106,9 +106,8 @@ class OutboundDispatcher:
         for state in self._states.values():
             state.wake.set()  # first pass picks up rows left from a previous run
 
-    def start(self, tg: asyncio.TaskGroup) -> None:
-        for name in self.channels:
-            tg.create_task(self._sender(name), name=f"sender:{name}")
+    def start(self, tg: asyncio.TaskGroup) -> list[asyncio.Task[None]]:
+        return [tg.create_task(self._sender(name), name=f"sender:{name}") for name in self.channels]
 
     def wake(self, channel: str) -> None:
         state = self._states.get(channel)

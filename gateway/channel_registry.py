@@ -1,0 +1,22 @@
+"""Builds the enabled channels from configuration."""
+
+from __future__ import annotations
+
+from channels.base import Channel
+from channels.websocket import WebSocketChannel
+from gateway.config import Config
+
+__all__ = ["build_channels"]
+
+
+def build_channels(config: Config) -> list[Channel]:
+    channels: list[Channel] = []
+    section = config.channels
+    if section.websocket.enabled:
+        token = config.gateway.auth_token
+        channels.append(
+            WebSocketChannel(
+                section.websocket, auth_token=token.get_secret_value() if token else None
+            )
+        )
+    return channels

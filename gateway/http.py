@@ -1,0 +1,66 @@
+"""The gateway's aiohttp application: /health, /ready, /metrics; channels mount
+their own routes (/ws, /webhooks/...) through `AppMount`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from channels.base import Handler
+
+__all__ = ["AppMount", "HttpProbes", "build_http_app"]
+
+VERSION = "0.1.0"
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class HttpProbes:
+    """What the probes read from the running gateway."""
+
+    readiness: Callable[[], list[str]]  # reasons the gateway is not ready; [] = ready
+    metrics: Callable[[], tuple[bytes, str]]  # (body, content type)
+
+
+class AppMount:
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        self.app.router.add_route(method, path, handler)
+
+
+def build_http_app(probes: HttpProbes) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    started = time.monotonic()
+
+    async def health(_request: web.Request) -> web.Response:
+        # answering at all proves the event loop is responsive
+        return web.json_response(
+            {
+                "status": "ok",
+                "version": VERSION,
+                "uptime_secs": round(time.monotonic() - started, 1),
+            }
+        )
+
+    async def ready(_request: web.Request) -> web.Response:
+        reasons = probes.readiness()
+        if reasons:
+            return web.json_response({"status": "not_ready", "reasons": reasons}, status=503)
+        return web.json_response({"status": "ready"})
+
+    async def metrics(_request: web.Request) -> web.Response:
+        body, content_type = probes.metrics()
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = content_type
+        return response
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/ready", ready)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,40 @@
+"""A whole turn through real sockets: WebSocket client → gateway → fake LLM → back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from storage.db import Database
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import make_config, running_gateway, ws_client
+
+
+async def test_calculator_turn_persists_in_real_order(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("calculator", {"expression": "6*7"})
+    llm.add_text("6 times 7 is 42.")
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        reply = await client.ask("what is 6*7? use the calculator")
+    assert reply == "6 times 7 is 42."
+
+    # the second request carried the tool result back to the model
+    second = llm.requests[1]["messages"]
+    assert second[-1]["role"] == "tool"
+    assert second[-1]["content"] == "42"
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "calculator"
+
+    async with Database(loaded.storage_path) as db:
+        rows = await db.read(
+            lambda c: c.execute(
+                "SELECT role, content, tool_calls, tool_call_id FROM messages "
+                "WHERE session_id = 'chat-1' ORDER BY seq"
+            ).fetchall()
+        )
+    roles = [r["role"] for r in rows]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert rows[0]["content"] == "what is 6*7? use the calculator"
+    call = json.loads(rows[1]["tool_calls"])[0]
+    assert call["name"] == "calculator"
+    assert rows[2]["tool_call_id"] == call["id"]
+    assert rows[3]["content"] == "6 times 7 is 42."
