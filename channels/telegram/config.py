@@ -1,9 +1,61 @@
-"""Configuration of the telegram channel (`channels.telegram`)."""
+"""Configuration of the telegram channel (`channels.telegram`).
+
+Validation only; the adapter reads these values once at construction. The bot
+token is a `SecretStr` and must never reach a log line or an exception message.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+from pydantic import Field, SecretStr, model_validator
+
 from channels.base import ChannelSettings
+
+__all__ = ["WEBHOOK_PATH", "GroupPolicy", "TelegramConfig", "TelegramMode"]
+
+WEBHOOK_PATH = "/webhooks/telegram"
+
+
+class TelegramMode(StrEnum):
+    POLLING = "polling"  # we call getUpdates; no public URL needed
+    WEBHOOK = "webhook"  # Telegram POSTs updates to webhook_url
+
+
+class GroupPolicy(StrEnum):
+    MENTION = "mention"  # answer in groups only when mentioned, replied to or given a command
+    OPEN = "open"  # answer every group message the bot can see
 
 
 class TelegramConfig(ChannelSettings):
-    """Placeholder until the telegram adapter lands: only the shared keys."""
+    token: SecretStr = SecretStr("")
+    mode: TelegramMode = TelegramMode.POLLING
+    webhook_url: str | None = None
+    secret_token: SecretStr | None = None
+    group_policy: GroupPolicy = GroupPolicy.MENTION
+    api_base: str = "https://api.telegram.org"
+    streaming: bool = False
+    max_media_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    poll_timeout_secs: int = Field(30, ge=0, le=60)
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> TelegramConfig:
+        if not self.enabled:
+            return self
+        if not self.token.get_secret_value():
+            raise ValueError("token is required when the telegram channel is enabled")
+        if self.mode is TelegramMode.WEBHOOK:
+            if not self.webhook_url:
+                raise ValueError("webhook_url is required in webhook mode")
+            if not self.webhook_url.startswith("https://"):
+                raise ValueError("webhook_url must be an https:// URL (Telegram requires TLS)")
+            secret = self.secret_token.get_secret_value() if self.secret_token else ""
+            if not secret:
+                raise ValueError("secret_token is required in webhook mode")
+            if not all(c.isalnum() or c in "_-" for c in secret) or len(secret) > 256:
+                raise ValueError("secret_token may hold only A-Z, a-z, 0-9, _ and - (1-256 chars)")
+        return self
+
+    @property
+    def api_root(self) -> str:
+        return self.api_base.rstrip("/")

@@ -1,0 +1,379 @@
+"""The Telegram channel: lifecycle, inbound filtering and submission, sending.
+
+Receives updates by long polling (`polling.py`, our own getUpdates loop so the
+offset only moves after the bus recorded an update) or by webhook on the
+gateway's HTTP app (`/webhooks/telegram`, secret token checked, answered 200
+only after the update is recorded). Group messages count only when they
+address the bot (unless `group_policy` is open); senders are filtered by
+`allow_from`. Replies are split at 4096 chars, rendered as HTML and sent in
+order; a reply that fails half way resumes after the parts already delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+
+import structlog
+from aiohttp import web
+from telegram import Bot, Update
+from telegram.error import InvalidToken, TelegramError
+from telegram.request import HTTPXRequest
+
+from channels.base import (
+    Capabilities,
+    Channel,
+    ChannelError,
+    ChannelRuntime,
+    PermanentSendError,
+    SendResult,
+    is_allowed,
+    split_text,
+)
+from channels.telegram.config import WEBHOOK_PATH, GroupPolicy, TelegramConfig, TelegramMode
+from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
+from channels.telegram.live import LiveStreams, TypingLoops
+from channels.telegram.media import MediaFetcher
+from channels.telegram.outbound import TelegramSender
+from channels.telegram.polling import ALLOWED_UPDATES, UpdatePoller
+from channels.telegram.redaction import Redactor
+from channels.telegram.tasks import cancel_and_wait
+from gateway.bus import (
+    BusClosed,
+    ChannelEvent,
+    EventKind,
+    InboundMessage,
+    MediaKind,
+    MediaRef,
+    OutboundMessage,
+)
+
+__all__ = ["TelegramChannel"]
+
+log = structlog.get_logger("channels.telegram")
+TEXT_LIMIT = 4096
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+_PROGRESS_KEY = "progress:"
+_MAX_BACKOFF = 60.0
+
+
+class TelegramChannel(Channel):
+    name = "telegram"
+    # Telegram shows "typing" for ≤5 s; streamed edits are throttled to stay under flood limits.
+    typing_interval_secs = 4.0
+    stream_interval_secs = 1.0
+
+    def __init__(self, config: TelegramConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.capabilities = Capabilities(
+            max_message_chars=TEXT_LIMIT,
+            can_edit=True,
+            can_stream=config.streaming,
+            can_show_typing=True,
+            media_kinds=frozenset(MediaKind),
+        )
+        self._token = config.token.get_secret_value()
+        self._secret = config.secret_token.get_secret_value() if config.secret_token else ""
+        self._redact = Redactor(self._token, self._secret)
+        # Telegram usernames are case-insensitive; numeric ids are kept as written.
+        self._allow = [a.lower() if a.startswith("@") else a for a in config.allow_from]
+        self._runtime: ChannelRuntime | None = None
+        self._bot: Bot | None = None
+        self._me: BotIdentity | None = None
+        self._sender: TelegramSender | None = None
+        self._media: MediaFetcher | None = None
+        self._typing: TypingLoops | None = None
+        self._streams: LiveStreams | None = None
+        self._poller: UpdatePoller | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._progress: dict[int, list[int]] = {}  # outbox_id -> ids of parts already sent
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def setup(self, runtime: ChannelRuntime) -> None:
+        self._runtime = runtime
+        if self.config.mode is TelegramMode.WEBHOOK:
+            runtime.http.add_route("POST", WEBHOOK_PATH, self._on_webhook)
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("telegram channel already started")
+        runtime = self._require_runtime()
+        self._redact.install()
+        api = self.config.api_root
+        bot = Bot(
+            self._token,
+            base_url=f"{api}/bot",
+            base_file_url=f"{api}/file/bot",
+            request=HTTPXRequest(connection_pool_size=16, read_timeout=30.0, connect_timeout=10.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, connect_timeout=10.0),
+        )
+        self._bot = bot
+        self._sender = sender = TelegramSender(bot, runtime.state, self._redact)
+        self._media = MediaFetcher(
+            bot, runtime.media_dir / "telegram", self.config.max_media_bytes, self._redact
+        )
+        self._typing = TypingLoops(sender, self.typing_interval_secs)
+        self._streams = LiveStreams(sender, self.stream_interval_secs)
+        first_attempt = asyncio.Event()
+        self._task = asyncio.create_task(self._run(first_attempt), name="telegram-channel")
+        waiter = asyncio.create_task(first_attempt.wait(), name="telegram-start-wait")
+        try:
+            await asyncio.wait({self._task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(waiter)
+        if self._task.done() and not self._task.cancelled():
+            self._task.result()  # surface an unexpected crash of the connect loop
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+        if self._typing is not None:
+            await self._typing.close()
+        if self._streams is not None:
+            await self._streams.close()
+        if self._poller is not None:
+            await self._poller.confirm()
+        if self._bot is not None:
+            with contextlib.suppress(TelegramError):
+                await self._bot.shutdown()
+        self._redact.uninstall()
+        self.not_ready_reason = "stopped"
+
+    async def _run(self, first_attempt: asyncio.Event) -> None:
+        backoff = 1.0
+        while True:
+            try:
+                await self._connect()
+                break
+            except TelegramError as exc:
+                self.not_ready_reason = self._connect_failure(exc)
+                log.warning(
+                    "telegram connect failed", reason=self.not_ready_reason, retry_in=backoff
+                )
+                first_attempt.set()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+        self.not_ready_reason = None
+        first_attempt.set()
+        log.info("telegram connected", bot=self._me.username if self._me else None)
+        if self._poller is not None:
+            await self._poller.run()
+
+    async def _connect(self) -> None:
+        bot, runtime = self._require_bot(), self._require_runtime()
+        await bot.initialize()
+        me = bot.bot
+        self._me = BotIdentity(me.id, me.username or "")
+        if self.config.mode is TelegramMode.POLLING:
+            await bot.delete_webhook(drop_pending_updates=False)
+            self._poller = UpdatePoller(
+                bot,
+                runtime.state,
+                self._handle_update,
+                timeout=self.config.poll_timeout_secs,
+                set_status=self._set_status,
+                redact=self._redact,
+            )
+        else:
+            await bot.set_webhook(
+                url=self.config.webhook_url or "",
+                secret_token=self._secret,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+
+    def _connect_failure(self, exc: TelegramError) -> str:
+        if isinstance(exc, InvalidToken):
+            return "telegram rejected the bot token (check channels.telegram.token)"
+        return f"cannot reach telegram: {type(exc).__name__}: {self._redact(exc.message)}"
+
+    def _set_status(self, reason: str | None) -> None:
+        self.not_ready_reason = reason
+
+    # -- inbound ----------------------------------------------------------------------------
+
+    async def _on_webhook(self, request: web.Request) -> web.StreamResponse:
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self._secret.encode()):
+            log.warning("telegram webhook refused: wrong secret token", remote=request.remote)
+            return web.json_response({"ok": False, "error": "forbidden"}, status=403)
+        if self._me is None or self._bot is None:
+            return web.json_response({"ok": False, "error": "not ready"}, status=503)
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise TypeError("update is not an object")
+            update = Update.de_json(body, self._bot)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("telegram webhook: malformed update", error=type(exc).__name__)
+            return web.json_response({"ok": False, "error": "malformed update"}, status=400)
+        try:
+            await self._handle_update(update)
+        except BusClosed:
+            return web.json_response({"ok": False, "error": "shutting down"}, status=503)
+        return web.json_response({"ok": True})
+
+    async def _handle_update(self, update: Update) -> None:
+        """Record one update (raises only if it could not be recorded, e.g. BusClosed)."""
+        me, runtime = self._me, self._require_runtime()
+        if me is None:
+            raise RuntimeError("telegram update before connect")
+        try:
+            parsed = parse_update(update, me)
+        except Exception:
+            log.exception("telegram update could not be read; skipped", update_id=update.update_id)
+            return
+        if parsed is None:
+            log.debug("telegram update ignored", update_id=update.update_id)
+            return
+        if not parsed.addressed and self.config.group_policy is GroupPolicy.MENTION:
+            log.debug("telegram group message not addressed to the bot", chat_id=parsed.chat_id)
+            return
+        if not is_allowed(parsed.sender_ids, self._allow):
+            log.warning(
+                "telegram sender refused",
+                sender_id=parsed.sender_id,
+                username=parsed.metadata.get("username"),
+                chat_id=parsed.chat_id,
+                reason="channels.telegram.allow_from is empty"
+                if not self._allow
+                else "sender not in channels.telegram.allow_from",
+            )
+            return
+        message = await self._to_inbound(parsed)
+        receipt = await runtime.bus.submit(message)
+        log.debug("telegram message recorded", message_id=message.message_id, receipt=receipt.value)
+
+    async def _to_inbound(self, parsed: ParsedMessage) -> InboundMessage:
+        media: list[MediaRef] = []
+        notes: list[str] = []
+        fetcher = self._media
+        for attachment in parsed.attachments:
+            if fetcher is None:
+                break
+            fetched = await fetcher.fetch(parsed.chat_id, parsed.telegram_message_id, attachment)
+            if fetched.ref is not None:
+                media.append(fetched.ref)
+            if fetched.note is not None:
+                notes.append(fetched.note)
+        text = "\n".join([parsed.text, *notes]).strip()
+        return InboundMessage(
+            channel=self.name,
+            chat_id=parsed.chat_id,
+            sender_id=parsed.sender_id,
+            text=text,
+            message_id=parsed.message_id,
+            chat_type=parsed.chat_type,
+            media=tuple(media),
+            reply_to=parsed.reply_to,
+            mentions=parsed.mentions,
+            metadata=parsed.metadata,
+        )
+
+    # -- outbound ---------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        sender = self._sender
+        if sender is None:
+            raise PermanentSendError("telegram channel is not started")
+        if not message.text.strip():
+            return SendResult()
+        parts = split_text(message.text, TEXT_LIMIT)
+        reply_to = _reply_target(message)
+        sent = await self._sent_parts(message)
+        stream_message_id = None
+        if self._streams is not None:
+            run_id = message.metadata.get("run_id")
+            stream_message_id = await self._streams.take(
+                message.chat_id, run_id if isinstance(run_id, str) else None
+            )
+        ids = list(sent)
+        for index, part in enumerate(parts):
+            if index < len(sent):
+                continue  # delivered by an earlier attempt of this same reply
+            try:
+                if index == 0 and stream_message_id is not None:
+                    ids.append(await self._replace_stream(message.chat_id, stream_message_id, part))
+                else:
+                    ids.append(
+                        await sender.send_text(
+                            message.chat_id, part, reply_to if index == 0 else None
+                        )
+                    )
+            except ChannelError:
+                await self._save_progress(message, ids, previously=len(sent))
+                raise
+        if sent:
+            await self._clear_progress(message)
+        return SendResult(tuple(str(i) for i in ids))
+
+    async def _replace_stream(self, chat_id: str, message_id: int, part: str) -> int:
+        sender = self._sender
+        assert sender is not None
+        try:
+            await sender.edit_text(chat_id, message_id, part, html=True)
+            return message_id
+        except PermanentSendError:
+            # The streamed message is gone or not editable: send the part fresh.
+            return await sender.send_text(chat_id, part)
+
+    async def _sent_parts(self, message: OutboundMessage) -> list[int]:
+        if message.outbox_id is None:
+            return []
+        if message.outbox_id in self._progress:
+            return self._progress[message.outbox_id]
+        if message.attempt <= 1:
+            return []
+        stored = await self._require_runtime().state.get(f"{_PROGRESS_KEY}{message.outbox_id}")
+        return [int(i) for i in json.loads(stored)] if stored else []
+
+    async def _save_progress(
+        self, message: OutboundMessage, ids: list[int], previously: int
+    ) -> None:
+        if message.outbox_id is None or len(ids) == previously:
+            return
+        self._progress[message.outbox_id] = ids
+        await self._require_runtime().state.set(
+            f"{_PROGRESS_KEY}{message.outbox_id}", json.dumps(ids)
+        )
+
+    async def _clear_progress(self, message: OutboundMessage) -> None:
+        if message.outbox_id is not None:
+            self._progress.pop(message.outbox_id, None)
+            await self._require_runtime().state.set(f"{_PROGRESS_KEY}{message.outbox_id}", "")
+
+    async def notify(self, event: ChannelEvent) -> None:
+        try:
+            if event.kind is EventKind.WORKING and self._typing is not None:
+                self._typing.start(event.chat_id)
+            elif event.kind is EventKind.IDLE and self._typing is not None:
+                await self._typing.stop(event.chat_id)
+            elif event.kind is EventKind.DELTA and self.config.streaming and self._streams:
+                await self._streams.delta(event.chat_id, event.run_id, event.text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("telegram notify failed", kind=event.kind.value, error=type(exc).__name__)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _require_runtime(self) -> ChannelRuntime:
+        if self._runtime is None:
+            raise RuntimeError("telegram channel used before setup()")
+        return self._runtime
+
+    def _require_bot(self) -> Bot:
+        if self._bot is None:
+            raise RuntimeError("telegram channel used before start()")
+        return self._bot
+
+
+def _reply_target(message: OutboundMessage) -> int | None:
+    """Quote the user's message in groups (in a private chat the context is obvious)."""
+    if not message.chat_id.startswith("-") or not message.reply_to_message_id:
+        return None
+    _, _, raw = message.reply_to_message_id.rpartition(":")
+    return int(raw) if raw.isdigit() else None

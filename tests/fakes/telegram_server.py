@@ -1,0 +1,390 @@
+"""A fake Telegram Bot API server (aiohttp, 127.0.0.1 port 0) for tests.
+
+Speaks the real wire protocol python-telegram-bot uses: every method is a POST to
+`/bot<token>/<method>` with an empty, form-encoded or multipart body (non-string
+values JSON-encoded), answers `{"ok": true, "result": ...}` or
+`{"ok": false, "error_code", "description", "parameters"}`; files are fetched
+with GET `/file/bot<token>/<file_path>`.
+
+getUpdates keeps the real offset semantics: an update stays pending until a
+getUpdates call with a higher offset confirms it, and an empty call is held for
+up to `timeout` seconds until an update arrives. Errors can be injected per
+method (`fail_next`). Everything the bot did is recorded in `calls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["BOT_ID", "BOT_USERNAME", "TOKEN", "Call", "FakeTelegram"]
+
+TOKEN = "123456:TEST-token_secret"
+BOT_ID = 123456
+BOT_USERNAME = "picotest_bot"
+_HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a"}
+_HTML_TAGS |= {"tg-spoiler", "span", "blockquote", "tg-emoji"}
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, str]
+    content_type: str
+    at: float = field(default_factory=time.monotonic)
+
+    def json(self, key: str) -> Any:
+        return json.loads(self.params[key])
+
+
+@dataclass
+class _Failure:
+    status: int
+    description: str
+    parameters: dict[str, Any] | None
+    when: Callable[[Call], bool] | None
+
+
+class _EntityChecker(HTMLParser):
+    """Telegram-like HTML validation: known tags, proper nesting; returns visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.error: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _HTML_TAGS:
+            self.error = self.error or f'unsupported start tag "{tag}"'
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.error = self.error or f'can\'t find end tag corresponding to start tag "{tag}"'
+        else:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _check_html(text: str) -> tuple[str, str | None]:
+    checker = _EntityChecker()
+    checker.feed(text)
+    checker.close()
+    error = checker.error
+    if error is None and checker.stack:
+        error = f'can\'t find end tag corresponding to start tag "{checker.stack[-1]}"'
+    return "".join(checker.text), error
+
+
+class FakeTelegram:
+    """`async with FakeTelegram() as tg:` → `tg.api_base` to put in the config."""
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.token = token
+        self.api_base = ""
+        self.calls: list[Call] = []
+        self.pending: list[dict[str, Any]] = []  # delivered-or-not, not yet confirmed
+        self.confirmed: list[int] = []
+        self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
+        self.webhook: dict[str, str] = {}
+        self.downloads: list[str] = []
+        self._next_update_id = 1000
+        self._next_message_id: dict[int, int] = {}
+        self._failures: dict[str, list[_Failure]] = {}
+        self._changed = asyncio.Condition()
+        self._closing = False
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeTelegram:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._method)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.api_base = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- test controls -----------------------------------------------------------------------
+
+    async def add_update(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue a raw update (its update_id is assigned here) and wake long polls."""
+        update = {"update_id": self._next_update_id, **update}
+        self._next_update_id += 1
+        async with self._changed:
+            self.pending.append(update)
+            self._changed.notify_all()
+        return update
+
+    def message(
+        self,
+        text: str | None = "hello",
+        *,
+        chat_id: int = 42,
+        user_id: int = 42,
+        username: str | None = "alice",
+        chat_type: str = "private",
+        message_id: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Build a Message object as Telegram sends it."""
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = "Alice"
+        else:
+            chat["title"] = "Test group"
+        sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": "Alice"}
+        if username:
+            sender["username"] = username
+        msg: dict[str, Any] = {
+            "message_id": message_id if message_id is not None else self._message_id(chat_id),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender,
+        }
+        if text is not None:
+            msg["text"] = text
+        msg.update(extra)
+        return msg
+
+    async def add_message(self, text: str | None = "hello", **kwargs: Any) -> dict[str, Any]:
+        return await self.add_update({"message": self.message(text, **kwargs)})
+
+    def add_file(self, content: bytes, file_path: str = "photos/file_0.jpg") -> str:
+        file_id = f"FILE{len(self.files)}"
+        self.files[file_id] = (file_path, content)
+        return file_id
+
+    def fail_next(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        *,
+        parameters: dict[str, Any] | None = None,
+        times: int = 1,
+        when: Callable[[Call], bool] | None = None,
+    ) -> None:
+        """Answer the next `times` calls of `method` (matching `when`) with this error."""
+        failure = _Failure(status, description, parameters, when)
+        self._failures.setdefault(method, []).extend([failure] * times)
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        """A `channels.telegram` config section pointing at this fake."""
+        section: dict[str, Any] = {
+            "enabled": True,
+            "token": self.token,
+            "api_base": self.api_base,
+            "poll_timeout_secs": 5,
+            "allow_from": ["*"],
+        }
+        section.update(overrides)
+        return section
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    @property
+    def sent_texts(self) -> list[str]:
+        return [c.params["text"] for c in self.calls_of("sendMessage") if c.params.get("_ok")]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def wait_for_calls(self, method: str, count: int, timeout: float = 5.0) -> list[Call]:
+        await self.wait_for(lambda: len(self.calls_of(method)) >= count, timeout)
+        return self.calls_of(method)
+
+    # -- HTTP handlers ------------------------------------------------------------------------
+
+    def _message_id(self, chat_id: int) -> int:
+        self._next_message_id[chat_id] = self._next_message_id.get(chat_id, 0) + 1
+        return self._next_message_id[chat_id]
+
+    async def _record(self, call: Call) -> None:
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+
+    async def _method(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.match_info["method"]
+        form = await request.post()
+        params = {k: v if isinstance(v, str) else f"<file {v.filename}>" for k, v in form.items()}
+        call = Call(method, params, request.content_type)
+        failure = self._take_failure(call)
+        if failure is not None:
+            await self._record(call)
+            return _error(failure.status, failure.description, failure.parameters)
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            await self._record(call)
+            return _error(404, "Not Found: method not found")
+        response: web.Response = await handler(call)
+        return response
+
+    def _take_failure(self, call: Call) -> _Failure | None:
+        queue = self._failures.get(call.method, [])
+        for i, failure in enumerate(queue):
+            if failure.when is None or failure.when(call):
+                return queue.pop(i)
+        return None
+
+    async def _file(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        for file_path, content in self.files.values():
+            if file_path == path:
+                self.downloads.append(path)
+                return web.Response(body=content, content_type="application/octet-stream")
+        return web.Response(status=404)
+
+    async def _m_getMe(self, call: Call) -> web.Response:
+        await self._record(call)
+        return _ok(
+            {
+                "id": BOT_ID,
+                "is_bot": True,
+                "first_name": "Pico",
+                "username": BOT_USERNAME,
+                "can_join_groups": True,
+                "can_read_all_group_messages": False,
+                "supports_inline_queries": False,
+            }
+        )
+
+    async def _m_deleteWebhook(self, call: Call) -> web.Response:
+        await self._record(call)
+        self.webhook = {}
+        return _ok(True)
+
+    async def _m_setWebhook(self, call: Call) -> web.Response:
+        await self._record(call)
+        self.webhook = dict(call.params)
+        return _ok(True)
+
+    async def _m_getUpdates(self, call: Call) -> web.Response:
+        await self._record(call)
+        if self.webhook:
+            return _error(409, "Conflict: can't use getUpdates method while webhook is active")
+        offset = int(call.params.get("offset") or 0)
+        limit = int(call.params.get("limit") or 100)
+        timeout = float(call.params.get("timeout") or 0)
+        async with self._changed:
+            if offset > 0:
+                done = [u for u in self.pending if u["update_id"] < offset]
+                self.confirmed.extend(u["update_id"] for u in done)
+                self.pending = [u for u in self.pending if u["update_id"] >= offset]
+                if done:
+                    self._changed.notify_all()
+            if not self.pending and timeout > 0 and not self._closing:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._changed.wait_for(lambda: bool(self.pending) or self._closing)
+            batch = self.pending[:limit]
+        return _ok(batch)
+
+    async def _m_sendMessage(self, call: Call) -> web.Response:
+        chat_id = int(call.params["chat_id"])
+        text = call.params.get("text", "")
+        if call.params.get("parse_mode") == "HTML":
+            visible, error = _check_html(text)
+            if error is not None:
+                await self._record(call)
+                return _error(400, f"Bad Request: can't parse entities: {error}")
+            text = visible
+        if not text.strip():
+            await self._record(call)
+            return _error(400, "Bad Request: message text is empty")
+        if len(text) > 4096:
+            await self._record(call)
+            return _error(400, "Bad Request: message is too long")
+        message = {
+            "message_id": self._message_id(chat_id),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Pico", "username": BOT_USERNAME},
+            "text": text,
+        }
+        call.params["_ok"] = "1"
+        call.params["_visible"] = text
+        call.params["_message_id"] = str(message["message_id"])
+        await self._record(call)
+        return _ok(message)
+
+    async def _m_editMessageText(self, call: Call) -> web.Response:
+        text = call.params.get("text", "")
+        if call.params.get("parse_mode") == "HTML":
+            visible, error = _check_html(text)
+            if error is not None:
+                await self._record(call)
+                return _error(400, f"Bad Request: can't parse entities: {error}")
+            text = visible
+        chat_id = int(call.params["chat_id"])
+        call.params["_ok"] = "1"
+        call.params["_visible"] = text
+        await self._record(call)
+        return _ok(
+            {
+                "message_id": int(call.params["message_id"]),
+                "date": int(time.time()),
+                "edit_date": int(time.time()),
+                "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+                "text": text,
+            }
+        )
+
+    async def _m_sendChatAction(self, call: Call) -> web.Response:
+        await self._record(call)
+        return _ok(True)
+
+    async def _m_getFile(self, call: Call) -> web.Response:
+        await self._record(call)
+        file_id = call.params.get("file_id", "")
+        if file_id not in self.files:
+            return _error(400, "Bad Request: invalid file_id")
+        file_path, content = self.files[file_id]
+        return _ok(
+            {
+                "file_id": file_id,
+                "file_unique_id": f"U{file_id}",
+                "file_size": len(content),
+                "file_path": file_path,
+            }
+        )
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(status: int, description: str, parameters: dict[str, Any] | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return web.json_response(body, status=status)
