@@ -12,10 +12,15 @@ from typing import Any
 
 from agent.tools.base import Tool, ToolRegistry, ToolSettings
 from agent.tools.calculator import CalculatorTool
-from agent.tools.files import ReadTool
+from agent.tools.files import EditTool, ReadTool, WriteTool
 from agent.tools.get_time import GetTimeTool
+from agent.tools.shell import ShellTool
 
-__all__ = ["build_registry", "builtin_tools"]
+__all__ = ["SHELL_ALIASES", "build_registry", "builtin_tools"]
+
+# The spec names the shell tool `bash` on Unix and `shell` on Windows; a config
+# written on one platform must keep working on the other.
+SHELL_ALIASES = frozenset({"bash", "shell"})
 
 
 def builtin_tools(settings: ToolSettings, timezone: str) -> list[Tool[Any]]:
@@ -24,6 +29,9 @@ def builtin_tools(settings: ToolSettings, timezone: str) -> list[Tool[Any]]:
         CalculatorTool(),
         GetTimeTool(timezone),
         ReadTool(),
+        WriteTool(),
+        EditTool(),
+        ShellTool(),
     ]
 
 
@@ -37,7 +45,9 @@ def build_registry(
     tools = builtin_tools(settings, timezone)
     names = {t.name for t in tools}
     excluded = set(disabled)
-    unknown = sorted(excluded - names)
+    if excluded & SHELL_ALIASES:
+        excluded |= SHELL_ALIASES
+    unknown = sorted(excluded - names - SHELL_ALIASES)
     if unknown:
         raise ValueError(
             f"unknown tool name(s) in tools.disabled: {', '.join(unknown)} "

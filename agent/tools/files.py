@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import os
 import stat
+import tempfile
+import threading
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
@@ -17,10 +20,15 @@ from pydantic import Field
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolSettings
 from agent.tools.paths import resolve_in_workspace
 
-__all__ = ["ReadTool"]
+__all__ = ["EditTool", "ReadTool", "WriteTool"]
 
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 65_536
+EDIT_MAX_BYTES = 10_000_000
+
+# Serialises write/edit (which run in worker threads) so two calls of one batch
+# cannot interleave a read-modify-write on the same file.
+_write_lock = threading.Lock()
 
 
 def _open_regular(path: str, settings: ToolSettings) -> tuple[Path, BinaryIO]:
@@ -120,3 +128,110 @@ class ReadTool(Tool[ReadArgs]):
 
     async def run(self, args: ReadArgs, ctx: ToolContext) -> str:
         return await asyncio.to_thread(read_text, args.path, ctx.settings, args.offset, args.limit)
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` via a temp file + rename (no half-written files)."""
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str, content: str, settings: ToolSettings) -> str:
+    target = resolve_in_workspace(path, settings)
+    data = content.encode("utf-8")
+    with _write_lock:
+        if target.is_dir():
+            raise ToolError(f"{path} is a directory, not a file")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, data)
+        except OSError as exc:
+            raise ToolError(f"cannot write {path}: {exc.strerror}") from None
+    return f"wrote {len(data)} bytes to {path}"
+
+
+def _count_overlapping(text: str, needle: str) -> int:
+    count, start = 0, text.find(needle)
+    while start != -1:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def edit_text(path: str, old_text: str, new_text: str, settings: ToolSettings) -> str:
+    if not old_text:
+        raise ToolError("old_text must not be empty")
+    with _write_lock:
+        target, handle = _open_regular(path, settings)
+        with handle:
+            raw = handle.read(EDIT_MAX_BYTES + 1)
+        if len(raw) > EDIT_MAX_BYTES:
+            raise ToolError(f"{path} is larger than {EDIT_MAX_BYTES} bytes; edit refuses it")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{path} is not UTF-8 text; edit refuses it") from None
+        matches = _count_overlapping(text, old_text)
+        if matches == 0 and "\r\n" in text and "\n" in old_text and "\r\n" not in old_text:
+            # Models write "\n"; retry against the file's CRLF line endings.
+            crlf_old = old_text.replace("\n", "\r\n")
+            matches = _count_overlapping(text, crlf_old)
+            if matches:
+                old_text, new_text = crlf_old, new_text.replace("\n", "\r\n")
+        if matches == 0:
+            raise ToolError(f"old_text not found in {path}")
+        if matches > 1:
+            raise ToolError(
+                f"old_text matches {matches} times in {path}; "
+                "include more context to make it unique"
+            )
+        try:
+            _write_atomic(target, text.replace(old_text, new_text, 1).encode("utf-8"))
+        except OSError as exc:
+            raise ToolError(f"cannot write {path}: {exc.strerror}") from None
+    return f"edited {path}: replaced 1 occurrence"
+
+
+class WriteArgs(ToolArgs):
+    path: str = Field(description="File path, relative to the workspace")
+    content: str = Field(description="The complete new file content")
+
+
+class WriteTool(Tool[WriteArgs]):
+    name: ClassVar[str] = "write"
+    description: ClassVar[str] = (
+        "Write a UTF-8 text file in the workspace, creating parent directories and "
+        "replacing any existing content."
+    )
+    Args: ClassVar[type[ToolArgs]] = WriteArgs
+
+    async def run(self, args: WriteArgs, ctx: ToolContext) -> str:
+        return await asyncio.to_thread(write_text, args.path, args.content, ctx.settings)
+
+
+class EditArgs(ToolArgs):
+    path: str = Field(description="File path, relative to the workspace")
+    old_text: str = Field(description="Exact text to replace; must occur exactly once")
+    new_text: str = Field(description="Replacement text")
+
+
+class EditTool(Tool[EditArgs]):
+    name: ClassVar[str] = "edit"
+    description: ClassVar[str] = (
+        "Replace one exact occurrence of old_text with new_text in a workspace file. "
+        "old_text must match exactly once; include surrounding lines to make it unique."
+    )
+    Args: ClassVar[type[ToolArgs]] = EditArgs
+
+    async def run(self, args: EditArgs, ctx: ToolContext) -> str:
+        return await asyncio.to_thread(
+            edit_text, args.path, args.old_text, args.new_text, ctx.settings
+        )

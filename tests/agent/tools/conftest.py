@@ -24,7 +24,8 @@ def make_ctx(workspace: Path) -> MakeCtx:
     """Build a ToolContext whose settings default to the test workspace."""
 
     def make(**overrides: object) -> ToolContext:
-        settings = ToolSettings(workspace=workspace, **overrides)  # type: ignore[arg-type]
+        overrides.setdefault("workspace", workspace)
+        settings = ToolSettings(**overrides)  # type: ignore[arg-type]
         return ToolContext(
             session_id="s1", channel="test", chat_id="c1", sender_id="u1", settings=settings
         )

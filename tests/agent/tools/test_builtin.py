@@ -9,7 +9,7 @@ import pytest
 from agent.tools.base import ToolSettings
 from agent.tools.builtin import build_registry, builtin_tools
 
-EXPECTED = {"calculator", "get_time", "read"}
+EXPECTED = {"calculator", "get_time", "read", "write", "edit", "bash"}
 
 
 @pytest.fixture
@@ -42,3 +42,9 @@ def test_build_registry_rejects_unknown_disabled_names(settings: ToolSettings) -
 def test_build_registry_passes_the_default_zone(settings: ToolSettings) -> None:
     with pytest.raises(ValueError, match="unknown timezone"):
         build_registry(settings, "Not/AZone")
+
+
+@pytest.mark.parametrize("alias", ["bash", "shell"])
+def test_disabling_bash_or_shell_removes_the_shell_tool(settings: ToolSettings, alias: str) -> None:
+    registry = build_registry(settings, "UTC", disabled=[alias])
+    assert registry.names() == sorted(EXPECTED - {"bash"})

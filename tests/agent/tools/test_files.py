@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,14 @@ import pytest
 
 from agent.messages import ToolCall
 from agent.tools.base import ToolContext, ToolError, ToolRegistry
-from agent.tools.files import ReadArgs, ReadTool
+from agent.tools.files import (
+    EditArgs,
+    EditTool,
+    ReadArgs,
+    ReadTool,
+    WriteArgs,
+    WriteTool,
+)
 
 MakeCtx = Callable[..., ToolContext]
 
@@ -107,3 +115,110 @@ async def test_read_through_the_registry_reports_errors(workspace: Path, ctx: To
     assert (bad.ok, bad.content) == (False, "Error: path '../a.txt' is outside the workspace")
     assert not zero.ok
     assert "offset" in zero.content
+
+
+async def write(ctx: ToolContext, path: str, content: str) -> str:
+    return await WriteTool().run(WriteArgs(path=path, content=content), ctx)
+
+
+async def edit(ctx: ToolContext, path: str, old: str, new: str) -> str:
+    return await EditTool().run(EditArgs(path=path, old_text=old, new_text=new), ctx)
+
+
+async def test_write_creates_parents_and_overwrites(workspace: Path, ctx: ToolContext) -> None:
+    assert await write(ctx, "deep/er/f.txt", "héllo") == "wrote 6 bytes to deep/er/f.txt"
+    assert (workspace / "deep/er/f.txt").read_text(encoding="utf-8") == "héllo"
+    await write(ctx, "deep/er/f.txt", "new")
+    assert (workspace / "deep/er/f.txt").read_text() == "new"
+    assert sorted(p.name for p in (workspace / "deep/er").iterdir()) == ["f.txt"]  # no temp left
+
+
+async def test_write_keeps_the_mode_of_an_existing_file(workspace: Path, ctx: ToolContext) -> None:
+    script = workspace / "run.sh"
+    script.write_text("old")
+    script.chmod(0o755)
+    await write(ctx, "run.sh", "#!/bin/sh\n")
+    assert script.stat().st_mode & 0o777 == 0o755
+
+
+async def test_write_refuses_escapes_and_directories(
+    workspace: Path, tmp_path: Path, ctx: ToolContext
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "link").symlink_to(outside)
+    (workspace / "dir").mkdir()
+    for path in ["../evil.txt", str(outside / "evil.txt"), "link/evil.txt", "~/evil.txt"]:
+        with pytest.raises(ToolError, match="outside the workspace"):
+            await write(ctx, path, "x")
+    assert list(outside.iterdir()) == []
+    with pytest.raises(ToolError, match="is a directory"):
+        await write(ctx, "dir", "x")
+
+
+async def test_edit_replaces_exactly_one_match(workspace: Path, ctx: ToolContext) -> None:
+    (workspace / "c.py").write_text("a = 1\nb = 2\n")
+    assert await edit(ctx, "c.py", "b = 2", "b = 3") == "edited c.py: replaced 1 occurrence"
+    assert (workspace / "c.py").read_text() == "a = 1\nb = 3\n"
+
+
+async def test_edit_zero_matches(workspace: Path, ctx: ToolContext) -> None:
+    (workspace / "c.py").write_text("a = 1\n")
+    with pytest.raises(ToolError) as info:
+        await edit(ctx, "c.py", "zzz", "y")
+    assert str(info.value) == "old_text not found in c.py"
+    assert (workspace / "c.py").read_text() == "a = 1\n"
+
+
+async def test_edit_multiple_matches(workspace: Path, ctx: ToolContext) -> None:
+    (workspace / "c.py").write_text("x = 1\nx = 1\nx = 1\n")
+    with pytest.raises(ToolError) as info:
+        await edit(ctx, "c.py", "x = 1", "x = 2")
+    assert str(info.value) == (
+        "old_text matches 3 times in c.py; include more context to make it unique"
+    )
+    assert (workspace / "c.py").read_text() == "x = 1\nx = 1\nx = 1\n"
+
+
+async def test_edit_counts_overlapping_matches(workspace: Path, ctx: ToolContext) -> None:
+    (workspace / "a.txt").write_text("aaa")
+    with pytest.raises(ToolError, match="matches 2 times"):
+        await edit(ctx, "a.txt", "aa", "b")
+
+
+async def test_edit_matches_crlf_files(workspace: Path, ctx: ToolContext) -> None:
+    (workspace / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    await edit(ctx, "w.txt", "one\ntwo", "1\n2")
+    assert (workspace / "w.txt").read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
+async def test_edit_refusals(workspace: Path, tmp_path: Path, ctx: ToolContext) -> None:
+    (tmp_path / "out.txt").write_text("secret")
+    (workspace / "bin.dat").write_bytes(b"\xff\xfe\x00x")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await edit(ctx, "../out.txt", "secret", "pwned")
+    assert (tmp_path / "out.txt").read_text() == "secret"
+    with pytest.raises(ToolError, match="not UTF-8 text"):
+        await edit(ctx, "bin.dat", "x", "y")
+    with pytest.raises(ToolError, match="file not found"):
+        await edit(ctx, "missing.txt", "x", "y")
+    with pytest.raises(ToolError, match="must not be empty"):
+        await edit(ctx, "bin.dat", "", "y")
+
+
+async def test_concurrent_edits_of_one_file_do_not_lose_updates(
+    workspace: Path, ctx: ToolContext
+) -> None:
+    (workspace / "n.txt").write_text("".join(f"k{i}=0\n" for i in range(20)))
+    registry = ToolRegistry([EditTool()])
+    calls = [
+        ToolCall(
+            str(i),
+            "edit",
+            json.dumps({"path": "n.txt", "old_text": f"k{i}=0\n", "new_text": f"k{i}=1\n"}),
+        )
+        for i in range(20)
+    ]
+    results = await registry.execute_batch(calls, ctx)
+    assert all(r.ok for r in results), [r.content for r in results if not r.ok]
+    assert (workspace / "n.txt").read_text() == "".join(f"k{i}=1\n" for i in range(20))
