@@ -1,0 +1,263 @@
+"""`picobot init`: write a starter $PICOBOT_HOME/config.json.
+
+The file is a complete, valid configuration (checked with the real config
+models before it is written) whose secrets are `${ENV_VAR}` placeholders, never
+values: the key itself belongs in the environment (or /etc/picobot/env for the
+service). On a TTY it asks; otherwise it takes flags. It never replaces an
+existing file without --force, and the file is created with mode 0600.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from gateway.config import ChannelsConfig, ConfigError, parse_config, picobot_home
+
+__all__ = ["CHANNELS", "DEFAULT_MODELS", "add_init_arguments", "build_config", "run_init"]
+
+PROVIDERS: Final = ("openai", "anthropic")
+DEFAULT_KEY_ENV: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_MODELS: Final = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
+CHANNELS: Final = ("websocket", "telegram", "feishu", "wechat")
+# Credential keys of each channel section and the variable their placeholder
+# names. A key is written only once the channel's config model has it.
+CHANNEL_SECRETS: Final[Mapping[str, Mapping[str, str]]] = {
+    "telegram": {"token": "TELEGRAM_BOT_TOKEN"},
+    "feishu": {"app_id": "FEISHU_APP_ID", "app_secret": "FEISHU_APP_SECRET"},
+}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class InitError(Exception):
+    pass
+
+
+def add_init_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--provider", choices=PROVIDERS, help="LLM API flavour (default openai)")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable that will hold the API key (default OPENAI_API_KEY / "
+        "ANTHROPIC_API_KEY)",
+    )
+    parser.add_argument("--model", help="model id (default gpt-4o-mini / claude-sonnet-4-5)")
+    parser.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint (DeepSeek, Qwen, Ollama, vLLM…)"
+    )
+    parser.add_argument(
+        "--channel",
+        action="append",
+        choices=CHANNELS,
+        help="enable this channel (repeatable; default: websocket only)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing config.json")
+
+
+def build_config(
+    provider: str,
+    api_key_env: str,
+    model: str,
+    base_url: str | None,
+    channels: Sequence[str],
+) -> dict[str, Any]:
+    """The starter configuration as a JSON-ready dict (validated by the caller)."""
+    provider_section: dict[str, Any] = {"type": provider, "api_key": f"${{{api_key_env}}}"}
+    if base_url:
+        provider_section["base_url"] = base_url
+    channel_sections: dict[str, Any] = {}
+    for name in CHANNELS:
+        section: dict[str, Any] = {"enabled": name in channels}
+        if name in channels:  # a disabled channel's unset variables would only be noise
+            for key, env in _channel_secrets(name).items():
+                section[key] = f"${{{env}}}"
+        channel_sections[name] = section
+    return {
+        "providers": {"default": provider_section},
+        "models": {"default": {"model_id": model}},
+        "agents": {"default": {"provider": "default", "model": "default"}},
+        "gateway": {"host": "127.0.0.1", "port": 19876, "max_concurrent_runs": 32},
+        "channels": channel_sections,
+        "time": {"timezone": "UTC"},
+        "logging": {"level": "info", "format": "auto"},
+    }
+
+
+def _channel_secrets(name: str) -> dict[str, str]:
+    """The credential keys this build's config model of channel `name` has."""
+    section_model = ChannelsConfig.model_fields[name].annotation
+    known = getattr(section_model, "model_fields", {})
+    return {k: env for k, env in CHANNEL_SECRETS.get(name, {}).items() if k in known}
+
+
+def run_init(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    *,
+    interactive: bool,
+    out: TextIO,
+    ask: Callable[[str], str] = input,
+) -> int:
+    """Write the starter config. 0 written, 1 refused or invalid."""
+    path = picobot_home(environ) / "config.json"
+    force = bool(getattr(args, "force", False))
+    if path.exists() and not force:
+        print(f"{path} already exists; not touching it (use --force to replace it)", file=out)
+        return 1
+    try:
+        answers = _ask_all(args, ask, out) if interactive else _from_flags(args)
+        raw = build_config(*answers)
+        # Never write an invalid file. The variables need not be set yet: check
+        # the structure with stand-in values.
+        stand_ins = dict.fromkeys(_placeholders(raw), "stand-in-value")
+        parse_config(raw, stand_ins, source="generated config")
+        _write(path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n", force=force)
+    except (InitError, ConfigError) as exc:
+        print(f"init failed: {exc}", file=out)
+        return 1
+    except EOFError:
+        print("init aborted", file=out)
+        return 1
+    except FileExistsError:
+        print(f"{path} appeared meanwhile; not touching it (use --force)", file=out)
+        return 1
+    except OSError as exc:
+        print(f"init failed: cannot write {path}: {exc.strerror}", file=out)
+        return 1
+    _print_next_steps(path, answers, out)
+    return 0
+
+
+def _placeholders(raw: dict[str, Any]) -> list[str]:
+    return re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", json.dumps(raw))
+
+
+Answers = tuple[str, str, str, str | None, list[str]]
+
+
+def _from_flags(args: argparse.Namespace) -> Answers:
+    provider = getattr(args, "provider", None) or "openai"
+    if provider not in PROVIDERS:
+        raise InitError(f"unknown provider {provider!r} (openai or anthropic)")
+    env = getattr(args, "api_key_env", None) or DEFAULT_KEY_ENV[provider]
+    _check_env_name(env)
+    model = getattr(args, "model", None) or DEFAULT_MODELS[provider]
+    base_url = getattr(args, "base_url", None) or None
+    _check_url(base_url)
+    channels = list(dict.fromkeys(getattr(args, "channel", None) or ["websocket"]))
+    for name in channels:
+        if name not in CHANNELS:
+            raise InitError(f"unknown channel {name!r} ({', '.join(CHANNELS)})")
+    return provider, env, model, base_url, channels
+
+
+def _ask_all(args: argparse.Namespace, ask: Callable[[str], str], out: TextIO) -> Answers:
+    defaults = _from_flags(args)  # flags given on a TTY become the suggested answers
+    provider = _ask(ask, out, f"LLM provider ({'/'.join(PROVIDERS)})", defaults[0], _check_provider)
+    env_default = defaults[1] if getattr(args, "api_key_env", None) else DEFAULT_KEY_ENV[provider]
+    env = _ask(ask, out, "environment variable holding the API key", env_default, _check_env_name)
+    model_default = defaults[2] if getattr(args, "model", None) else DEFAULT_MODELS[provider]
+    model = _ask(ask, out, "model id", model_default, _check_model)
+    base_url = _ask(ask, out, "base URL (empty: the provider's own)", defaults[3] or "", _check_url)
+    channels_text = _ask(
+        ask,
+        out,
+        f"channels to enable ({', '.join(CHANNELS)})",
+        ",".join(defaults[4]),
+        _check_channels,
+    )
+    return provider, env, model, base_url or None, _split(channels_text)
+
+
+def _ask(
+    ask: Callable[[str], str],
+    out: TextIO,
+    question: str,
+    default: str,
+    check: Callable[[str], None],
+) -> str:
+    for _ in range(3):
+        answer = ask(f"{question} [{default}]: ").strip() or default
+        try:
+            check(answer)
+        except InitError as exc:
+            print(exc, file=out)
+            continue
+        return answer
+    raise InitError(f"no valid answer for: {question}")
+
+
+def _check_provider(value: str) -> None:
+    if value not in PROVIDERS:
+        raise InitError(f"unknown provider {value!r} (openai or anthropic)")
+
+
+def _check_env_name(value: str) -> None:
+    if not _ENV_NAME.fullmatch(value):
+        raise InitError(
+            f"{value!r} is not an environment variable name (letters, digits, _): "
+            "give the NAME of the variable, not the key itself"
+        )
+
+
+def _check_model(value: str) -> None:
+    if not value:
+        raise InitError("the model id cannot be empty")
+
+
+def _check_url(value: str | None) -> None:
+    if value and not re.match(r"https?://[^\s/]+", value):
+        raise InitError(f"{value!r} is not an http(s) URL")
+
+
+def _split(text: str) -> list[str]:
+    return list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+
+
+def _check_channels(value: str) -> None:
+    unknown = [c for c in _split(value) if c not in CHANNELS]
+    if unknown:
+        raise InitError(f"unknown channel(s) {', '.join(unknown)} ({', '.join(CHANNELS)})")
+
+
+def _write(path: Path, text: str, *, force: bool) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not force:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        path.chmod(0o600)  # whatever the umask
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _print_next_steps(path: Path, answers: Answers, out: TextIO) -> None:
+    provider, env, model, base_url, channels = answers
+    print(f"wrote {path} (mode 0600): {provider} model {model}", file=out)
+    if base_url:
+        print(f"  endpoint {base_url}", file=out)
+    print(f"  channels enabled: {', '.join(channels) or 'none'}", file=out)
+    variables = [env]
+    for name in channels:
+        variables.extend(_channel_secrets(name).values())
+    print("next:", file=out)
+    print(
+        f"  set {', '.join(variables)} in the environment (for the service: /etc/picobot/env)",
+        file=out,
+    )
+    print("  picobot doctor    # checks the config, storage and credentials", file=out)
+    print("  picobot gateway   # runs the daemon", file=out)

@@ -1,0 +1,157 @@
+"""`picobot init`: a valid 0600 starter config, flags or questions, never a silent overwrite."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config
+from gateway.init_cmd import add_init_arguments, run_init
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="picobot init")
+    add_init_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+class Answers:
+    """Scripted replies to init's questions; records what was asked."""
+
+    def __init__(self, *replies: str) -> None:
+        self._replies: Iterator[str] = iter(replies)
+        self.questions: list[str] = []
+
+    def __call__(self, question: str) -> str:
+        self.questions.append(question)
+        return next(self._replies)
+
+
+def test_flags_write_a_0600_config_that_loads(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"PICOBOT_HOME": str(home)}
+    out = io.StringIO()
+    args = parse(
+        "--provider",
+        "openai",
+        "--api-key-env",
+        "DEEPSEEK_KEY",
+        "--model",
+        "deepseek-chat",
+        "--base-url",
+        "https://api.deepseek.com/v1",
+    )
+
+    assert run_init(args, env, interactive=False, out=out) == 0
+
+    path = home / "config.json"
+    assert mode(path) == 0o600
+    raw = json.loads(path.read_text())
+    assert raw["providers"]["default"]["api_key"] == "${DEEPSEEK_KEY}"  # a placeholder, no key
+    loaded = load_config(None, {**env, "DEEPSEEK_KEY": "sk-from-env-123"}, cwd=tmp_path)
+    assert loaded.path == path
+    provider = loaded.config.providers["default"]
+    assert provider.type == "openai"
+    assert provider.api_key.get_secret_value() == "sk-from-env-123"
+    assert provider.base_url == "https://api.deepseek.com/v1"
+    assert loaded.config.models["default"].model_id == "deepseek-chat"
+    assert list(loaded.config.channels.enabled()) == ["websocket"]
+    assert "DEEPSEEK_KEY" in out.getvalue()
+
+
+def test_anthropic_defaults(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    assert (
+        run_init(parse("--provider", "anthropic"), env, interactive=False, out=io.StringIO()) == 0
+    )
+    loaded = load_config(None, {**env, "ANTHROPIC_API_KEY": "k-123456"}, cwd=tmp_path)
+    assert loaded.config.providers["default"].type == "anthropic"
+    assert loaded.config.providers["default"].api_key.get_secret_value() == "k-123456"
+    assert loaded.config.providers["default"].base_url is None
+    assert loaded.config.models["default"].model_id.startswith("claude")
+    assert loaded.missing_env == {}
+
+
+def test_never_overwrites_without_force(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    path = tmp_path / "config.json"
+    path.write_text('{"logging": {"level": "debug"}}')
+    path.chmod(0o640)
+
+    out = io.StringIO()
+    assert run_init(parse("--provider", "anthropic"), env, interactive=False, out=out) == 1
+    assert path.read_text() == '{"logging": {"level": "debug"}}'
+    assert "--force" in out.getvalue()
+
+    assert (
+        run_init(
+            parse("--provider", "anthropic", "--force"), env, interactive=False, out=io.StringIO()
+        )
+        == 0
+    )
+    assert json.loads(path.read_text())["providers"]["default"]["type"] == "anthropic"
+    assert mode(path) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]  # no temp file left
+
+
+def test_interactive_asks_and_re_asks_on_bad_answers(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    answers = Answers(
+        "anthropic",
+        "sk-ant-this-is-a-key-not-a-name",  # rejected: a key, not a variable name
+        "CLAUDE_KEY",
+        "",  # default model
+        "",  # no base URL
+        "websocket, irc",  # rejected: unknown channel
+        "websocket,telegram",
+    )
+    out = io.StringIO()
+    assert run_init(parse(), env, interactive=True, out=out, ask=answers) == 0
+
+    assert len(answers.questions) == 7
+    assert "not an environment variable name" in out.getvalue()
+    assert "irc" in out.getvalue()
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert raw["providers"]["default"] == {"type": "anthropic", "api_key": "${CLAUDE_KEY}"}
+    assert "sk-ant-this-is-a-key-not-a-name" not in json.dumps(raw)
+    # An enabled channel's credentials are placeholders too; disabled ones carry none.
+    assert raw["channels"]["telegram"]["token"] == "${TELEGRAM_BOT_TOKEN}"
+    assert raw["channels"]["feishu"] == {"enabled": False}
+    assert "TELEGRAM_BOT_TOKEN" in out.getvalue()
+    loaded = load_config(None, {**env, "TELEGRAM_BOT_TOKEN": "123:abc"}, cwd=tmp_path)
+    assert sorted(loaded.config.channels.enabled()) == ["telegram", "websocket"]
+    assert loaded.config.channels.telegram.token.get_secret_value() == "123:abc"
+
+
+def test_interactive_end_of_input_writes_nothing(tmp_path: Path) -> None:
+    def closed(_question: str) -> str:
+        raise EOFError
+
+    out = io.StringIO()
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    assert run_init(parse(), env, interactive=True, out=out, ask=closed) == 1
+    assert not (tmp_path / "config.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--api-key-env", "my key!"), "not an environment variable name"),
+        (("--base-url", "api.example.com"), "not an http(s) URL"),
+    ],
+)
+def test_bad_flags_write_nothing(tmp_path: Path, argv: tuple[str, ...], message: str) -> None:
+    out = io.StringIO()
+    assert run_init(parse(*argv), {"PICOBOT_HOME": str(tmp_path)}, interactive=False, out=out) == 1
+    assert message in out.getvalue()
+    assert not (tmp_path / "config.json").exists()
