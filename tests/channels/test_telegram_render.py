@@ -1,0 +1,83 @@
+"""Markdown → Telegram HTML, and the config model of the telegram channel."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from channels.telegram import TelegramConfig
+from channels.telegram.config import GroupPolicy, TelegramMode
+from channels.telegram.render import markdown_to_html
+
+
+@pytest.mark.parametrize(
+    ("markdown", "html"),
+    [
+        ("**bold** and __bold__", "<b>bold</b> and <b>bold</b>"),
+        ("*it* and _it_ but snake_case_name", "<i>it</i> and <i>it</i> but snake_case_name"),
+        ("~~gone~~", "<s>gone</s>"),
+        ("a < b && c > d", "a &lt; b &amp;&amp; c &gt; d"),
+        ("use `x<y` here", "use <code>x&lt;y</code> here"),
+        ("[docs](https://e.x/?a=1&b=2)", '<a href="https://e.x/?a=1&amp;b=2">docs</a>'),
+        ("# Title\ntext", "<b>Title</b>\ntext"),
+        ("2 * 3 * 4 = 24", "2 * 3 * 4 = 24"),
+        ("* item\n* item", "* item\n* item"),
+        ("**unclosed", "**unclosed"),
+    ],
+)
+def test_markdown_renders_to_telegram_html(markdown: str, html: str) -> None:
+    assert markdown_to_html(markdown) == html
+
+
+def test_code_blocks_are_escaped_and_not_formatted() -> None:
+    text = "```python\nif a < b and **x**:\n    pass\n```\nafter"
+    assert markdown_to_html(text) == (
+        '<pre><code class="language-python">if a &lt; b and **x**:\n    pass</code></pre>\nafter'
+    )
+    # A fence cut off by message splitting still closes.
+    assert markdown_to_html("```\nx < 1") == "<pre>x &lt; 1</pre>"
+
+
+def test_defaults_and_secret_handling() -> None:
+    config = TelegramConfig(enabled=True, token="123:abc-secret")
+    assert config.mode is TelegramMode.POLLING
+    assert config.group_policy is GroupPolicy.MENTION
+    assert config.api_base == "https://api.telegram.org"
+    assert config.max_media_bytes == 20 * 1024 * 1024
+    assert config.poll_timeout_secs == 30
+    assert config.streaming is False
+    assert "abc-secret" not in repr(config)
+    assert "abc-secret" not in str(config.model_dump())
+
+
+@pytest.mark.parametrize(
+    ("section", "complaint"),
+    [
+        ({"enabled": True}, "token is required"),
+        ({"enabled": True, "token": "t", "mode": "webhook", "secret_token": "s"}, "webhook_url"),
+        (
+            {"enabled": True, "token": "t", "mode": "webhook", "webhook_url": "https://x/y"},
+            "secret_token is required",
+        ),
+        (
+            {
+                "enabled": True,
+                "token": "t",
+                "mode": "webhook",
+                "webhook_url": "https://x/y",
+                "secret_token": "no spaces allowed",
+            },
+            "secret_token may hold only",
+        ),
+        ({"enabled": True, "token": "t", "mode": "push"}, "mode"),
+        ({"enabled": True, "token": "t", "unknown_key": 1}, "unknown_key"),
+    ],
+)
+def test_invalid_sections_are_refused(section: dict[str, object], complaint: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        TelegramConfig.model_validate(section)
+    assert complaint in str(caught.value)
+
+
+def test_a_disabled_section_needs_no_token() -> None:
+    assert TelegramConfig().enabled is False
