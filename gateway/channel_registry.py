@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from channels.base import Channel
+from channels.telegram import TelegramChannel
 from channels.websocket import WebSocketChannel
 from gateway.config import Config
 
@@ -19,4 +20,6 @@ def build_channels(config: Config) -> list[Channel]:
                 section.websocket, auth_token=token.get_secret_value() if token else None
             )
         )
+    if section.telegram.enabled:
+        channels.append(TelegramChannel(section.telegram))
     return channels
