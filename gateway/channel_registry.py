@@ -5,6 +5,7 @@ from __future__ import annotations
 from channels.base import Channel
 from channels.telegram import TelegramChannel
 from channels.websocket import WebSocketChannel
+from channels.wechat import WechatChannel
 from gateway.config import Config
 
 __all__ = ["build_channels"]
@@ -22,4 +23,6 @@ def build_channels(config: Config) -> list[Channel]:
         )
     if section.telegram.enabled:
         channels.append(TelegramChannel(section.telegram))
+    if section.wechat.enabled:
+        channels.append(WechatChannel(section.wechat))
     return channels
