@@ -1,0 +1,266 @@
+"""The `picobot` command: gateway, agent, doctor, init, backup/restore, outbox, channels."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from gateway.config import Config, ConfigError, LoadedConfig, load_config, picobot_home
+
+__all__ = ["main"]
+
+DEFAULT_URL = "ws://127.0.0.1:19876/ws"
+
+
+def _secret_values(config: Config) -> list[str]:
+    """Every SecretStr in the config, for log redaction."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        from pydantic import BaseModel, SecretStr
+
+        if isinstance(node, SecretStr):
+            value = node.get_secret_value()
+            if value:
+                found.append(value)
+        elif isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                walk(getattr(node, name))
+        elif isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list | tuple):
+            for value in node:
+                walk(value)
+
+    walk(config)
+    for provider in config.providers.values():
+        found.extend(v for v in provider.extra_headers.values() if v)
+    return found
+
+
+def _load(args: argparse.Namespace) -> LoadedConfig:
+    return load_config(getattr(args, "config", None))
+
+
+async def _serve(loaded: LoadedConfig) -> int:
+    from gateway.app import Gateway
+
+    gateway = Gateway(loaded)
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            structlog.get_logger("picobot").info(
+                "signal_received", signal=signal.Signals(signum).name
+            )
+            gateway.request_stop()
+        else:
+            # Every accepted message is already committed; exit at once.
+            sys.stderr.write("picobot: second signal, exiting now\n")
+            os._exit(130)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await gateway.run()
+    return 0
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from gateway.logging import configure_logging, register_secrets
+    from storage.db import SchemaTooNew
+
+    loaded = _load(args)
+    cfg = loaded.config
+    configure_logging(cfg.logging.level, cfg.logging.format)
+    register_secrets(_secret_values(cfg))
+    log = structlog.get_logger("picobot")
+    log.info("config_loaded", path=str(loaded.path) if loaded.path else "(built-in defaults)")
+    for where, var in loaded.missing_env.items():
+        log.warning("config_env_missing", config_path=where, variable=var)
+    try:
+        return asyncio.run(_serve(loaded))
+    except SchemaTooNew as exc:
+        print(f"picobot: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"picobot: cannot start: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from gateway.client import ClientState, run_client
+
+    home = picobot_home(os.environ)
+    state = ClientState.load(home / "client.json")
+    if args.chat:
+        state.chat_id = args.chat
+    token = args.token or os.environ.get("PICOBOT_TOKEN")
+    return asyncio.run(
+        run_client(
+            args.gateway_url,
+            token,
+            state,
+            message=args.message,
+            reply_timeout=args.timeout,
+            history_path=home / "client_history",
+        )
+    )
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from gateway.doctor import run_doctor
+
+    return asyncio.run(run_doctor(args.config, os.environ, probe=args.probe, out=sys.stdout))
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from gateway.init_cmd import run_init
+
+    return run_init(args, os.environ, interactive=sys.stdin.isatty(), out=sys.stdout)
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from gateway.backup import run_backup
+
+    return asyncio.run(run_backup(_load(args).storage_path, Path(args.file)))
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from gateway.backup import run_restore
+
+    return run_restore(Path(args.file), _load(args).storage_path, force=args.force)
+
+
+def cmd_outbox(args: argparse.Namespace) -> int:
+    from storage import outbox
+    from storage.db import Database
+
+    async def run() -> int:
+        async with Database(_load(args).storage_path) as db:
+            if args.action == "retry":
+                ok = await db.write(lambda c: outbox.retry_row(c, args.id))
+                if not ok:
+                    print(f"outbox row {args.id} is not failed or parked; nothing to retry")
+                    return 1
+                print(
+                    f"outbox row {args.id} queued again; a running gateway sends it within its next pass"
+                )
+                return 0
+            rows = await db.read(lambda c: outbox.list_rows(c, failed_only=args.failed))
+            if not rows:
+                print("no failed rows" if args.failed else "the outbox is empty")
+            for r in rows:
+                text = r.text.replace("\n", " ")
+                preview = text[:60] + ("…" if len(text) > 60 else "")
+                print(
+                    f"{r.id}\t{r.state.value}\t{r.channel}:{r.chat_id}\tattempts={r.attempts}\t{preview}"
+                )
+                if r.last_error:
+                    print(f"\t\tlast error: {r.last_error}")
+            return 0
+
+    return asyncio.run(run())
+
+
+def cmd_channels_login(args: argparse.Namespace) -> int:
+    if args.channel != "wechat":
+        print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
+        return 2
+    from channels.wechat.login import login
+
+    loaded = _load(args)
+
+    async def prompt(question: str) -> str:
+        return await asyncio.to_thread(input, question)
+
+    asyncio.run(
+        login(loaded.config.channels.wechat, out=sys.stdout, prompt=prompt, home=loaded.home)
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="picobot", description="A self-hosted chat gateway for an LLM agent."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_config(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument(
+            "--config", help="config file (default: $PICOBOT_HOME/config.json, then ./config.json)"
+        )
+        return p
+
+    with_config(sub.add_parser("gateway", help="run the gateway daemon")).set_defaults(
+        func=cmd_gateway
+    )
+
+    agent = sub.add_parser("agent", help="chat with the gateway from the terminal")
+    agent.add_argument("--gateway-url", default=DEFAULT_URL)
+    agent.add_argument("--token", help="gateway.auth_token (or PICOBOT_TOKEN)")
+    agent.add_argument("--chat", help="chat id to use (default: this client's stable id)")
+    agent.add_argument("-m", "--message", help="send one message, print the reply, exit")
+    agent.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a reply")
+    agent.set_defaults(func=cmd_agent)
+
+    doctor = with_config(sub.add_parser("doctor", help="check the configuration and environment"))
+    doctor.add_argument(
+        "--probe", action="store_true", help="also reach providers and channel APIs"
+    )
+    doctor.set_defaults(func=cmd_doctor)
+
+    from gateway.init_cmd import add_init_arguments
+
+    init = sub.add_parser("init", help="write a starter config")
+    add_init_arguments(init)
+    init.set_defaults(func=cmd_init)
+
+    backup = with_config(sub.add_parser("backup", help="online copy of the database"))
+    backup.add_argument("file")
+    backup.set_defaults(func=cmd_backup)
+    restore = with_config(sub.add_parser("restore", help="put a backup in place (gateway stopped)"))
+    restore.add_argument("file")
+    restore.add_argument("--force", action="store_true")
+    restore.set_defaults(func=cmd_restore)
+
+    ob = with_config(sub.add_parser("outbox", help="inspect or retry undelivered replies"))
+    ob_sub = ob.add_subparsers(dest="action", required=True)
+    ob_list = ob_sub.add_parser("list", help="rows not yet sent")
+    ob_list.add_argument("--failed", action="store_true", help="only rows that gave up")
+    ob_retry = ob_sub.add_parser("retry", help="queue a failed row again")
+    ob_retry.add_argument("id", type=int)
+    ob.set_defaults(func=cmd_outbox)
+
+    channels = with_config(sub.add_parser("channels", help="channel set-up"))
+    ch_sub = channels.add_subparsers(dest="action", required=True)
+    ch_login = ch_sub.add_parser("login", help="log a channel in (wechat: QR code)")
+    ch_login.add_argument("channel")
+    channels.set_defaults(func=cmd_channels_login)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"picobot: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""`picobot agent`: the terminal client for the WebSocket channel.
+
+Interactive mode: line editing and history (prompt_toolkit), replies rendered as
+Markdown (rich), a spinner with elapsed time while the agent works. One-shot
+mode (`-m`): print the reply and exit 0, non-zero on error. The client keeps a
+stable chat id in a small state file so reconnecting continues the conversation,
+and remembers the reply ids it has shown so a reply re-sent after a reconnect
+is shown once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import websockets
+from rich.console import Console
+from rich.markdown import Markdown
+
+__all__ = ["ClientState", "run_client"]
+
+LOCAL_COMMANDS = {
+    "/quit": "leave the client",
+    "/exit": "leave the client",
+    "/clear": "clear the screen",
+}
+_SEEN_KEEP = 500
+
+
+class ClientError(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class ClientState:
+    """Persisted in $PICOBOT_HOME/client.json."""
+
+    path: Path
+    chat_id: str = ""
+    seen: deque[int] = field(default_factory=lambda: deque(maxlen=_SEEN_KEEP))
+
+    @classmethod
+    def load(cls, path: Path) -> ClientState:
+        state = cls(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            state.chat_id = str(data.get("chat_id", ""))
+            state.seen.extend(int(i) for i in data.get("seen", []))
+        except (OSError, ValueError):
+            pass
+        if not state.chat_id:
+            state.chat_id = f"cli-{uuid.uuid4().hex[:12]}"
+            state.save()
+        return state
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"chat_id": self.chat_id, "seen": list(self.seen)}))
+
+    def first_sight(self, reply_id: Any) -> bool:
+        if not isinstance(reply_id, int):
+            return True
+        if reply_id in self.seen:
+            return False
+        self.seen.append(reply_id)
+        return True
+
+
+class Connection:
+    def __init__(self, ws: websockets.ClientConnection, state: ClientState) -> None:
+        self.ws = ws
+        self.state = state
+        self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue(256)
+
+    @classmethod
+    async def open(cls, url: str, token: str | None, state: ClientState) -> Connection:
+        try:
+            ws = await websockets.connect(url, max_size=8 * 1024 * 1024)
+        except (OSError, websockets.InvalidURI, websockets.InvalidHandshake) as exc:
+            raise ClientError(f"cannot connect to {url}: {exc}") from None
+        hello: dict[str, Any] = {"type": "hello", "protocol": 1, "chat_id": state.chat_id}
+        if token:
+            hello["token"] = token
+        await ws.send(json.dumps(hello))
+        try:
+            welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        except websockets.ConnectionClosed as exc:
+            raise ClientError(
+                f"the gateway closed the connection ({exc.rcvd.code if exc.rcvd else '?'}): wrong token?"
+            ) from None
+        if welcome.get("type") == "error":
+            raise ClientError(f"the gateway refused the connection: {welcome.get('message')}")
+        return cls(ws, state)
+
+    async def pump(self) -> None:
+        try:
+            async for raw in self.ws:
+                await self.frames.put(json.loads(raw))
+        except websockets.ConnectionClosed:
+            pass
+        await self.frames.put({"type": "closed"})
+
+    async def send(self, text: str) -> str:
+        msg_id = uuid.uuid4().hex[:16]
+        await self.ws.send(json.dumps({"type": "message", "id": msg_id, "text": text}))
+        return msg_id
+
+
+def _print_reply(console: Console, text: str, *, plain: bool) -> None:
+    if plain:
+        console.print(text, markup=False, highlight=False)
+    else:
+        console.print(Markdown(text))
+
+
+async def _await_reply(
+    conn: Connection,
+    msg_id: str,
+    console: Console,
+    *,
+    plain: bool,
+    reply_timeout: float,
+    spinner: bool,
+) -> str:
+    """Frames until the reply to `msg_id`; other replies are shown as they come."""
+    started = time.monotonic()
+    status = console.status("working…") if spinner else None
+    if status is not None:
+        status.start()
+    try:
+        async with asyncio.timeout(reply_timeout):
+            while True:
+                try:
+                    frame = await asyncio.wait_for(conn.frames.get(), 0.2)
+                except TimeoutError:
+                    if status is not None:
+                        status.update(f"working… {time.monotonic() - started:.1f}s")
+                    continue
+                kind = frame.get("type")
+                if kind == "closed":
+                    raise ClientError("the gateway closed the connection")
+                if kind == "error" and frame.get("id") in (msg_id, None):
+                    raise ClientError(f"{frame.get('code')}: {frame.get('message')}")
+                if kind != "message" or not conn.state.first_sight(frame.get("id")):
+                    continue
+                conn.state.save()
+                if frame.get("reply_to") == msg_id:
+                    return str(frame.get("text", ""))
+                if status is not None:
+                    status.stop()
+                _print_reply(console, str(frame.get("text", "")), plain=plain)
+                if status is not None:
+                    status.start()
+    except TimeoutError:
+        raise ClientError(f"no reply within {reply_timeout:g}s") from None
+    finally:
+        if status is not None:
+            status.stop()
+
+
+async def _one_shot(conn: Connection, text: str, reply_timeout: float, out: TextIO) -> int:
+    msg_id = await conn.send(text)
+    reply = await _await_reply(
+        conn,
+        msg_id,
+        Console(file=sys.stderr),
+        plain=True,
+        reply_timeout=reply_timeout,
+        spinner=False,
+    )
+    out.write(reply + "\n")
+    out.flush()
+    return 0
+
+
+async def _interactive(conn: Connection, reply_timeout: float, history_path: Path) -> int:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+
+    console = Console()
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(history_path)))
+    console.print(
+        f"[bold]picobot[/bold] — chat [cyan]{conn.state.chat_id}[/cyan]. /help for commands, /quit to leave."
+    )
+    while True:
+        try:
+            line = (await session.prompt_async("› ")).strip()
+        except (EOFError, KeyboardInterrupt):
+            return 0
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return 0
+        if line == "/clear":
+            console.clear()
+            continue
+        if line == "/help":
+            for name, what in LOCAL_COMMANDS.items():
+                console.print(f"{name} — {what}")
+        msg_id = await conn.send(line)
+        try:
+            reply = await _await_reply(
+                conn, msg_id, console, plain=False, reply_timeout=reply_timeout, spinner=True
+            )
+        except ClientError as exc:
+            console.print(f"[red]{exc}[/red]")
+            if "closed" in str(exc):
+                return 1
+            continue
+        _print_reply(console, reply, plain=False)
+
+
+async def run_client(
+    url: str,
+    token: str | None,
+    state: ClientState,
+    *,
+    message: str | None,
+    reply_timeout: float,
+    history_path: Path,
+    out: TextIO = sys.stdout,
+) -> int:
+    try:
+        conn = await Connection.open(url, token, state)
+    except ClientError as exc:
+        print(f"picobot agent: {exc}", file=sys.stderr)
+        return 2
+    pump = asyncio.create_task(conn.pump(), name="client-pump")
+    try:
+        if message is not None:
+            return await _one_shot(conn, message, reply_timeout, out)
+        return await _interactive(conn, reply_timeout, history_path)
+    except ClientError as exc:
+        print(f"picobot agent: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await conn.ws.close()
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
