@@ -29,6 +29,7 @@ from channels.base import (
     ChannelRuntime,
     PermanentSendError,
     SendResult,
+    TransientSendError,
     is_allowed,
     split_text,
 )
@@ -278,7 +279,8 @@ class TelegramChannel(Channel):
     async def send(self, message: OutboundMessage) -> SendResult:
         sender = self._sender
         if sender is None:
-            raise PermanentSendError("telegram channel is not started")
+            # Not started yet (or stopped): the dispatcher retries later, nothing is dropped.
+            raise TransientSendError("telegram channel is not started")
         if not message.text.strip():
             return SendResult()
         parts = split_text(message.text, TEXT_LIMIT)
