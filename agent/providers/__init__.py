@@ -19,6 +19,10 @@ def create_provider(kind: str, settings: ProviderSettings) -> LLMProvider:
         from agent.providers.openai import OpenAIProvider
 
         return OpenAIProvider(settings)
+    if kind == "anthropic":
+        from agent.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(settings)
     raise ProviderConfigError(
         f"provider '{settings.name}' has unknown type {kind!r} (expected one of {PROVIDER_KINDS})"
     )

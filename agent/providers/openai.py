@@ -24,16 +24,14 @@ from agent.providers.base import (
     DeltaSink,
     LLMRequest,
     LLMResponse,
-    ProviderAuthError,
     ProviderConfigError,
     ProviderError,
-    ProviderRateLimited,
     ProviderSettings,
     ProviderUnavailable,
     ToolSpec,
 )
 from agent.providers.media import load_media, mention_files
-from agent.providers.retry import Sleep, parse_retry_after, with_retries
+from agent.providers.retry import Sleep, classify_status, server_message, with_retries
 
 __all__ = ["OpenAIProvider", "missing_key_error", "to_openai_messages", "to_openai_tools"]
 
@@ -178,29 +176,11 @@ def _parse_completion(completion: ChatCompletion, provider: str) -> LLMResponse:
     )
 
 
-def _server_message(body: object) -> str:
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])[:300]
-    return ""
-
-
 def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     """Translate an SDK/transport exception into the provider error tree."""
     prefix = f"provider '{provider}'"
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        headers = dict(exc.response.headers)
-        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-            # The server's text may echo part of the key: keep it out of the message.
-            return ProviderAuthError(f"{prefix}: HTTP {status}, API key rejected")
-        detail = f"{prefix}: HTTP {status} {_server_message(exc.body)}".rstrip()
-        if isinstance(exc, openai.RateLimitError):
-            return ProviderRateLimited(detail, parse_retry_after(headers))
-        if status >= 500 or status in (408, 409):
-            return ProviderUnavailable(detail, parse_retry_after(headers))
-        return ProviderError(detail)
+        return classify_status(provider, exc.status_code, dict(exc.response.headers), exc.body)
     if isinstance(exc, openai.APITimeoutError):
         return ProviderUnavailable(f"{prefix}: request timed out")
     if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
@@ -208,7 +188,7 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     if isinstance(exc, openai.APIResponseValidationError):
         return ProviderError(f"{prefix}: unexpected response shape")
     if isinstance(exc, openai.APIError):  # e.g. an error event in the middle of a stream
-        return ProviderUnavailable(f"{prefix}: {_server_message(exc.body) or 'stream error'}")
+        return ProviderUnavailable(f"{prefix}: {server_message(exc.body) or 'stream error'}")
     return ProviderError(f"{prefix}: {type(exc).__name__}")
 
 

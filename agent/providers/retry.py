@@ -21,9 +21,22 @@ from typing import TypeVar
 
 import structlog
 
-from agent.providers.base import ProviderRateLimited, ProviderSettings, ProviderUnavailable
+from agent.providers.base import (
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderSettings,
+    ProviderUnavailable,
+)
 
-__all__ = ["BACKOFF_BASE_SECS", "backoff_delay", "parse_retry_after", "with_retries"]
+__all__ = [
+    "BACKOFF_BASE_SECS",
+    "backoff_delay",
+    "classify_status",
+    "parse_retry_after",
+    "server_message",
+    "with_retries",
+]
 
 BACKOFF_BASE_SECS = 0.5
 
@@ -67,6 +80,31 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
             when = when.replace(tzinfo=UTC)
         return max(0.0, (when - datetime.now(UTC)).total_seconds())
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def server_message(body: object) -> str:
+    """The human-readable message inside an API error body (OpenAI or Anthropic shape)."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])[:300]
+    return ""
+
+
+def classify_status(
+    provider: str, status: int, headers: Mapping[str, str], body: object
+) -> ProviderError:
+    """Map an HTTP error status to the error tree: what is retried is decided here."""
+    prefix = f"provider '{provider}'"
+    if status in (401, 403):
+        # The server's text may echo part of the key: keep it out of the message.
+        return ProviderAuthError(f"{prefix}: HTTP {status}, API key rejected")
+    detail = f"{prefix}: HTTP {status} {server_message(body)}".rstrip()
+    if status == 429:
+        return ProviderRateLimited(detail, parse_retry_after(headers))
+    if status >= 500 or status in (408, 409):
+        return ProviderUnavailable(detail, parse_retry_after(headers))
+    return ProviderError(detail)
 
 
 def _always() -> bool:

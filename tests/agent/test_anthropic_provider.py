@@ -1,0 +1,273 @@
+"""AnthropicProvider through the real `anthropic` SDK against FakeAnthropic on loopback."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.messages import ChatMessage, Role, Usage
+from agent.providers import create_provider
+from agent.providers.anthropic import AnthropicProvider
+from agent.providers.base import (
+    LLMRequest,
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderSettings,
+    ProviderUnavailable,
+    ToolSpec,
+)
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.openai_server import Reply
+
+KEY = "sk-ant-test-456"
+CALC = ToolSpec(
+    name="calculator",
+    description="Evaluate an arithmetic expression",
+    parameters={"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"]},
+)
+
+_open: list[AnthropicProvider] = []
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        server.api_key = KEY
+        try:
+            yield server
+        finally:
+            while _open:  # close providers even when a test failed half-way
+                await _open.pop().aclose()
+
+
+class Waits:
+    """Records the retry waits instead of sleeping through them."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def make(fake: FakeAnthropic, waits: Waits | None = None, **overrides: object) -> AnthropicProvider:
+    fields: dict[str, object] = {"name": "claude", "api_key": KEY, "base_url": fake.base_url}
+    fields.update(overrides)
+    settings = ProviderSettings(**fields)  # type: ignore[arg-type]
+    provider = AnthropicProvider(settings, sleep=waits or Waits())
+    _open.append(provider)
+    return provider
+
+
+def ask(text: str = "hi", **kwargs: object) -> LLMRequest:
+    return LLMRequest(model="claude-test", messages=[ChatMessage.user(text)], **kwargs)  # type: ignore[arg-type]
+
+
+async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeAnthropic) -> None:
+    provider = make(fake)
+    fake.add_tool_calls([("calculator", {"expr": "6*7"}), ("calculator", {"expr": "2+2"})])
+    fake.add_text("42 and 4.")
+    history = [ChatMessage.system("You are terse."), ChatMessage.user("compute 6*7 and 2+2")]
+    first = await provider.complete(
+        LLMRequest(model="claude-test", messages=history, tools=(CALC,))
+    )
+    assert [json.loads(c.arguments) for c in first.tool_calls] == [{"expr": "6*7"}, {"expr": "2+2"}]
+    assert first.finish_reason == "tool_use"
+
+    one, two = first.tool_calls
+    history += [
+        ChatMessage(Role.ASSISTANT, "Let me compute.", tool_calls=first.tool_calls),
+        ChatMessage.tool_result(one, "42"),
+        ChatMessage.tool_result(two, "4"),
+        ChatMessage.system("Skill index: none.", marker="skill_index"),
+        ChatMessage.user("and be quick"),
+    ]
+    second = await provider.complete(
+        LLMRequest(model="claude-test", messages=history, tools=(CALC,), max_tokens=300)
+    )
+    assert second.content == "42 and 4."
+    assert fake.requests[0]["max_tokens"] == 4096  # required by the API; our default
+    assert fake.requests[1] == {
+        "model": "claude-test",
+        "max_tokens": 300,
+        "system": "You are terse.\n\nSkill index: none.",
+        "tools": [
+            {
+                "name": "calculator",
+                "description": "Evaluate an arithmetic expression",
+                "input_schema": CALC.parameters,
+            }
+        ],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "compute 6*7 and 2+2"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Let me compute."},
+                    {
+                        "type": "tool_use",
+                        "id": one.id,
+                        "name": "calculator",
+                        "input": {"expr": "6*7"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": two.id,
+                        "name": "calculator",
+                        "input": {"expr": "2+2"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": one.id, "content": "42"},
+                    {"type": "tool_result", "tool_use_id": two.id, "content": "4"},
+                    {"type": "text", "text": "and be quick"},
+                ],
+            },
+        ],
+    }
+    assert "anthropic-version" in fake.request_headers[0]
+
+
+async def test_streaming_forwards_deltas_and_assembles_text(fake: FakeAnthropic) -> None:
+    provider = make(fake)
+    fake.add_text("the quick brown fox", usage=(21, 5))
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    response = await provider.complete(ask(), sink)
+    assert len(deltas) >= 2
+    assert "".join(deltas) == "the quick brown fox" == response.content
+    assert response.usage == Usage(21, 5)
+    assert response.finish_reason == "end_turn"
+    assert fake.requests[0]["stream"] is True
+
+
+async def test_streamed_tool_use_is_assembled_from_json_deltas(fake: FakeAnthropic) -> None:
+    provider = make(fake)
+    fake.add_tool_call("calculator", {"expr": "1 + 2 + 3", "precise": True}, call_id="toolu_x")
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    response = await provider.complete(ask(tools=(CALC,)), sink)
+    assert deltas == []
+    [call] = response.tool_calls
+    assert (call.id, call.name) == ("toolu_x", "calculator")
+    assert json.loads(call.arguments) == {"expr": "1 + 2 + 3", "precise": True}
+    assert response.finish_reason == "tool_use"
+
+
+async def _discard(text: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_thinking_is_kept_as_reasoning_content(fake: FakeAnthropic, stream: bool) -> None:
+    provider = make(fake)
+    fake.add_text("answer", reasoning="first think, then answer")
+    response = await provider.complete(ask(), _discard if stream else None)
+    assert response.reasoning_content == "first think, then answer"
+    assert response.content == "answer"
+
+
+async def test_image_media_become_base64_image_blocks(fake: FakeAnthropic, tmp_path: Path) -> None:
+    provider = make(fake)
+    jpg = tmp_path / "photo.jpeg"
+    jpg.write_bytes(b"\xff\xd8\xff\xe0fake-jpeg")
+    await provider.complete(
+        LLMRequest(model="m", messages=[ChatMessage.user("describe", media=(str(jpg),))])
+    )
+    assert fake.requests[0]["messages"][0]["content"] == [
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": "image/jpeg",
+                "data": base64.b64encode(jpg.read_bytes()).decode(),
+            },
+        },
+        {"type": "text", "text": "describe"},
+    ]
+
+
+async def test_temperature_and_usage_reach_the_wire_and_back(fake: FakeAnthropic) -> None:
+    provider = make(fake)
+    fake.add_text("ok", usage=(100, 2))
+    response = await provider.complete(ask(temperature=0.4))
+    assert fake.requests[0]["temperature"] == 0.4
+    assert response.usage == Usage(100, 2)
+
+
+async def test_rate_limit_honours_retry_after_then_succeeds(fake: FakeAnthropic) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_error(429, headers={"Retry-After": "1"})
+    fake.add_text("finally")
+    assert (await provider.complete(ask())).content == "finally"
+    assert len(fake.requests) == 2
+    assert waits.waits == [1.0]
+
+
+async def test_server_errors_forever_give_up_after_bounded_attempts(fake: FakeAnthropic) -> None:
+    waits = Waits()
+    provider = make(fake, waits, max_retries=3, retry_max_wait_secs=10.0)
+    fake.add_error(529)  # overloaded counts as unavailable too
+    for _ in range(6):
+        fake.add_error(500)
+    with pytest.raises(ProviderUnavailable):
+        await provider.complete(ask())
+    assert len(fake.requests) == 4
+    assert len(waits.waits) == 3
+    assert sum(waits.waits) <= 10.0
+
+
+async def test_bad_key_is_auth_error_without_retry(fake: FakeAnthropic) -> None:
+    waits = Waits()
+    provider = make(fake, waits, api_key="sk-ant-wrong")
+    with pytest.raises(ProviderAuthError) as caught:
+        await provider.complete(ask())
+    assert len(fake.requests) == 1
+    assert waits.waits == []
+    assert "sk-ant-wrong" not in str(caught.value)
+
+
+async def test_missing_key_names_the_env_var(fake: FakeAnthropic) -> None:
+    provider = make(fake, api_key="", api_key_hint="ANTHROPIC_API_KEY")
+    with pytest.raises(ProviderConfigError, match=r"set ANTHROPIC_API_KEY \(providers\.claude"):
+        await provider.complete(ask())
+    assert fake.requests == []
+
+
+async def test_stream_error_after_text_is_not_retried(fake: FakeAnthropic) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_reply(Reply(text="partial answer here", stream_error="Overloaded"))
+    fake.add_text("must not be used")
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    with pytest.raises(ProviderUnavailable):
+        await provider.complete(ask(), sink)
+    assert "".join(deltas) == "partial answer here"
+    assert len(fake.requests) == 1
+    assert waits.waits == []
+
+
+async def test_create_provider_builds_anthropic(fake: FakeAnthropic) -> None:
+    settings = ProviderSettings(name="c", api_key=KEY, base_url=fake.base_url)
+    provider = create_provider("anthropic", settings)
+    assert isinstance(provider, AnthropicProvider)
+    _open.append(provider)
+    assert (await provider.complete(ask("x"))).content == "echo: x"

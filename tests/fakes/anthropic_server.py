@@ -1,0 +1,185 @@
+"""A fake Anthropic Messages API server for tests.
+
+`FakeAnthropic` is an aiohttp app on 127.0.0.1 port 0 speaking POST /v1/messages as
+Anthropic does: a JSON message, or (when "stream": true) the SSE sequence
+message_start, content_block_start/delta/stop (text_delta, thinking_delta +
+signature_delta, tool_use with input_json_delta), message_delta, message_stop. It
+checks the key (`x-api-key`, or `Authorization: Bearer` as anthropic SDK 2.x
+sends it) when `api_key` is set and requires the `anthropic-version`
+header. Scripting and recording are shared with FakeOpenAI (`ScriptedLLMServer`).
+Nothing here ever leaves loopback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.openai_server import Reply, ScriptedLLMServer, last_user_text, split_text
+
+__all__ = ["FakeAnthropic", "anthropic_error_body"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error_body(status: int, message: str | None = None) -> dict[str, Any]:
+    kind = _ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message or f"fake {kind}"}}
+
+
+class FakeAnthropic(ScriptedLLMServer):
+    """POST /v1/messages the way Anthropic answers it."""
+
+    _ids = itertools.count(1)
+
+    @property
+    def base_url(self) -> str:
+        """What `AsyncAnthropic(base_url=...)` takes: the host, without /v1."""
+        return self.url
+
+    def _routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/messages", self._messages)
+
+    def _authorized(self, request: web.Request) -> bool:
+        # The classic header is x-api-key; anthropic SDK 2.x sends the key as a Bearer token.
+        if self.api_key is None:
+            return True
+        headers = request.headers
+        return self.api_key in (
+            headers.get("x-api-key"),
+            headers.get("Authorization", "").removeprefix("Bearer "),
+        )
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        body = await self._record(request)
+        if not self._authorized(request):
+            payload = anthropic_error_body(401, "invalid x-api-key")
+            return web.json_response(payload, status=401)
+        if "anthropic-version" not in request.headers:
+            payload = anthropic_error_body(400, "anthropic-version header is required")
+            return web.json_response(payload, status=400)
+        if not isinstance(body.get("max_tokens"), int):
+            payload = anthropic_error_body(400, "max_tokens: Field required")
+            return web.json_response(payload, status=400)
+        reply = await self._next_reply(body, last_user_text(body.get("messages", [])))
+        if reply.is_error:
+            payload = reply.body if reply.body is not None else anthropic_error_body(reply.status)
+            return web.json_response(payload, status=reply.status, headers=reply.headers)
+        if body.get("stream"):
+            return await self._stream(request, body, reply)
+        return web.json_response(self._message(body, reply))
+
+    @staticmethod
+    def _blocks(reply: Reply) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        if reply.reasoning is not None:
+            blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
+        if reply.text:
+            blocks.append({"type": "text", "text": reply.text})
+        for call in reply.tool_calls:
+            call_id = call.call_id or f"toolu_{next(FakeAnthropic._ids):06d}"
+            blocks.append(
+                {"type": "tool_use", "id": call_id, "name": call.name, "input": call.arguments}
+            )
+        return blocks
+
+    def _envelope(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        return {
+            "id": f"msg_{next(self._ids):06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude-fake"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self._usage_of(reply, body)[0], "output_tokens": 1},
+        }
+
+    def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        message = self._envelope(body, reply)
+        prompt, completion = self._usage_of(reply, body)
+        message["content"] = self._blocks(reply)
+        message["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
+        message["usage"] = {"input_tokens": prompt, "output_tokens": completion}
+        return message
+
+    def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str, dict[str, Any]]]:
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": self._envelope(body, reply)}),
+            ("ping", {"type": "ping"}),
+        ]
+        for index, block in enumerate(self._blocks(reply)):
+            kind = block["type"]
+            if kind == "text":
+                start: dict[str, Any] = {"type": "text", "text": ""}
+                deltas = [{"type": "text_delta", "text": p} for p in split_text(block["text"])]
+            elif kind == "thinking":
+                start = {"type": "thinking", "thinking": ""}
+                deltas = [
+                    {"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"])
+                ]
+                deltas.append({"type": "signature_delta", "signature": block["signature"]})
+            else:
+                start = {**block, "input": {}}
+                raw = json.dumps(block["input"], ensure_ascii=False)
+                deltas = [{"type": "input_json_delta", "partial_json": p} for p in split_text(raw)]
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
+            )
+            events += [
+                ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                for d in deltas
+            ]
+            if kind == "text" and reply.stream_error is not None:
+                return events
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        completion = self._usage_of(reply, body)[1]
+        stop = "tool_use" if reply.tool_calls else "end_turn"
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": completion},
+                },
+            )
+        )
+        events.append(("message_stop", {"type": "message_stop"}))
+        return events
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], reply: Reply
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+            }
+        )
+        await response.prepare(request)
+        events = self._events(body, reply)
+        if reply.stream_error is not None:
+            events.append(("error", anthropic_error_body(529, reply.stream_error)))
+        try:
+            for name, data in events:
+                frame = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                await response.write(frame.encode())
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away mid-stream (cancelled turn); nothing to clean up
+        return response
