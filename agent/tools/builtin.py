@@ -15,6 +15,7 @@ from agent.tools.calculator import CalculatorTool
 from agent.tools.files import EditTool, ReadTool, WriteTool
 from agent.tools.get_time import GetTimeTool
 from agent.tools.shell import ShellTool
+from agent.tools.web import HttpRequestTool, WebFetchTool
 
 __all__ = ["SHELL_ALIASES", "build_registry", "builtin_tools"]
 
@@ -32,6 +33,8 @@ def builtin_tools(settings: ToolSettings, timezone: str) -> list[Tool[Any]]:
         WriteTool(),
         EditTool(),
         ShellTool(),
+        HttpRequestTool(),
+        WebFetchTool(),
     ]
 
 

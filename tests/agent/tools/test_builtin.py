@@ -9,7 +9,16 @@ import pytest
 from agent.tools.base import ToolSettings
 from agent.tools.builtin import build_registry, builtin_tools
 
-EXPECTED = {"calculator", "get_time", "read", "write", "edit", "bash"}
+EXPECTED = {
+    "calculator",
+    "get_time",
+    "read",
+    "write",
+    "edit",
+    "bash",
+    "http_request",
+    "web_fetch",
+}
 
 
 @pytest.fixture
