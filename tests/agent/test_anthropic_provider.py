@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -271,3 +272,17 @@ async def test_create_provider_builds_anthropic(fake: FakeAnthropic) -> None:
     assert isinstance(provider, AnthropicProvider)
     _open.append(provider)
     assert (await provider.complete(ask("x"))).content == "echo: x"
+
+
+async def test_cancelling_a_streamed_turn_propagates(fake: FakeAnthropic) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.hold()
+    task = asyncio.create_task(provider.complete(ask("slow"), _discard))
+    await fake.wait_requests(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert waits.waits == []
+    fake.release()
+    assert (await provider.complete(ask("again"), _discard)).content == "echo: again"

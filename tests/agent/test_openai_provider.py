@@ -321,3 +321,50 @@ async def test_fake_holds_requests_until_released(fake: FakeOpenAI) -> None:
     assert not task.done()
     fake.release()
     assert (await asyncio.wait_for(task, 5)).content == "echo: held"
+
+
+async def test_responder_picks_replies_from_the_request(fake: FakeOpenAI) -> None:
+    async def by_model(body: dict[str, object]) -> Reply | None:
+        return Reply(text="summary!") if body["model"] == "summarizer" else None
+
+    fake.responder = by_model
+    fake.add_text("scripted")
+    provider = make(fake)
+    summary = await provider.complete(
+        LLMRequest(model="summarizer", messages=[ChatMessage.user("x")])
+    )
+    chat = await provider.complete(ask("y"))
+    assert (summary.content, chat.content) == ("summary!", "scripted")
+
+
+async def test_cancelling_a_turn_mid_request_propagates_and_leaves_provider_usable(
+    fake: FakeOpenAI,
+) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.hold()
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    task = asyncio.create_task(provider.complete(ask("slow"), sink))
+    await fake.wait_requests(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert waits.waits == []
+    fake.release()
+    assert (await provider.complete(ask("again"))).content == "echo: again"
+
+
+async def test_unreadable_image_is_mentioned_not_fatal(fake: FakeOpenAI, tmp_path: Path) -> None:
+    provider = make(fake)
+    missing = tmp_path / "gone.png"
+    await provider.complete(
+        LLMRequest(model="m", messages=[ChatMessage.user("look", (str(missing),))])
+    )
+    assert fake.requests[0]["messages"][0] == {
+        "role": "user",
+        "content": f"look\n\n[attached files: {missing}]",
+    }
