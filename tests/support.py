@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +81,11 @@ class WsClient:
         self.ws = ws
         self.chat_id = chat_id
         self._n = 0
+        self._prefix = uuid.uuid4().hex[:6]
 
     async def send(self, text: str, msg_id: str | None = None) -> str:
         self._n += 1
-        msg_id = msg_id or f"m{self._n}"
+        msg_id = msg_id or f"{self._prefix}-{self._n}"
         await self.ws.send(json.dumps({"type": "message", "id": msg_id, "text": text}))
         return msg_id
 
@@ -121,3 +127,75 @@ async def ws_client(
         welcome = json.loads(await asyncio.wait_for(ws.recv(), 5))
         assert welcome["type"] == "welcome", welcome
         yield WsClient(ws, chat_id)
+
+
+PICOBOT = str(Path(sys.executable).parent / "picobot")
+
+
+def child_env(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment for a picobot subprocess: no provider keys leak in."""
+    keep = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT", "TMPDIR")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update({"PICOBOT_HOME": str(home), "NO_PROXY": "127.0.0.1,localhost", **extra})
+    return env
+
+
+@dataclass
+class GatewayProcess:
+    proc: asyncio.subprocess.Process
+    port: int
+    lines: list[dict[str, Any]]
+    _reader: asyncio.Task[None]
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line.get("event") == name]
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.returncode is None:
+            self.proc.send_signal(sig)
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.wait_for(self._reader, 5)
+        return code
+
+
+async def spawn_gateway(config: dict[str, Any], home: Path, env: dict[str, str]) -> GatewayProcess:
+    """Run `picobot gateway` as a real process; returns once it logged its port."""
+    path = home / "config.json"
+    path.write_text(json.dumps(config))
+    proc = await asyncio.create_subprocess_exec(
+        PICOBOT,
+        "gateway",
+        "--config",
+        str(path),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    lines: list[dict[str, Any]] = []
+    port: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def read() -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                line = {"event": "raw", "text": raw.decode(errors="replace")}
+            lines.append(line)
+            if line.get("event") == "gateway_started" and not port.done():
+                port.set_result(int(line["port"]))
+        if not port.done():
+            port.set_exception(RuntimeError(f"gateway exited before starting: {lines[-5:]}"))
+
+    reader = asyncio.create_task(read(), name="gateway-log-reader")
+    try:
+        bound = await asyncio.wait_for(asyncio.shield(port), 30)
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    return GatewayProcess(proc, bound, lines, reader)

@@ -1,0 +1,73 @@
+"""Sessions survive restarts and are managed with chat commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import make_config, running_gateway, ws_client
+
+
+async def test_restart_keeps_session_and_history(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(home, llm.base_url)
+    llm.add_text("Nice to meet you, Ada.")
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        assert await client.ask("my name is Ada") == "Nice to meet you, Ada."
+
+    llm.add_text("Your name is Ada.")
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        listing = await client.ask("/sessions")
+        assert "chat-1" in listing
+        assert "2 messages" in listing
+        assert await client.ask("what is my name?") == "Your name is Ada."
+
+    history = [(m["role"], m["content"]) for m in llm.requests[-1]["messages"]]
+    assert history == [
+        ("user", "my name is Ada"),
+        ("assistant", "Nice to meet you, Ada."),
+        ("user", "what is my name?"),
+    ]
+
+
+async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.ask("first session message")  # creates session "chat-1"
+
+        assert "Started new session chat-1#2" in await client.ask("/new Research")
+        await client.ask("second session message")
+        listing = await client.ask("/sessions")
+        assert '* 2. chat-1#2 "Research"' in listing
+        assert "  1. chat-1 — 2 messages" in listing
+
+        assert "Switched to session chat-1." in await client.ask("/use 1")
+        assert "Renamed session chat-1" in await client.ask("/rename Intro")
+        listing = await client.ask("/sessions")
+        assert '* 1. chat-1 "Intro"' in listing
+
+        # the model sees only the active session's history
+        await client.ask("back in the first")
+        assert [m["content"] for m in llm.requests[-1]["messages"]] == [
+            "first session message",
+            "echo: first session message",
+            "back in the first",
+        ]
+
+        reply = await client.ask("/archive")
+        assert "Archived session chat-1; now in new session chat-1#3" in reply
+        listing = await client.ask("/sessions")
+        assert '1. chat-1 "Intro" — 4 messages [archived]' in listing
+        assert "* 3. chat-1#3" in listing
+
+        assert "Deleted session chat-1#2." in await client.ask("/delete 2")
+        listing = await client.ask("/sessions")
+        assert "Research" not in listing
+        assert "No session 'nope'" in await client.ask("/use nope")
+
+
+async def test_help_lists_commands(home: Path, llm: FakeOpenAI) -> None:
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        text = await client.ask("/help")
+    for command in ("/new", "/sessions", "/use", "/rename", "/archive", "/delete", "/stop"):
+        assert command in text
+    assert llm.requests == []  # commands never reach the model

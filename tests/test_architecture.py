@@ -1,0 +1,78 @@
+"""DESIGN §3: the dependency rules, checked by parsing every module's imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gateway", "channels", "agent", "storage", "scheduler", "skills")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] in PACKAGES}
+
+
+def _under(target: str, *prefixes: str) -> bool:
+    return any(target == p or target.startswith(p + ".") for p in prefixes)
+
+
+def _allowed(module: str, target: str) -> bool:
+    top = module.split(".")[0]
+    if target == module or target.startswith(module + "."):
+        return True
+    if module == "gateway.bus":
+        return False  # a leaf
+    if module in ("gateway.app", "gateway.cli") or module.startswith("gateway.cli_"):
+        return True
+    if top == "channels":
+        return _under(target, "gateway.bus", "channels")
+    if top == "agent":
+        return _under(target, "agent")
+    if top == "storage":
+        return _under(target, "storage", "gateway.bus", "agent.messages")
+    if top == "scheduler":
+        return _under(target, "scheduler", "storage", "gateway.bus")
+    if top == "skills":
+        return _under(target, "skills", "agent.tools")
+    return True  # the rest of gateway may use the layers below it
+
+
+def edges() -> list[tuple[str, str]]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = _module_name(path)
+            found.extend((module, target) for target in sorted(_imports(path)))
+    return found
+
+
+def test_dependency_rules_hold() -> None:
+    forbidden = [f"{m} imports {t}" for m, t in edges() if not _allowed(m, t)]
+    assert forbidden == []
+
+
+def test_the_checker_catches_forbidden_edges() -> None:
+    assert not _allowed("channels.telegram.channel", "storage.db")
+    assert not _allowed("channels.websocket", "gateway.config")
+    assert not _allowed("agent.loop", "gateway.bus")
+    assert not _allowed("storage.outbox", "gateway.config")
+    assert not _allowed("gateway.bus", "agent.messages")
+    assert not _allowed("channels.base", "gateway.busy")
+    assert not _allowed("scheduler.service", "agent.loop")
+    assert _allowed("channels.websocket", "gateway.bus")
+    assert _allowed("gateway.app", "channels.telegram")
+    assert len(edges()) > 50  # the scan really found the code
