@@ -1,0 +1,87 @@
+"""The `scheduler_manage` tool: list, get, put, delete, pause and resume scheduled jobs.
+
+It reaches the scheduler only through `ToolContext.scheduler` (the
+`SchedulerService` protocol); it never imports the scheduler or storage. It
+checks the arguments each action needs, fills a missing target with the
+current chat, and turns the scheduler's `{"ok": False, "error"}` answers into
+`ToolError`s so the model reads what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+
+__all__ = ["SchedulerManageArgs", "SchedulerManageTool"]
+
+_NEEDS_TARGET = {"outbound_message", "agent_task", "silent_agent_task"}
+
+_DESCRIPTION = """\
+Manage scheduled jobs. Actions: list, get (job_id), put (job), delete (job_id), \
+pause (job_id), resume (job_id).
+A job: {"id": "daily.summary", "kind": "agent_task" | "silent_agent_task" | "outbound_message", \
+"schedule": {...}, "target": {"channel": ..., "chat_id": ...}, "payload": {...}}.
+schedule is one of {"type": "delay", "seconds": 600} (once), {"type": "interval", "seconds": 3600}, \
+{"type": "at", "at": "2026-05-01T09:00:00+08:00"} (once), \
+{"type": "cron", "expression": "30 18 * * *", "timezone": "Asia/Shanghai"} (timezone optional).
+payload for agent_task / silent_agent_task: {"prompt": "...", "system_prompt": "...", \
+"fresh_session": false}; the reply of an agent_task goes to the target chat, a silent_agent_task \
+works in its own session and only reports failures. payload for outbound_message: {"text": "..."}.
+target defaults to the current chat. put with an existing id replaces that job."""
+
+
+class SchedulerManageArgs(ToolArgs):
+    action: Literal["list", "get", "put", "delete", "pause", "resume"]
+    job_id: str | None = Field(None, description="the job's id (get, delete, pause, resume)")
+    job: dict[str, Any] | None = Field(None, description="the full job definition (put)")
+
+
+class SchedulerManageTool(Tool[SchedulerManageArgs]):
+    name: ClassVar[str] = "scheduler_manage"
+    description: ClassVar[str] = _DESCRIPTION
+    Args: ClassVar[type[ToolArgs]] = SchedulerManageArgs
+
+    async def run(self, args: SchedulerManageArgs, ctx: ToolContext) -> str:
+        if ctx.scheduler is None:
+            raise ToolError("the scheduler is not enabled on this gateway")
+        payload: dict[str, Any] = {}
+        if args.action == "put":
+            payload["job"] = self._job_for_put(args, ctx)
+        elif args.action != "list":
+            if not args.job_id:
+                raise ToolError(f"action {args.action!r} needs job_id")
+            payload["job_id"] = args.job_id
+        result = await ctx.scheduler.manage(args.action, payload)
+        if not result.get("ok", False):
+            raise ToolError(str(result.get("error") or "the scheduler refused the request"))
+        return json.dumps(result, ensure_ascii=False, default=str)
+
+    @staticmethod
+    def _job_for_put(args: SchedulerManageArgs, ctx: ToolContext) -> dict[str, Any]:
+        if args.job is None:
+            raise ToolError("action 'put' needs job: the full job definition object")
+        job = dict(args.job)
+        if args.job_id is not None:
+            if "id" in job and job["id"] != args.job_id:
+                raise ToolError(
+                    f"job_id {args.job_id!r} and job.id {job['id']!r} differ; give one id"
+                )
+            job["id"] = args.job_id
+        if "id" not in job:
+            raise ToolError('the job needs an id, e.g. "reminder.standup"')
+        if job.get("kind") in _NEEDS_TARGET:
+            target = job.get("target")
+            if target is None:
+                target = {}
+            if not isinstance(target, dict):
+                raise ToolError('target must be an object: {"channel": ..., "chat_id": ...}')
+            target = dict(target)
+            target.setdefault("channel", ctx.channel)
+            if target["channel"] == ctx.channel:
+                target.setdefault("chat_id", ctx.chat_id)
+            job["target"] = target
+        return job

@@ -1,0 +1,268 @@
+"""Job management on the database: sync from config, put, delete, pause, resume, run now.
+
+Shared by the running scheduler (`Scheduler.manage`, the `scheduler_manage`
+tool) and the `picobot jobs` CLI, which may run while the daemon does: every
+operation is one write transaction that re-reads the row it changes.
+
+Exceptions:
+
+    SchedulerError
+    ├── JobNotFound
+    └── JobNotEditable   (a config or builtin job changed through the tool/CLI)
+    JobValidationError   (scheduler.jobs; a ValueError naming job and field)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+import structlog
+
+from scheduler.clock import Clock
+from scheduler.jobs import JobSpec, JobValidationError, parse_job
+from scheduler.schedules import build_schedule
+from storage import jobs as store
+from storage.db import Database
+from storage.jobs import JobRecord, JobSource, RunRecord
+
+__all__ = ["JobAdmin", "JobNotEditable", "JobNotFound", "JobView", "SchedulerError", "SyncReport"]
+
+log = structlog.get_logger(__name__)
+
+
+class SchedulerError(Exception):
+    """A management request that cannot be done; the message is fit for users and models."""
+
+
+class JobNotFound(SchedulerError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class JobNotEditable(SchedulerError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    record: JobRecord
+    last_run: RunRecord | None
+    runs: tuple[RunRecord, ...] = ()
+
+    @property
+    def state(self) -> str:
+        if not self.record.enabled:
+            return "disabled"
+        if self.record.paused:
+            return "paused"
+        return "scheduled" if self.record.next_run_at is not None else "done"
+
+    def to_dict(self, zone: tzinfo, *, full: bool = False) -> dict[str, Any]:
+        rec = self.record
+        out: dict[str, Any] = {
+            "id": rec.id,
+            "kind": rec.kind,
+            "source": rec.source.value,
+            "state": self.state,
+            "schedule": rec.definition.get("schedule"),
+            "next_run_at": _local(rec.next_run_at, zone),
+            "last_run": None if self.last_run is None else _run_dict(self.last_run, zone),
+        }
+        if rec.run_requested_at is not None:
+            out["run_requested_at"] = _local(rec.run_requested_at, zone)
+        if full:
+            out["definition"] = rec.definition
+            out["runs"] = [_run_dict(r, zone) for r in self.runs]
+        return out
+
+
+def _local(moment: datetime | None, zone: tzinfo) -> str | None:
+    return None if moment is None else moment.astimezone(zone).isoformat(timespec="seconds")
+
+
+def _run_dict(run: RunRecord, zone: tzinfo) -> dict[str, Any]:
+    return {
+        "scheduled_at": _local(run.scheduled_at, zone),
+        "cause": run.cause.value,
+        "status": run.status.value,
+        "started_at": _local(run.started_at, zone),
+        "finished_at": _local(run.finished_at, zone),
+        "duration_ms": run.duration_ms,
+        "error": run.error,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    added: tuple[str, ...]
+    updated: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def _stored_schedule_key(record: JobRecord) -> str | None:
+    try:
+        return parse_job(record.definition).schedule_key()
+    except JobValidationError:
+        return None  # written by another version: treat the schedule as changed
+
+
+class JobAdmin:
+    def __init__(self, db: Database, *, clock: Clock, default_zone: tzinfo) -> None:
+        self.db = db
+        self.clock = clock
+        self.default_zone = default_zone
+
+    # -- reading ---------------------------------------------------------------
+    async def list_jobs(self) -> list[JobView]:
+        def read(conn: sqlite3.Connection) -> list[JobView]:
+            last = store.last_runs(conn)
+            return [JobView(r, last.get(r.id)) for r in store.list_jobs(conn)]
+
+        return await self.db.read(read)
+
+    async def get(self, job_id: str, *, runs: int = 10) -> JobView:
+        def read(conn: sqlite3.Connection) -> JobView | None:
+            record = store.get_job(conn, job_id)
+            if record is None:
+                return None
+            history = store.list_runs(conn, job_id, runs)
+            return JobView(record, history[0] if history else None, tuple(history))
+
+        view = await self.db.read(read)
+        if view is None:
+            raise JobNotFound(job_id)
+        return view
+
+    # -- writing ---------------------------------------------------------------
+    def _upsert(
+        self, conn: sqlite3.Connection, spec: JobSpec, source: JobSource, now: datetime
+    ) -> bool:
+        """Insert or update one job; True if it was new. Same schedule keeps the timing."""
+        old = store.get_job(conn, spec.id)
+        if old is not None and source is JobSource.RUNTIME and old.source is not JobSource.RUNTIME:
+            raise JobNotEditable(
+                f"job {spec.id!r} is defined in the {old.source.value} configuration; "
+                "change it there, or choose another id"
+            )
+        if old is not None and _stored_schedule_key(old) == spec.schedule_key():
+            next_run_at = old.next_run_at
+        else:
+            next_run_at = build_schedule(spec.schedule, self.default_zone).first_fire(now)
+        record = JobRecord(
+            id=spec.id,
+            source=source,
+            kind=spec.kind,
+            definition=spec.definition(),
+            enabled=spec.enabled,
+            paused=old.paused if old is not None else False,
+            overlap_policy=spec.overlap_policy.value,
+            next_run_at=next_run_at,
+            run_requested_at=old.run_requested_at if old is not None else None,
+            created_at=old.created_at if old is not None else now,
+            updated_at=now
+            if old is None or old.definition != spec.definition()
+            else old.updated_at,
+        )
+        if old is not None and record == old:
+            return False
+        store.save_job(conn, record)
+        return old is None
+
+    async def put(self, spec: JobSpec, source: JobSource = JobSource.RUNTIME) -> JobView:
+        now = self.clock.now()
+        await self.db.write(lambda conn: self._upsert(conn, spec, source, now))
+        return await self.get(spec.id)
+
+    async def sync(self, config_jobs: list[JobSpec], builtin_jobs: list[JobSpec]) -> SyncReport:
+        """Make the database match the configuration: upsert its jobs, remove dropped ones."""
+        now = self.clock.now()
+        config_ids = {j.id for j in config_jobs}
+        builtins = [j for j in builtin_jobs if j.id not in config_ids]
+
+        def tx(conn: sqlite3.Connection) -> SyncReport:
+            added: list[str] = []
+            updated: list[str] = []
+            for source, specs in ((JobSource.CONFIG, config_jobs), (JobSource.BUILTIN, builtins)):
+                for spec in specs:
+                    before = store.get_job(conn, spec.id)
+                    if self._upsert(conn, spec, source, now):
+                        added.append(spec.id)
+                    elif before is not None and before != store.get_job(conn, spec.id):
+                        updated.append(spec.id)
+            removed = store.delete_jobs_of_source_except(conn, JobSource.CONFIG, config_ids)
+            removed += store.delete_jobs_of_source_except(
+                conn, JobSource.BUILTIN, {j.id for j in builtins}
+            )
+            return SyncReport(tuple(added), tuple(updated), tuple(removed))
+
+        report = await self.db.write(tx)
+        if report.added or report.updated or report.removed:
+            log.info(
+                "scheduler_config_synced",
+                added=list(report.added),
+                updated=list(report.updated),
+                removed=list(report.removed),
+            )
+        return report
+
+    async def delete(self, job_id: str) -> None:
+        def tx(conn: sqlite3.Connection) -> None:
+            record = self._require(conn, job_id)
+            if record.source is not JobSource.RUNTIME:
+                raise JobNotEditable(
+                    f"job {job_id!r} comes from the {record.source.value} configuration and "
+                    "would come back at the next start; pause it, or remove it from the config"
+                )
+            store.delete_job(conn, job_id)
+
+        await self.db.write(tx)
+
+    async def pause(self, job_id: str) -> JobView:
+        now = self.clock.now()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            record = self._require(conn, job_id)
+            store.set_paused(conn, job_id, True, record.next_run_at, now)
+
+        await self.db.write(tx)
+        return await self.get(job_id)
+
+    async def resume(self, job_id: str) -> JobView:
+        """Unpause; a recurring job restarts its timing from now (runs missed while paused are dropped)."""
+        now = self.clock.now()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            record = self._require(conn, job_id)
+            if not record.paused:
+                return
+            next_run_at = record.next_run_at
+            spec = parse_job(record.definition)
+            schedule = build_schedule(spec.schedule, self.default_zone)
+            if not schedule.one_shot:
+                next_run_at = schedule.first_fire(now)
+            store.set_paused(conn, job_id, False, next_run_at, now)
+
+        await self.db.write(tx)
+        return await self.get(job_id)
+
+    async def request_run(self, job_id: str) -> JobView:
+        """Ask for one run as soon as the engine sees it (even if the job is paused)."""
+        now = self.clock.now()
+
+        def tx(conn: sqlite3.Connection) -> None:
+            self._require(conn, job_id)
+            store.set_run_requested(conn, job_id, now)
+
+        await self.db.write(tx)
+        return await self.get(job_id)
+
+    @staticmethod
+    def _require(conn: sqlite3.Connection, job_id: str) -> JobRecord:
+        record = store.get_job(conn, job_id)
+        if record is None:
+            raise JobNotFound(job_id)
+        return record

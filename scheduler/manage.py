@@ -1,0 +1,85 @@
+"""The `manage` actions behind the scheduler_manage tool: list, get, put, delete, pause, resume.
+
+Every failure the caller can fix raises `SchedulerError` or
+`JobValidationError` with a message that says what was wrong; the service
+turns those into `{"ok": False, "error": ...}` for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, tzinfo
+from typing import Any
+
+from scheduler.admin import JobAdmin, SchedulerError
+from scheduler.jobs import AtSchedule, InternalEventJob, JobSpec, JobValidationError, parse_job
+from scheduler.schedules import build_schedule
+
+__all__ = ["ACTIONS", "check_runtime_job", "manage_action"]
+
+ACTIONS = ("list", "get", "put", "delete", "pause", "resume")
+
+
+def check_runtime_job(spec: JobSpec, now: datetime, zone: tzinfo) -> None:
+    """Rules for jobs created at run time, on top of the definition's own validation."""
+    if isinstance(spec, InternalEventJob):
+        raise JobValidationError(
+            spec.id,
+            [("kind", "internal_event jobs can only be defined in the configuration file")],
+        )
+    if isinstance(spec.schedule, AtSchedule):
+        at = build_schedule(spec.schedule, zone).first_fire(now)
+        if at <= now:
+            raise JobValidationError(
+                spec.id,
+                [
+                    (
+                        "schedule.at",
+                        f"{at.astimezone(zone).isoformat(timespec='seconds')} is in the past "
+                        f"(now is {now.astimezone(zone).isoformat(timespec='seconds')})",
+                    )
+                ],
+            )
+
+
+def _job_id(payload: Mapping[str, Any]) -> str:
+    job_id = payload.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        raise SchedulerError("job_id is required for this action")
+    return job_id
+
+
+async def manage_action(
+    admin: JobAdmin,
+    action: str,
+    payload: Mapping[str, Any],
+    *,
+    zone: tzinfo,
+    check: Callable[[JobSpec], None],
+) -> dict[str, Any]:
+    match action:
+        case "list":
+            views = await admin.list_jobs()
+            return {"ok": True, "jobs": [v.to_dict(zone) for v in views]}
+        case "get":
+            view = await admin.get(_job_id(payload))
+            return {"ok": True, "job": view.to_dict(zone, full=True)}
+        case "put":
+            raw = payload.get("job")
+            if not isinstance(raw, Mapping):
+                raise SchedulerError("put needs `job`: the job definition as an object")
+            spec = parse_job(dict(raw))
+            check(spec)
+            view = await admin.put(spec)
+            return {"ok": True, "job": view.to_dict(zone)}
+        case "delete":
+            job_id = _job_id(payload)
+            await admin.delete(job_id)
+            return {"ok": True, "deleted": job_id}
+        case "pause":
+            view = await admin.pause(_job_id(payload))
+            return {"ok": True, "job": view.to_dict(zone)}
+        case "resume":
+            view = await admin.resume(_job_id(payload))
+            return {"ok": True, "job": view.to_dict(zone)}
+    raise SchedulerError(f"unknown action {action!r}; use one of: {', '.join(ACTIONS)}")

@@ -1,0 +1,86 @@
+"""What one run of a job does, by kind: emit an event, send a message, run the agent.
+
+`build_agent_message` is the contract with the gateway pipeline for agent
+tasks: a synthetic `InboundMessage` whose id makes the gateway inbox dedup the
+run durably, and whose `metadata["scheduler"]` carries the routing keys the
+pipeline honours (system_prompt, fresh_session, silent, notify_chat_id, agent).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from gateway.bus import InboundMessage
+from scheduler.events import EventRegistry, InternalEvent
+from scheduler.jobs import (
+    AgentTaskJob,
+    InternalEventJob,
+    JobSpec,
+    OutboundMessageJob,
+    SilentAgentTaskJob,
+)
+from storage.jobs import to_db_time
+
+if TYPE_CHECKING:
+    from scheduler.service import SchedulerHost
+
+__all__ = ["build_agent_message", "execute_job", "failure_notice", "run_message_id"]
+
+
+def run_message_id(job_id: str, scheduled_at: datetime) -> str:
+    return f"scheduler:{job_id}:{to_db_time(scheduled_at)}"
+
+
+def build_agent_message(
+    spec: AgentTaskJob | SilentAgentTaskJob, scheduled_at: datetime, now: datetime
+) -> InboundMessage:
+    silent = isinstance(spec, SilentAgentTaskJob)
+    payload = spec.payload
+    routing: dict[str, Any] = {
+        **payload.metadata,
+        "job_id": spec.id,
+        "scheduled_at": to_db_time(scheduled_at),
+        "system_prompt": payload.system_prompt,
+        "fresh_session": payload.fresh_session,
+        "silent": silent,
+        "notify_chat_id": spec.target.chat_id,
+        "agent": payload.agent,
+    }
+    return InboundMessage(
+        channel=spec.target.channel,
+        chat_id=spec.session_chat_id
+        if isinstance(spec, SilentAgentTaskJob)
+        else spec.target.chat_id,
+        sender_id=payload.sender_id,
+        text=payload.prompt,
+        message_id=run_message_id(spec.id, scheduled_at),
+        metadata={"scheduler": routing},
+        received_at=now,
+    )
+
+
+def failure_notice(job_id: str) -> str:
+    """The text a chat gets when a silent task fails (never the internal error)."""
+    return f"Scheduled background task {job_id!r} failed. The operator can see the details in the logs."
+
+
+async def execute_job(
+    spec: JobSpec,
+    scheduled_at: datetime,
+    now: datetime,
+    *,
+    host: SchedulerHost,
+    events: EventRegistry,
+) -> None:
+    """Run `spec` once; raises whatever the job's work raised."""
+    match spec:
+        case InternalEventJob():
+            event = InternalEvent(
+                spec.payload.event, spec.id, scheduled_at, spec.payload.arguments()
+            )
+            await events.emit(event)
+        case OutboundMessageJob():
+            await host.send_message(spec.target.channel, spec.target.chat_id, spec.payload.text)
+        case AgentTaskJob() | SilentAgentTaskJob():
+            await host.run_agent_task(build_agent_message(spec, scheduled_at, now))

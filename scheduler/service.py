@@ -1,0 +1,367 @@
+"""The scheduler engine: claims due runs in SQLite and executes them on bounded workers.
+
+Lifecycle: `start()` marks runs left unfinished by a previous process as
+interrupted (they are not re-run: at most one execution per fire time), syncs
+the config jobs into the database, then starts one engine task and
+`max_concurrent_runs` workers; `stop()` cancels them and marks the runs it
+abandoned interrupted. `async with Scheduler(...)` does both.
+
+The engine sleeps until the next fire time (rounded up to
+`tick_resolution_ms`, capped by `rescan_interval_secs`); `wake()` — called by
+every change made through `manage` — makes it look again at once. Each look is
+one write transaction that, per due job, decides (planner), inserts the
+`job_runs` row unique on (job_id, scheduled_at) and advances `next_run_at`, so
+two engines on one database, or overlapping looks, never run a fire time twice.
+
+The gateway is reached only through `SchedulerHost`, implemented by the
+composition root. This module must never import channels, agent or gateway
+modules other than `gateway.bus`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, Final, Protocol
+
+import structlog
+
+from gateway.bus import InboundMessage
+from scheduler.admin import JobAdmin, SchedulerError
+from scheduler.builtin import builtin_jobs, register_builtin_events
+from scheduler.clock import Clock, SystemClock
+from scheduler.config import SchedulerConfig
+from scheduler.events import EventRegistry
+from scheduler.jobs import JobSpec, JobValidationError, OverlapPolicy, SilentAgentTaskJob, parse_job
+from scheduler.manage import check_runtime_job, manage_action
+from scheduler.planner import effective_misfire_policy, plan_due
+from scheduler.runner import execute_job, failure_notice
+from scheduler.schedules import build_schedule
+from storage import jobs as store
+from storage.db import Database
+from storage.jobs import JobRecord, RunCause, RunStatus
+
+__all__ = ["ClaimedRun", "Scheduler", "SchedulerHost"]
+
+log = structlog.get_logger(__name__)
+
+_CLAIM_BATCH: Final = 64
+_RETRY_AFTER_ERROR: Final = timedelta(seconds=5)
+_ERROR_MAX_CHARS: Final = 1000
+
+
+class SchedulerHost(Protocol):
+    """What the scheduler needs from the gateway (implemented by the composition root)."""
+
+    async def send_message(self, channel: str, chat_id: str, text: str) -> None:
+        """Queue `text` for `chat_id` durably (an outbox row) and return."""
+        ...
+
+    async def run_agent_task(self, message: InboundMessage) -> None:
+        """Run a synthetic message through the pipeline; return when its turn has finished.
+
+        Raises if the turn failed; for a silent task (metadata["scheduler"]["silent"])
+        the pipeline has sent the failure notice to notify_chat_id by then.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    run_id: int
+    job_id: str
+    scheduled_at: datetime
+    cause: RunCause
+    spec: JobSpec
+
+
+class Scheduler:
+    """Implements `agent.tools.base.SchedulerService` (`manage`)."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        db: Database,
+        host: SchedulerHost,
+        *,
+        events: EventRegistry | None = None,
+        clock: Clock | None = None,
+        default_zone: tzinfo = UTC,
+    ) -> None:
+        self.config = config
+        self.db = db
+        self.host = host
+        self.clock: Clock = clock or SystemClock()
+        self.events = events or EventRegistry()
+        self.default_zone = default_zone
+        self.admin = JobAdmin(db, clock=self.clock, default_zone=default_zone)
+        register_builtin_events(self.events, db, self.clock)
+        self._queue: asyncio.Queue[ClaimedRun] = asyncio.Queue(config.worker_queue_capacity)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._in_flight: dict[int, ClaimedRun] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._specs: dict[str, tuple[datetime, JobSpec]] = {}
+        self._state = "new"
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def start(self) -> None:
+        if self._state != "new":
+            raise RuntimeError(f"Scheduler.start() in state {self._state}")
+        self._state = "starting"
+        now = self.clock.now()
+        interrupted = await self.db.write(lambda c: store.interrupt_unfinished_runs(c, now))
+        if interrupted:
+            log.warning("scheduler_runs_interrupted_by_restart", count=interrupted)
+        builtins = builtin_jobs(self.events) if self.config.builtin_jobs else []
+        await self.admin.sync(list(self.config.jobs), builtins)
+        for spec in self.config.jobs:
+            if spec.kind == "internal_event" and spec.payload.event not in self.events:
+                log.warning(
+                    "scheduler_event_without_handler", job_id=spec.id, event_name=spec.payload.event
+                )
+        self._tasks.append(asyncio.create_task(self._engine(), name="scheduler-engine"))
+        for index in range(self.config.max_concurrent_runs):
+            self._tasks.append(
+                asyncio.create_task(self._worker(), name=f"scheduler-worker-{index}")
+            )
+        self._state = "running"
+        log.debug("scheduler_started", workers=self.config.max_concurrent_runs)
+
+    async def stop(self) -> None:
+        """Cancel the engine and the runs in progress; record them as interrupted. Idempotent."""
+        if self._state in ("new", "stopped"):
+            self._state = "stopped"
+            return
+        self._state = "stopped"
+        for task in self._tasks:
+            task.cancel()
+        results = await asyncio.gather(*self._tasks, return_exceptions=True)
+        for task, result in zip(self._tasks, results, strict=True):
+            if isinstance(result, Exception):
+                log.error("scheduler_task_crashed", task=task.get_name(), error=repr(result))
+        self._tasks.clear()
+        abandoned = list(self._in_flight)
+        if abandoned:
+            now = self.clock.now()
+            await self.db.write(lambda c: store.interrupt_unfinished_runs(c, now, abandoned))
+            self._in_flight.clear()
+            self._idle.set()
+        log.debug("scheduler_stopped", abandoned=len(abandoned))
+
+    async def __aenter__(self) -> Scheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def wake(self) -> None:
+        """Look at the database again now (jobs changed)."""
+        self._wake.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no claimed run is queued or running."""
+        await self._idle.wait()
+
+    # -- management (SchedulerService) ------------------------------------------------
+    async def manage(self, action: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """list | get | put | delete | pause | resume; errors come back as {"ok": False, "error"}."""
+        try:
+            result = await manage_action(
+                self.admin,
+                action,
+                payload,
+                zone=self.default_zone,
+                check=lambda spec: check_runtime_job(spec, self.clock.now(), self.default_zone),
+            )
+        except (SchedulerError, JobValidationError) as exc:
+            return {"ok": False, "error": str(exc)}
+        if action in ("put", "delete", "pause", "resume"):
+            self.wake()
+        return result
+
+    # -- engine ----------------------------------------------------------------------
+    async def _engine(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self.clock.now()
+            limit = max(1, min(_CLAIM_BATCH, self._queue.maxsize - self._queue.qsize()))
+            try:
+                claimed, next_due, more = await self.db.write(
+                    functools.partial(self._claim, now=now, limit=limit)
+                )
+            except Exception:
+                log.exception("scheduler_claim_failed")
+                await self.clock.sleep_until(now + _RETRY_AFTER_ERROR, self._wake)
+                continue
+            for run in claimed:
+                self._in_flight[run.run_id] = run
+                self._idle.clear()
+            for run in claimed:
+                await self._queue.put(run)
+            if more:
+                continue
+            await self.clock.sleep_until(self._wake_time(next_due, now), self._wake)
+
+    def _wake_time(self, next_due: datetime | None, now: datetime) -> datetime | None:
+        deadline = None
+        if next_due is not None:
+            tick = self.config.tick_resolution_ms / 1000
+            stamp = math.ceil(next_due.timestamp() / tick) * tick
+            deadline = datetime.fromtimestamp(stamp, UTC)
+            if deadline < next_due:
+                deadline += timedelta(seconds=tick)
+        if self.config.rescan_interval_secs > 0:
+            cap = now + timedelta(seconds=self.config.rescan_interval_secs)
+            deadline = cap if deadline is None else min(deadline, cap)
+        return deadline
+
+    def _spec(self, record: JobRecord) -> JobSpec | None:
+        cached = self._specs.get(record.id)
+        if cached is not None and cached[0] == record.updated_at:
+            return cached[1]
+        try:
+            spec = parse_job(record.definition)
+        except JobValidationError as exc:
+            log.error("scheduler_job_unreadable", job_id=record.id, error=str(exc))
+            return None
+        self._specs[record.id] = (record.updated_at, spec)
+        return spec
+
+    def _claim(
+        self, conn: sqlite3.Connection, *, now: datetime, limit: int
+    ) -> tuple[list[ClaimedRun], datetime | None, bool]:
+        """One transaction: claim every due run, record misfires, advance next_run_at."""
+        claimed: list[ClaimedRun] = []
+        due = store.due_jobs(conn, now, limit)
+        grace = timedelta(seconds=self.config.misfire_grace_secs)
+        for record in due:
+            spec = self._spec(record)
+            if spec is None:  # park it until someone fixes the definition
+                store.set_job_schedule_state(conn, record.id, None)
+                store.set_run_requested(conn, record.id, None)
+                continue
+            if record.run_requested_at is not None:
+                store.set_run_requested(conn, record.id, None)
+                self._claim_one(conn, claimed, spec, record.run_requested_at, RunCause.MANUAL, now)
+            if record.active and record.next_run_at is not None and record.next_run_at <= now:
+                schedule = build_schedule(spec.schedule, self.default_zone)
+                policy = effective_misfire_policy(spec, schedule, self.config.misfire_policy)
+                plan = plan_due(schedule, record.next_run_at, now, policy, grace)
+                if plan.missed_at is not None:
+                    store.insert_run(
+                        conn,
+                        spec.id,
+                        plan.missed_at,
+                        RunCause.SCHEDULE,
+                        RunStatus.MISSED,
+                        now,
+                        error="missed: the scheduler was not running at the fire time "
+                        "(misfire policy skip)",
+                    )
+                    log.warning(
+                        "scheduled_run_missed", job_id=spec.id, due=plan.missed_at.isoformat()
+                    )
+                if plan.run_at is not None:
+                    cause = RunCause.CATCH_UP if plan.catch_up else RunCause.SCHEDULE
+                    self._claim_one(conn, claimed, spec, plan.run_at, cause, now)
+                store.set_job_schedule_state(conn, spec.id, plan.next_run_at)
+        return claimed, store.next_due_at(conn), len(due) >= limit
+
+    def _claim_one(
+        self,
+        conn: sqlite3.Connection,
+        claimed: list[ClaimedRun],
+        spec: JobSpec,
+        scheduled_at: datetime,
+        cause: RunCause,
+        now: datetime,
+    ) -> None:
+        if spec.overlap_policy is OverlapPolicy.SKIP and store.has_unfinished_run(conn, spec.id):
+            store.insert_run(
+                conn,
+                spec.id,
+                scheduled_at,
+                cause,
+                RunStatus.SKIPPED,
+                now,
+                error="skipped: the previous run was still running (overlap policy skip)",
+            )
+            log.info("scheduled_run_skipped_overlap", job_id=spec.id)
+            return
+        run_id = store.insert_run(conn, spec.id, scheduled_at, cause, RunStatus.CLAIMED, now)
+        if run_id is None:
+            log.info("scheduled_run_already_claimed", job_id=spec.id)
+            return
+        claimed.append(ClaimedRun(run_id, spec.id, scheduled_at, cause, spec))
+
+    # -- workers ------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            run = await self._queue.get()
+            try:
+                await self._execute(run)
+            except Exception:  # storage failed around the run; the job itself was handled
+                log.exception("scheduler_run_bookkeeping_failed", job_id=run.job_id)
+            self._in_flight.pop(run.run_id, None)
+            if not self._in_flight:
+                self._idle.set()
+
+    async def _execute(self, run: ClaimedRun) -> None:
+        spec = run.spec
+        bound = log.bind(job_id=spec.id, run_id=run.run_id, kind=spec.kind)
+        started = self.clock.now()
+        await self.db.write(lambda c: store.mark_run_started(c, run.run_id, started))
+        timeout = spec.timeout_secs or self.config.run_timeout_secs
+        status, error = RunStatus.SUCCEEDED, None
+        began = time.monotonic()
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                await execute_job(
+                    spec, run.scheduled_at, started, host=self.host, events=self.events
+                )
+        except TimeoutError as exc:
+            if deadline.expired():
+                status, error = RunStatus.TIMED_OUT, f"timed out after {timeout:g}s"
+            else:
+                status, error = RunStatus.FAILED, _describe(exc)
+        except Exception as exc:
+            status, error = RunStatus.FAILED, _describe(exc)
+            bound.exception("scheduled_run_error")
+        duration_ms = int((time.monotonic() - began) * 1000)
+        if status is RunStatus.SUCCEEDED:
+            bound.info("scheduled_run_finished", duration_ms=duration_ms, cause=run.cause.value)
+        else:
+            bound.warning("scheduled_run_failed", status=status.value, error=error)
+            if status is RunStatus.TIMED_OUT and isinstance(spec, SilentAgentTaskJob):
+                await self._notify_failure(spec)
+        finished = self.clock.now()
+        keep = self.config.history_per_job
+        await self.db.write(
+            lambda c: store.finish_run(
+                c, run.run_id, status, finished, duration_ms, error, keep_history=keep
+            )
+        )
+
+    async def _notify_failure(self, spec: SilentAgentTaskJob) -> None:
+        """The pipeline reports a silent task's own failures; a timeout is ours to report."""
+        try:
+            await self.host.send_message(
+                spec.target.channel, spec.target.chat_id, failure_notice(spec.id)
+            )
+        except Exception:
+            log.exception("scheduler_failure_notice_failed", job_id=spec.id)
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text[:_ERROR_MAX_CHARS]
