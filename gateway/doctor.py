@@ -1,0 +1,424 @@
+"""`picobot doctor`: check an installation and say what to fix.
+
+Offline checks: the config (the same `ConfigError` text start-up prints, plus
+which `${VAR}` placeholders are unset), the database (schema version,
+integrity), the data, storage, workspace and media directories (writable, by
+really creating a file), each enabled channel's credentials and each used
+provider's api_key. With `--probe` it also calls each provider and channel
+API once with a short timeout.
+
+Doctor never changes anything: the database is opened read-only (never
+created or migrated — that is start-up's job) and no secret is ever printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from channels.base import ChannelSettings
+from gateway.config import (
+    ConfigError,
+    LoadedConfig,
+    ProviderConfig,
+    find_config_file,
+    load_config,
+    picobot_home,
+)
+from gateway.logging import redact_text
+from storage.migrations import MIGRATIONS
+
+__all__ = ["Finding", "Status", "run_doctor"]
+
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|<([A-Z_][A-Z0-9_]*)>")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_DEFAULT_BASE = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+
+
+class Status(StrEnum):
+    OK = "ok"
+    WARN = "warn"  # worth knowing; does not fail the run
+    PROBLEM = "problem"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    status: Status
+    check: str
+    message: str
+    fix: str | None = None
+
+    def render(self) -> str:
+        text = f"{self.status.value:<8}{self.check}: {self.message}"
+        return text + (f"\n{'':8}fix: {self.fix}" if self.fix else "")
+
+
+def ok(check: str, message: str) -> Finding:
+    return Finding(Status.OK, check, message)
+
+
+def warn(check: str, message: str, fix: str | None = None) -> Finding:
+    return Finding(Status.WARN, check, message, fix)
+
+
+def problem(check: str, message: str, fix: str) -> Finding:
+    return Finding(Status.PROBLEM, check, message, fix)
+
+
+async def run_doctor(
+    config_path: str | None,
+    environ: Mapping[str, str],
+    *,
+    probe: bool,
+    out: TextIO,
+    cwd: Path | None = None,
+    probe_timeout_secs: float = 5.0,
+) -> int:
+    """Print one line per check; 0 when nothing is a problem, 1 otherwise."""
+    problems = 0
+
+    def report(findings: Iterable[Finding]) -> None:
+        nonlocal problems
+        for finding in findings:
+            problems += finding.status is Status.PROBLEM
+            print(finding.render(), file=out)
+
+    try:
+        loaded = load_config(config_path, environ, cwd)
+    except ConfigError as exc:
+        report([problem("config", str(exc), "fix the file; every key is in docs/CONFIG.md")])
+        report(_unset_placeholders(config_path, environ, cwd or Path.cwd()))
+        report(await asyncio.to_thread(_check_dirs, [("data dir", picobot_home(environ))]))
+        _summary(problems, out)
+        return 1
+    report(_config_findings(loaded))
+    report(await asyncio.to_thread(_check_storage, loaded.storage_path))
+    dirs = [
+        ("data dir", loaded.home),
+        ("storage dir", loaded.storage_path.parent),
+        ("workspace", loaded.workspace),
+        ("media dir", loaded.media_dir),
+    ]
+    report(await asyncio.to_thread(_check_dirs, dirs))
+    report(_channel_findings(loaded))
+    report(_provider_findings(loaded))
+    if probe:
+        report(await _probe_all(loaded, probe_timeout_secs))
+    _summary(problems, out)
+    return 1 if problems else 0
+
+
+def _summary(problems: int, out: TextIO) -> None:
+    print(f"{problems} problem(s) found" if problems else "no problems found", file=out)
+
+
+# -- config ------------------------------------------------------------------
+def _config_findings(loaded: LoadedConfig) -> list[Finding]:
+    findings: list[Finding] = []
+    path = loaded.path
+    if path is None:
+        message = "no file at $PICOBOT_HOME/config.json or ./config.json; built-in defaults"
+        findings.append(warn("config", message, "picobot init"))
+    else:
+        findings.append(ok("config", f"{path} is valid"))
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            message = f"{path} has mode {mode:04o}: other users can read it"
+            findings.append(warn("config", message, f"chmod 600 {path}"))
+    config = loaded.config
+    used = {agent.provider for agent in config.agents.values()}
+    enabled = set(config.channels.enabled())
+    for where, var in sorted(loaded.missing_env.items()):
+        section, _, rest = where.partition(".")
+        name = rest.split(".", 1)[0]
+        if (section == "channels" and name not in enabled) or (
+            section == "providers" and name not in used
+        ):
+            continue  # not in use: an unset variable there harms nothing
+        message = f"{where} refers to ${{{var}}}, which is not set"
+        fix = f"export {var}=… (for the service: put it in /etc/picobot/env)"
+        findings.append(problem("config", message, fix))
+    return findings
+
+
+def _unset_placeholders(
+    config_path: str | None, environ: Mapping[str, str], cwd: Path
+) -> list[Finding]:
+    """After a failed load: placeholders whose variable is unset often explain it."""
+    try:
+        path = find_config_file(config_path, environ, cwd)
+        text = path.read_text(encoding="utf-8") if path else ""
+    except (ConfigError, OSError):
+        return []
+    names = {m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(text)}
+    return [
+        warn("config", f"${{{name}}} is not set in the environment", f"export {name}=…")
+        for name in sorted(n for n in names if not environ.get(n))
+    ]
+
+
+# -- storage and directories ---------------------------------------------------
+def _check_storage(path: Path) -> list[Finding]:
+    if not path.exists():
+        return [ok("storage", f"{path} does not exist yet; it is created at first start")]
+    latest, restore = len(MIGRATIONS), "stop the gateway, restore a backup (docs/OPERATIONS.md)"
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+            integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+            failed = _failed_outbox(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return [problem("storage", f"{path} cannot be read as SQLite: {exc}", restore)]
+    findings: list[Finding] = []
+    if version > latest:
+        message = f"schema version {version} is newer than this picobot knows ({latest})"
+        findings.append(problem("storage", message, "upgrade picobot, or " + restore))
+    elif integrity != ["ok"]:
+        message = "integrity_check failed: " + "; ".join(integrity[:3])
+        findings.append(problem("storage", message, restore))
+    else:
+        pending = latest - version
+        note = f"; {pending} migration(s) will run at next start" if pending else ""
+        findings.append(ok("storage", f"{path}: schema version {version}, integrity ok{note}"))
+    if failed:
+        message = f"{failed} message(s) could not be delivered (outbox state 'failed')"
+        findings.append(warn("outbox", message))
+    return findings
+
+
+def _failed_outbox(conn: sqlite3.Connection) -> int:
+    try:
+        row = conn.execute("SELECT count(*) FROM outbox WHERE state = 'failed'").fetchone()
+    except sqlite3.Error:  # no outbox table (yet)
+        return 0
+    return int(row[0])
+
+
+def _check_dirs(dirs: list[tuple[str, Path]]) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[Path] = set()
+    for label, path in dirs:
+        if path in seen:
+            continue
+        seen.add(path)
+        findings.append(_check_dir(label, path))
+    return findings
+
+
+def _check_dir(label: str, path: Path) -> Finding:
+    fix = f"create it and give the service user write access (chown picobot: {path})"
+    if path.exists() and not path.is_dir():
+        return problem(label, f"{path} exists but is not a directory", f"move {path} away")
+    target, suffix = path, ""
+    if not path.exists():
+        target = next(p for p in path.parents if p.exists())
+        if not target.is_dir():
+            return problem(label, f"{path} cannot be created: {target} is a file", fix)
+        suffix = " (does not exist yet; it will be created at start)"
+    try:  # as root, permission bits say nothing: really try
+        with tempfile.TemporaryFile(dir=target):
+            pass
+    except OSError as exc:
+        where = "is not writable" if target == path else f"cannot be created in {target}"
+        return problem(label, f"{path} {where}: {exc.strerror}", fix)
+    return ok(label, f"{path} is writable{suffix}")
+
+
+# -- credentials ---------------------------------------------------------------
+def _secret(value: Any) -> str:
+    getter = getattr(value, "get_secret_value", None)
+    return str(getter() if getter else (value or ""))
+
+
+def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
+    findings: list[Finding] = []
+    env_fix = 'set channels.{c}.{k} to a placeholder like "${{{e}}}" and export {e}'
+    for name, section in loaded.config.channels.enabled().items():
+        check = f"channel {name}"
+        if name == "telegram":
+            token = _secret(getattr(section, "token", ""))
+            if not token:
+                fix = env_fix.format(c=name, k="token", e="TELEGRAM_BOT_TOKEN")
+                findings.append(problem(check, "token is empty", fix))
+            elif ":" not in token:
+                findings.append(warn(check, "token does not look like a bot token (123:ABC…)"))
+            else:
+                findings.append(ok(check, "token present"))
+        elif name == "feishu":
+            missing = [k for k in ("app_id", "app_secret") if not _secret(getattr(section, k, ""))]
+            if missing:
+                fix = env_fix.format(c=name, k=missing[0], e=f"FEISHU_{missing[0].upper()}")
+                findings.append(problem(check, f"{' and '.join(missing)} empty", fix))
+            else:
+                findings.append(ok(check, "app_id and app_secret present"))
+        elif name == "wechat":
+            findings.append(_wechat_credentials(loaded, section))
+        else:
+            findings.append(ok(check, "enabled"))
+    return findings
+
+
+def _wechat_credentials(loaded: LoadedConfig, section: ChannelSettings) -> Finding:
+    explicit = getattr(section, "cred_path", None)  # the channel's default location otherwise
+    path = Path(explicit).expanduser() if explicit else loaded.home / "wechat" / "credentials.json"
+    login = "picobot channels login wechat"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return problem("channel wechat", f"not logged in: {path} does not exist", login)
+    except (OSError, ValueError) as exc:
+        return problem("channel wechat", f"{path} is unreadable: {exc}", login)
+    if not isinstance(raw, dict) or not raw.get("bot_token"):
+        return problem("channel wechat", f"{path} holds no bot token", login)
+    if raw.get("expired"):
+        return problem("channel wechat", "the login has expired (iLink said ret -14)", login)
+    return ok("channel wechat", f"credentials present in {path}")
+
+
+def _used_providers(loaded: LoadedConfig) -> list[str]:
+    return sorted({agent.provider for agent in loaded.config.agents.values()})
+
+
+def _is_loopback(url: str | None) -> bool:
+    return bool(url) and urlsplit(url or "").hostname in _LOOPBACK
+
+
+def _provider_findings(loaded: LoadedConfig) -> list[Finding]:
+    findings: list[Finding] = []
+    for name in _used_providers(loaded):
+        p = loaded.config.providers[name]
+        check = f"provider {name}"
+        where = p.base_url or _DEFAULT_BASE[p.type]
+        if p.api_key.get_secret_value():
+            findings.append(ok(check, f"{p.type} at {where}, api_key present"))
+        elif _is_loopback(p.base_url):
+            findings.append(ok(check, f"{p.type} at {where}, no api_key (a local server)"))
+        else:
+            var = "ANTHROPIC_API_KEY" if p.type == "anthropic" else "OPENAI_API_KEY"
+            fix = f'set providers.{name}.api_key to "${{{var}}}" and export {var}'
+            findings.append(problem(check, "api_key is empty", fix))
+    return findings
+
+
+# -- probes --------------------------------------------------------------------
+async def _probe_all(loaded: LoadedConfig, timeout_secs: float) -> list[Finding]:
+    config = loaded.config
+    client_timeout = aiohttp.ClientTimeout(total=timeout_secs)
+    async with aiohttp.ClientSession(timeout=client_timeout, trust_env=True) as http:
+        probes: list[Awaitable[Finding]] = []
+        for name in _used_providers(loaded):
+            probes.append(_probe_provider(http, name, config.providers[name]))
+        for name, section in config.channels.enabled().items():
+            if name == "telegram":
+                probes.append(_probe_telegram(http, section))
+            elif name == "feishu":
+                probes.append(_probe_feishu(http, section))
+            elif name == "wechat":
+                probes.append(_probe_wechat(http, section))
+        return list(await asyncio.gather(*probes))
+
+
+async def _request(
+    http: aiohttp.ClientSession, method: str, url: str, **kwargs: Any
+) -> tuple[int, Any] | str:
+    """(status, JSON body or None), or the reason it could not be reached."""
+    try:
+        async with http.request(method, url, **kwargs) as response:
+            try:
+                body = await response.json(content_type=None)
+            except ValueError:
+                body = None
+            return response.status, body
+    except TimeoutError:
+        return "no answer within the timeout"
+    except aiohttp.ClientError as exc:
+        return redact_text(str(exc) or type(exc).__name__)
+
+
+def _hide(text: str, secret: str) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def _unreachable(check: str, where: str, reason: str) -> Finding:
+    return problem(check, f"cannot reach {where}: {reason}", "check the URL, DNS, proxy, firewall")
+
+
+async def _probe_provider(http: aiohttp.ClientSession, name: str, p: ProviderConfig) -> Finding:
+    check = f"probe provider {name}"
+    key = p.api_key.get_secret_value()
+    if p.type == "anthropic":
+        base = (p.base_url or _DEFAULT_BASE["anthropic"]).rstrip("/")
+        url = f"{base}/v1/models"
+        headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    else:
+        base = (p.base_url or _DEFAULT_BASE["openai"]).rstrip("/")
+        url = f"{base}/models"
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+    result = await _request(http, "GET", url, headers={**p.extra_headers, **headers})
+    if isinstance(result, str):
+        return _unreachable(check, base, _hide(result, key))
+    status, _body = result
+    if status == 200:
+        return ok(check, f"{base} answered, api_key accepted")
+    if status in (401, 403):
+        return problem(check, f"{base} rejected the api_key (HTTP {status})", "check the key")
+    return warn(check, f"{base} is reachable but GET {urlsplit(url).path} gave HTTP {status}")
+
+
+async def _probe_telegram(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
+    token = _secret(getattr(section, "token", ""))
+    base = str(getattr(section, "api_base", "https://api.telegram.org")).rstrip("/")
+    result = await _request(http, "POST", f"{base}/bot{token}/getMe")
+    if isinstance(result, str):
+        return _unreachable("probe telegram", base, _hide(result, token))
+    status, body = result
+    if status == 200 and isinstance(body, dict) and body.get("ok"):
+        username = (body.get("result") or {}).get("username", "?")
+        return ok("probe telegram", f"the token belongs to @{username}")
+    if status in (401, 404):
+        message = f"the token was rejected (HTTP {status})"
+        return problem("probe telegram", message, "check it with @BotFather")
+    return warn("probe telegram", f"{base} answered getMe with HTTP {status}")
+
+
+async def _probe_feishu(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
+    base = str(getattr(section, "base_url", "https://open.feishu.cn")).rstrip("/")
+    payload = {
+        "app_id": getattr(section, "app_id", ""),
+        "app_secret": _secret(getattr(section, "app_secret", "")),
+    }
+    url = f"{base}/open-apis/auth/v3/tenant_access_token/internal"
+    result = await _request(http, "POST", url, json=payload)
+    if isinstance(result, str):
+        return _unreachable("probe feishu", base, result)
+    status, body = result
+    code = body.get("code") if isinstance(body, dict) else None
+    if status == 200 and code == 0:
+        return ok("probe feishu", f"{base} issued a tenant token for the app")
+    if code is not None:
+        message = f"credentials rejected (code {code}: {redact_text(str(body.get('msg')))})"
+        return problem("probe feishu", message, "check app_id and app_secret")
+    return warn("probe feishu", f"{base} answered HTTP {status}")
+
+
+async def _probe_wechat(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
+    base = str(getattr(section, "base_url", "https://ilinkai.weixin.qq.com")).rstrip("/")
+    result = await _request(http, "GET", base)
+    if isinstance(result, str):
+        return _unreachable("probe wechat", base, result)
+    return ok("probe wechat", f"{base} is reachable (HTTP {result[0]})")

@@ -1,0 +1,325 @@
+"""`picobot doctor`: exit codes and messages for broken configs, storage, dirs, credentials, probes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from gateway.config import ConfigError, load_config
+from gateway.doctor import run_doctor
+from storage.db import Database
+from storage.migrations import MIGRATIONS
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import TOKEN, FakeTelegram
+
+API_KEY = "sk-doctor-test-key-0123456789"
+
+
+def base_config(**sections: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "providers": {"default": {"type": "openai", "api_key": "${OPENAI_API_KEY}"}},
+        "models": {"default": {"model_id": "gpt-4o-mini"}},
+        "channels": {"websocket": {"enabled": True}},
+    }
+    config.update(sections)
+    return config
+
+
+class Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.home = tmp_path / "home"
+        self.home.mkdir()
+        self.config = tmp_path / "config.json"
+        self.env = {"PICOBOT_HOME": str(self.home), "OPENAI_API_KEY": API_KEY}
+
+    def write(self, config: dict[str, Any]) -> None:
+        self.config.write_text(json.dumps(config))
+        self.config.chmod(0o600)
+
+    async def run(self, *, probe: bool = False) -> tuple[int, str]:
+        out = io.StringIO()
+        code = await run_doctor(
+            str(self.config), self.env, probe=probe, out=out, cwd=self.tmp, probe_timeout_secs=3
+        )
+        text = out.getvalue()
+        assert API_KEY not in text
+        assert TOKEN not in text
+        return code, text
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+def line_of(text: str, check: str) -> str:
+    return next(line for line in text.splitlines() if f"{check}:" in line)
+
+
+async def test_a_healthy_installation_passes(setup: Setup) -> None:
+    setup.write(base_config())
+    async with Database(setup.home / "storage" / "sessions.db"):
+        pass
+
+    code, text = await setup.run()
+
+    assert code == 0, text
+    assert line_of(text, "config").startswith("ok")
+    storage = line_of(text, "storage")
+    assert storage.startswith("ok")
+    assert f"schema version {len(MIGRATIONS)}, integrity ok" in storage
+    assert line_of(text, "data dir").startswith("ok")
+    assert line_of(text, "workspace").startswith("ok")
+    assert line_of(text, "provider default").startswith("ok")
+    assert "no problems found" in text
+
+
+async def test_unknown_key_prints_the_start_up_error(setup: Setup) -> None:
+    setup.write(base_config(gatway={"port": 1}))
+    with pytest.raises(ConfigError) as startup:
+        load_config(str(setup.config), setup.env, setup.tmp)
+
+    code, text = await setup.run()
+
+    assert code == 1
+    assert str(startup.value) in text  # the same words start-up would print
+    assert "gatway: unknown key" in text
+    assert line_of(text, "config").startswith("problem")
+    assert "docs/CONFIG.md" in text
+
+
+async def test_missing_provider_key_names_the_variable(setup: Setup) -> None:
+    setup.write(base_config())
+    del setup.env["OPENAI_API_KEY"]
+
+    code, text = await setup.run()
+
+    assert code == 1
+    assert "providers.default.api_key refers to ${OPENAI_API_KEY}, which is not set" in text
+    provider = line_of(text, "provider default")
+    assert provider.startswith("problem")
+    assert "api_key is empty" in provider
+    assert "export OPENAI_API_KEY" in text
+
+
+async def test_local_provider_without_key_is_fine(setup: Setup) -> None:
+    provider = {"type": "openai", "base_url": "http://127.0.0.1:11434/v1"}
+    setup.write(base_config(providers={"default": provider}))
+    code, text = await setup.run()
+    assert code == 0, text
+    assert "a local server" in line_of(text, "provider default")
+
+
+async def test_telegram_enabled_with_an_unset_token(setup: Setup) -> None:
+    telegram = {"enabled": True, "token": "${TELEGRAM_BOT_TOKEN}"}
+    setup.write(base_config(channels={"telegram": telegram}))
+
+    code, text = await setup.run()
+
+    assert code == 1
+    assert "token is required" in text
+    assert "${TELEGRAM_BOT_TOKEN} is not set in the environment" in text
+
+
+async def test_wechat_credentials_file(setup: Setup) -> None:
+    setup.write(base_config(channels={"wechat": {"enabled": True}}))
+    creds = setup.home / "wechat" / "credentials.json"
+
+    code, text = await setup.run()
+    assert code == 1
+    assert line_of(text, "channel wechat").startswith("problem")
+    assert "not logged in" in text
+    assert "picobot channels login wechat" in text
+
+    creds.parent.mkdir()
+    creds.write_text(json.dumps({"bot_token": "ilink-secret-token", "expired": True}))
+    code, text = await setup.run()
+    assert code == 1
+    assert "expired" in line_of(text, "channel wechat")
+
+    creds.write_text(json.dumps({"bot_token": "ilink-secret-token", "baseurl": "https://x"}))
+    code, text = await setup.run()
+    assert code == 0, text
+    assert line_of(text, "channel wechat").startswith("ok")
+    assert "ilink-secret-token" not in text
+
+
+async def test_unwritable_data_dir_is_a_problem(setup: Setup) -> None:
+    setup.write(base_config())
+    if os.geteuid() == 0:
+        # Root ignores permission bits: use a directory nothing can create files in.
+        setup.env["PICOBOT_HOME"] = "/proc/self/picobot"
+    else:
+        setup.home.chmod(0o500)
+    try:
+        code, text = await setup.run()
+    finally:
+        setup.home.chmod(0o700)
+
+    assert code == 1
+    data_dir = line_of(text, "data dir")
+    assert data_dir.startswith("problem")
+    assert "not writable" in data_dir or "cannot be created" in data_dir
+    assert "chown picobot" in text
+
+
+async def test_data_dir_under_a_regular_file_is_a_problem(setup: Setup) -> None:
+    setup.write(base_config())
+    blocker = setup.tmp / "blocker"
+    blocker.write_text("not a directory")
+    setup.env["PICOBOT_HOME"] = str(blocker / "picobot")
+
+    code, text = await setup.run()
+
+    assert code == 1
+    assert f"cannot be created: {blocker} is a file" in line_of(text, "data dir")
+
+
+async def test_world_readable_config_is_a_warning(setup: Setup) -> None:
+    setup.write(base_config())
+    setup.config.chmod(0o644)
+    code, text = await setup.run()
+    assert code == 0
+    assert "mode 0644" in text
+    assert f"chmod 600 {setup.config}" in text
+
+
+async def test_database_from_a_newer_picobot_is_a_problem(setup: Setup) -> None:
+    setup.write(base_config())
+    db = setup.home / "storage" / "sessions.db"
+    db.parent.mkdir()
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    conn.close()
+
+    code, text = await setup.run()
+
+    assert code == 1
+    assert "is newer than this picobot knows" in line_of(text, "storage")
+    assert db.read_bytes()  # untouched, not migrated
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
+
+
+async def test_corrupt_database_is_a_problem(setup: Setup) -> None:
+    setup.write(base_config())
+    db = setup.home / "storage" / "sessions.db"
+    db.parent.mkdir()
+    db.write_bytes(b"definitely not sqlite" * 200)
+    code, text = await setup.run()
+    assert code == 1
+    assert "cannot be read as SQLite" in line_of(text, "storage")
+
+
+async def test_doctor_creates_no_database(setup: Setup) -> None:
+    setup.write(base_config())
+    code, text = await setup.run()
+    assert code == 0, text
+    assert "created at first start" in line_of(text, "storage")
+    assert not (setup.home / "storage" / "sessions.db").exists()
+
+
+# -- probes --------------------------------------------------------------------
+@pytest.fixture
+async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        server.api_key = API_KEY
+        yield server
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_probe_accepts_a_good_key(setup: Setup, fake_openai: FakeOpenAI) -> None:
+    provider = {"type": "openai", "api_key": "${OPENAI_API_KEY}", "base_url": fake_openai.base_url}
+    setup.write(base_config(providers={"default": provider}))
+    code, text = await setup.run(probe=True)
+    assert code == 0, text
+    assert "api_key accepted" in line_of(text, "probe provider default")
+
+
+async def test_probe_reports_a_rejected_key(setup: Setup, fake_openai: FakeOpenAI) -> None:
+    provider = {
+        "type": "openai",
+        "api_key": "sk-wrong-key-000000000",
+        "base_url": fake_openai.base_url,
+    }
+    setup.write(base_config(providers={"default": provider}))
+    code, text = await setup.run(probe=True)
+    assert code == 1
+    probe = line_of(text, "probe provider default")
+    assert probe.startswith("problem")
+    assert "rejected the api_key (HTTP 401)" in probe
+    assert "sk-wrong-key-000000000" not in text
+
+
+async def test_probe_reports_an_unreachable_provider(setup: Setup) -> None:
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    setup.write(
+        base_config(providers={"default": {"api_key": "${OPENAI_API_KEY}", "base_url": base}})
+    )
+    code, text = await setup.run(probe=True)
+    assert code == 1
+    assert "cannot reach" in line_of(text, "probe provider default")
+
+
+async def anthropic_models(request: web.Request) -> web.Response:
+    if request.headers.get("x-api-key") != API_KEY or not request.headers.get("anthropic-version"):
+        error = {"type": "authentication_error", "message": "invalid x-api-key"}
+        return web.json_response({"type": "error", "error": error}, status=401)
+    return web.json_response({"data": [{"id": "claude-x", "type": "model"}], "has_more": False})
+
+
+async def test_probe_anthropic(setup: Setup) -> None:
+    app = web.Application()
+    app.router.add_get("/v1/models", anthropic_models)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        provider = {"type": "anthropic", "api_key": "${OPENAI_API_KEY}", "base_url": base}
+        setup.write(base_config(providers={"default": provider}))
+        code, text = await setup.run(probe=True)
+        assert code == 0, text
+        assert "api_key accepted" in line_of(text, "probe provider default")
+
+        setup.env["OPENAI_API_KEY"] = "bad-anthropic-key"
+        code, text = await setup.run(probe=True)
+        assert code == 1
+        assert "HTTP 401" in line_of(text, "probe provider default")
+    finally:
+        await runner.cleanup()
+
+
+async def test_probe_telegram_token(setup: Setup, fake_openai: FakeOpenAI) -> None:
+    provider = {"api_key": "${OPENAI_API_KEY}", "base_url": fake_openai.base_url}
+    providers = {"default": provider}  # every probe stays on loopback
+    async with FakeTelegram() as tg:
+        telegram = {"enabled": True, "token": TOKEN, "api_base": tg.api_base}
+        setup.write(base_config(providers=providers, channels={"telegram": telegram}))
+        code, text = await setup.run(probe=True)
+        assert code == 0, text
+        assert "the token belongs to @" in line_of(text, "probe telegram")
+        assert any(call.method == "getMe" for call in tg.calls)
+
+        telegram["token"] = "999:someone-elses-token"
+        setup.write(base_config(providers=providers, channels={"telegram": telegram}))
+        code, text = await setup.run(probe=True)
+        assert code == 1
+        assert "rejected (HTTP 401)" in line_of(text, "probe telegram")
+        assert "someone-elses-token" not in text
