@@ -145,24 +145,29 @@ class TelegramChannel(Channel):
         self.not_ready_reason = "stopped"
 
     async def _run(self, first_attempt: asyncio.Event) -> None:
+        """Connect (retrying with backoff), then poll; a crash is logged and retried."""
         backoff = 1.0
         while True:
             try:
                 await self._connect()
-                break
+                self.not_ready_reason = None
+                first_attempt.set()
+                backoff = 1.0
+                log.info("telegram connected", bot=self._me.username if self._me else None)
+                if self._poller is not None:
+                    await self._poller.run()
+                return
             except TelegramError as exc:
                 self.not_ready_reason = self._connect_failure(exc)
                 log.warning(
                     "telegram connect failed", reason=self.not_ready_reason, retry_in=backoff
                 )
-                first_attempt.set()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
-        self.not_ready_reason = None
-        first_attempt.set()
-        log.info("telegram connected", bot=self._me.username if self._me else None)
-        if self._poller is not None:
-            await self._poller.run()
+            except Exception as exc:
+                self.not_ready_reason = f"telegram channel failed: {type(exc).__name__}"
+                log.exception("telegram channel failed; restarting", retry_in=backoff)
+            first_attempt.set()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF)
 
     async def _connect(self) -> None:
         bot, runtime = self._require_bot(), self._require_runtime()

@@ -49,16 +49,19 @@ class TypingLoops:
 
     async def _run(self, chat_id: str) -> None:
         # A cap, so a turn whose IDLE never comes cannot type forever.
-        async with asyncio.timeout(self._max_secs):
-            while True:
-                delay = self._interval
-                try:
-                    await self._sender.typing(chat_id)
-                except RateLimited as exc:
-                    delay = max(delay, exc.retry_after)
-                except ChannelError as exc:
-                    log.debug("telegram typing indicator failed", chat_id=chat_id, error=str(exc))
-                await asyncio.sleep(delay)
+        try:
+            async with asyncio.timeout(self._max_secs):
+                while True:
+                    delay = self._interval
+                    try:
+                        await self._sender.typing(chat_id)
+                    except RateLimited as exc:
+                        delay = max(delay, exc.retry_after)
+                    except ChannelError as exc:
+                        log.debug("telegram typing failed", chat_id=chat_id, error=str(exc))
+                    await asyncio.sleep(delay)
+        except TimeoutError:
+            log.debug("telegram typing indicator stopped at its cap", chat_id=chat_id)
 
 
 @dataclass

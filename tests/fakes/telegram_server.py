@@ -39,6 +39,7 @@ class Call:
     method: str
     params: dict[str, str]
     content_type: str
+    uploads: dict[str, bytes] = field(default_factory=dict)  # multipart file parts
     at: float = field(default_factory=time.monotonic)
 
     def json(self, key: str) -> Any:
@@ -233,9 +234,16 @@ class FakeTelegram:
         if request.match_info["token"] != self.token:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
-        form = await request.post()
-        params = {k: v if isinstance(v, str) else f"<file {v.filename}>" for k, v in form.items()}
-        call = Call(method, params, request.content_type)
+        form = await request.post()  # urlencoded, multipart or empty
+        params: dict[str, str] = {}
+        uploads: dict[str, bytes] = {}
+        for key, value in form.items():
+            if isinstance(value, str):
+                params[key] = value
+            else:
+                params[key] = f"attach://{value.filename}"
+                uploads[key] = value.file.read()
+        call = Call(method, params, request.content_type, uploads)
         failure = self._take_failure(call)
         if failure is not None:
             await self._record(call)
@@ -362,6 +370,31 @@ class FakeTelegram:
     async def _m_sendChatAction(self, call: Call) -> web.Response:
         await self._record(call)
         return _ok(True)
+
+    async def _m_sendDocument(self, call: Call) -> web.Response:
+        chat_id = int(call.params["chat_id"])
+        if "document" not in call.uploads:
+            await self._record(call)
+            return _error(400, "Bad Request: there is no document in the request")
+        content = call.uploads["document"]
+        file_id = self.add_file(content, f"documents/upload_{len(self.files)}")
+        call.params["_ok"] = "1"
+        await self._record(call)
+        document = {
+            "file_id": file_id,
+            "file_unique_id": f"U{file_id}",
+            "file_name": call.params["document"].removeprefix("attach://"),
+            "file_size": len(content),
+        }
+        message = {
+            "message_id": self._message_id(chat_id),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "document": document,
+        }
+        if "caption" in call.params:
+            message["caption"] = call.params["caption"]
+        return _ok(message)
 
     async def _m_getFile(self, call: Call) -> web.Response:
         await self._record(call)
