@@ -43,17 +43,24 @@ def build_registry(
     timezone: str,
     disabled: Iterable[str] = (),
     timeout_secs: float = 120.0,
+    *,
+    other_known: Iterable[str] = (),
 ) -> ToolRegistry:
-    """A registry of the built-in tools minus `disabled` (unknown names raise ValueError)."""
+    """A registry of the built-in tools minus `disabled`.
+
+    A name in `disabled` that is neither built in nor in `other_known` (tools the
+    caller registers elsewhere, e.g. memory_search, scheduler_manage, task; the
+    caller applies `disabled` to those itself) raises ValueError naming it.
+    """
     tools = builtin_tools(settings, timezone)
     names = {t.name for t in tools}
     excluded = set(disabled)
     if excluded & SHELL_ALIASES:
         excluded |= SHELL_ALIASES
-    unknown = sorted(excluded - names - SHELL_ALIASES)
+    unknown = sorted(excluded - names - SHELL_ALIASES - set(other_known))
     if unknown:
         raise ValueError(
             f"unknown tool name(s) in tools.disabled: {', '.join(unknown)} "
-            f"(built-in tools: {', '.join(sorted(names))})"
+            f"(known tools: {', '.join(sorted(names | set(other_known)))})"
         )
     return ToolRegistry([t for t in tools if t.name not in excluded], timeout_secs=timeout_secs)

@@ -26,6 +26,7 @@ MAX_EXPRESSION_CHARS = 1_000
 MAX_EXPONENT = 10_000
 MAX_INT_BITS = 4_096  # results beyond ~1e1233 are refused
 MAX_FLOAT = 1e300
+MAX_ROUND_DIGITS = 100  # round(int, -n) computes 10**n
 
 _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,
@@ -47,6 +48,10 @@ def _round(x: Number, ndigits: Number = 0) -> Number:
     if isinstance(ndigits, float) and not ndigits.is_integer():
         raise ToolError("round() digits must be a whole number")
     digits = int(ndigits)
+    if abs(digits) > MAX_ROUND_DIGITS:
+        raise ToolError(
+            f"round() digits must be between -{MAX_ROUND_DIGITS} and {MAX_ROUND_DIGITS}"
+        )
     return round(x) if digits == 0 else round(x, digits)
 
 

@@ -16,11 +16,12 @@ import re
 import signal
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
 
-from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolSettings
 from agent.tools.paths import workspace_root
 
 __all__ = ["ShellTool", "scrubbed_environment"]
@@ -80,6 +81,12 @@ class _CappedOutput:
         )
 
 
+def _prepare_workspace(settings: ToolSettings) -> Path:
+    root = workspace_root(settings)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 async def _drain(stream: asyncio.StreamReader, sink: _CappedOutput) -> None:
     while chunk := await stream.read(_READ_CHUNK):
         sink.feed(chunk)
@@ -116,8 +123,7 @@ class ShellTool(Tool[ShellArgs]):
         settings = ctx.settings
         limit = settings.exec_timeout_secs
         timeout = min(args.timeout_secs, limit) if args.timeout_secs else limit
-        cwd = workspace_root(settings)
-        await asyncio.to_thread(cwd.mkdir, parents=True, exist_ok=True)
+        cwd = await asyncio.to_thread(_prepare_workspace, settings)
         argv = (
             ["powershell", "-NoProfile", "-NonInteractive", "-Command", args.command]
             if IS_WINDOWS

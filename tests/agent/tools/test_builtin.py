@@ -57,3 +57,14 @@ def test_build_registry_passes_the_default_zone(settings: ToolSettings) -> None:
 def test_disabling_bash_or_shell_removes_the_shell_tool(settings: ToolSettings, alias: str) -> None:
     registry = build_registry(settings, "UTC", disabled=[alias])
     assert registry.names() == sorted(EXPECTED - {"bash"})
+
+
+def test_names_of_tools_registered_elsewhere_can_be_declared_known(
+    settings: ToolSettings,
+) -> None:
+    registry = build_registry(
+        settings, "UTC", disabled=["memory_search", "read"], other_known=["memory_search"]
+    )
+    assert registry.names() == sorted(EXPECTED - {"read"})
+    with pytest.raises(ValueError, match=r"unknown tool name.*: task"):
+        build_registry(settings, "UTC", disabled=["task"], other_known=["memory_search"])

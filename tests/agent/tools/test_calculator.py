@@ -87,6 +87,8 @@ def test_refuses_huge_powers_and_results(expression: str) -> None:
         ("sqrt(-1)", "sqrt() failed"),
         ("(-8) ** 0.5", "not a real number"),
         ("sqrt(1, 2)", "wrong number of arguments"),
+        ("round(5, -1000000000)", "round() digits must be between"),
+        ("round(1.5, 0.5)", "round() digits must be a whole number"),
         ("1 +" * 400 + "1", "longer than"),
     ],
 )
