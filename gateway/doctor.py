@@ -134,9 +134,9 @@ def _config_findings(loaded: LoadedConfig) -> list[Finding]:
     else:
         findings.append(ok("config", f"{path} is valid"))
         mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
-            message = f"{path} has mode {mode:04o}: other users can read it"
-            findings.append(warn("config", message, f"chmod 600 {path}"))
+        if mode & 0o007:  # group-readable is the service layout (root:picobot 0640)
+            message = f"{path} has mode {mode:04o}: every user can read it"
+            findings.append(warn("config", message, f"chmod 640 {path}"))
     config = loaded.config
     used = {agent.provider for agent in config.agents.values()}
     enabled = set(config.channels.enabled())
