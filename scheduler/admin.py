@@ -103,6 +103,10 @@ class SyncReport:
     removed: tuple[str, ...]
 
 
+def _owner(source: JobSource) -> str:
+    return "picobot's built-in jobs" if source is JobSource.BUILTIN else "the config file"
+
+
 def _stored_schedule_key(record: JobRecord) -> str | None:
     try:
         return parse_job(record.definition).schedule_key()
@@ -145,7 +149,7 @@ class JobAdmin:
         old = store.get_job(conn, spec.id)
         if old is not None and source is JobSource.RUNTIME and old.source is not JobSource.RUNTIME:
             raise JobNotEditable(
-                f"job {spec.id!r} is defined in the {old.source.value} configuration; "
+                f"job {spec.id!r} is defined in {_owner(old.source)}; "
                 "change it there, or choose another id"
             )
         if old is not None and _stored_schedule_key(old) == spec.schedule_key():
@@ -214,8 +218,8 @@ class JobAdmin:
             record = self._require(conn, job_id)
             if record.source is not JobSource.RUNTIME:
                 raise JobNotEditable(
-                    f"job {job_id!r} comes from the {record.source.value} configuration and "
-                    "would come back at the next start; pause it, or remove it from the config"
+                    f"job {job_id!r} is defined in {_owner(record.source)} and would come "
+                    "back at the next start; pause it instead, or remove it from the config file"
                 )
             store.delete_job(conn, job_id)
 

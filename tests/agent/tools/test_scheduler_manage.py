@@ -1,0 +1,165 @@
+"""scheduler_manage through the real ToolRegistry against a real Scheduler on SQLite.
+
+Proves what the model reads back: argument errors per action, definition errors
+naming the field, config jobs refused, the current chat used as default target.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.messages import ToolCall
+from agent.tools.base import ToolContext, ToolRegistry, ToolResult
+from agent.tools.scheduler_manage import SchedulerManageTool
+from gateway.bus import InboundMessage
+from scheduler.clock import ManualClock
+from scheduler.config import SchedulerConfig
+from scheduler.service import Scheduler
+from storage.db import Database
+
+NOW = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+
+
+class NullHost:
+    async def send_message(self, channel: str, chat_id: str, text: str) -> None:
+        raise AssertionError("nothing is due in these tests")
+
+    async def run_agent_task(self, message: InboundMessage) -> None:
+        raise AssertionError("nothing is due in these tests")
+
+
+@pytest.fixture
+async def scheduler(tmp_path: Path) -> AsyncIterator[Scheduler]:
+    config = SchedulerConfig.model_validate(
+        {
+            "enabled": True,
+            "jobs": [
+                {
+                    "id": "session.cleanup",
+                    "kind": "internal_event",
+                    "schedule": {"type": "interval", "seconds": 300},
+                    "payload": {"event": "session_cleanup"},
+                }
+            ],
+        }
+    )
+    async with Database(tmp_path / "t.db") as db:
+        service = Scheduler(config, db, NullHost(), clock=ManualClock(NOW))
+        await service.admin.sync(list(config.jobs), [])  # what start() does, without the engine
+        yield service
+
+
+async def call(ctx: ToolContext, **arguments: Any) -> ToolResult:
+    registry = ToolRegistry([SchedulerManageTool()])
+    return await registry.execute(ToolCall("c1", "scheduler_manage", json.dumps(arguments)), ctx)
+
+
+def reminder(**overrides: Any) -> dict[str, Any]:
+    return {
+        "id": "reminder.standup",
+        "kind": "agent_task",
+        "schedule": {"type": "cron", "expression": "0 9 * * 1-5"},
+        "payload": {"prompt": "remind me of the stand-up"},
+        **overrides,
+    }
+
+
+async def test_without_a_scheduler_the_model_is_told_it_is_disabled(ctx: ToolContext) -> None:
+    result = await call(ctx, action="list")
+    assert not result.ok
+    assert result.content == "Error: the scheduler is not enabled on this gateway"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"action": "get"}, "Error: action 'get' needs job_id"),
+        ({"action": "pause"}, "Error: action 'pause' needs job_id"),
+        ({"action": "put"}, "Error: action 'put' needs job: the full job definition object"),
+        ({"action": "put", "job": {"kind": "agent_task"}}, "Error: the job needs an id"),
+        (
+            {"action": "put", "job_id": "a", "job": {"id": "b"}},
+            "Error: job_id 'a' and job.id 'b' differ; give one id",
+        ),
+        ({"action": "explode"}, "Error: invalid arguments: action: Input should be 'list'"),
+        ({"action": "get", "job_id": "nope"}, "Error: no job with id 'nope'"),
+    ],
+)
+async def test_argument_errors_tell_the_model_what_is_missing(
+    ctx: ToolContext, scheduler: Scheduler, arguments: dict[str, Any], expected: str
+) -> None:
+    result = await call(replace(ctx, scheduler=scheduler), **arguments)
+    assert not result.ok
+    assert result.content.startswith(expected), result.content
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        (
+            reminder(schedule={"type": "cron", "expression": "every morning"}),
+            "Error: job 'reminder.standup': schedule.expression: 'every morning' is not a valid",
+        ),
+        (
+            reminder(payload={"text": "hi"}),
+            "Error: job 'reminder.standup': payload.prompt: required; payload.text: unknown field",
+        ),
+        (
+            reminder(schedule={"type": "at", "at": "2026-04-30T09:00:00+00:00"}),
+            "Error: job 'reminder.standup': schedule.at: 2026-04-30T09:00:00+00:00 is in the past",
+        ),
+        (
+            reminder(kind="internal_event", payload={"event": "session_cleanup"}),
+            "Error: job 'reminder.standup': kind: internal_event jobs can only be defined",
+        ),
+        (
+            reminder(id="session.cleanup"),
+            "Error: job 'session.cleanup' is defined in the config file; change it there",
+        ),
+    ],
+)
+async def test_definition_errors_name_the_field(
+    ctx: ToolContext, scheduler: Scheduler, job: dict[str, Any], expected: str
+) -> None:
+    result = await call(replace(ctx, scheduler=scheduler), action="put", job=job)
+    assert not result.ok
+    assert result.content.startswith(expected), result.content
+
+
+async def test_put_defaults_the_target_to_the_current_chat_and_round_trips(
+    ctx: ToolContext, scheduler: Scheduler
+) -> None:
+    ctx = replace(ctx, scheduler=scheduler)
+    put = await call(ctx, action="put", job=reminder())
+    assert put.ok, put.content
+    # NOW is Friday 09:00 exactly: the next weekday 09:00 strictly after it is Monday.
+    assert json.loads(put.content)["job"]["next_run_at"] == "2026-05-04T09:00:00+00:00"
+    got = json.loads((await call(ctx, action="get", job_id="reminder.standup")).content)
+    assert got["job"]["definition"]["target"] == {"channel": "test", "chat_id": "c1"}
+    listed = json.loads((await call(ctx, action="list")).content)
+    assert [j["id"] for j in listed["jobs"]] == ["reminder.standup", "session.cleanup"]
+    paused = json.loads((await call(ctx, action="pause", job_id="reminder.standup")).content)
+    assert paused["job"]["state"] == "paused"
+    deleted = await call(ctx, action="delete", job_id="reminder.standup")
+    assert json.loads(deleted.content) == {"ok": True, "deleted": "reminder.standup"}
+    assert [j["id"] for j in json.loads((await call(ctx, action="list")).content)["jobs"]] == [
+        "session.cleanup"
+    ]
+
+
+async def test_config_jobs_cannot_be_deleted_but_can_be_paused(
+    ctx: ToolContext, scheduler: Scheduler
+) -> None:
+    ctx = replace(ctx, scheduler=scheduler)
+    refused = await call(ctx, action="delete", job_id="session.cleanup")
+    assert not refused.ok
+    assert "is defined in the config file and would come back" in refused.content
+    paused = await call(ctx, action="pause", job_id="session.cleanup")
+    assert json.loads(paused.content)["job"]["state"] == "paused"
