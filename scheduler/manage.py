@@ -12,12 +12,21 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from scheduler.admin import JobAdmin, SchedulerError
-from scheduler.jobs import AtSchedule, InternalEventJob, JobSpec, JobValidationError, parse_job
+from scheduler.jobs import (
+    AtSchedule,
+    InternalEventJob,
+    IntervalSchedule,
+    JobSpec,
+    JobValidationError,
+    parse_job,
+)
 from scheduler.schedules import build_schedule
 
 __all__ = ["ACTIONS", "check_runtime_job", "manage_action"]
 
 ACTIONS = ("list", "get", "put", "delete", "pause", "resume")
+# A model that asks for a job every second would flood a chat and burn tokens.
+MIN_RUNTIME_INTERVAL = 60
 
 
 def check_runtime_job(spec: JobSpec, now: datetime, zone: tzinfo) -> None:
@@ -26,6 +35,16 @@ def check_runtime_job(spec: JobSpec, now: datetime, zone: tzinfo) -> None:
         raise JobValidationError(
             spec.id,
             [("kind", "internal_event jobs can only be defined in the configuration file")],
+        )
+    if isinstance(spec.schedule, IntervalSchedule) and spec.schedule.seconds < MIN_RUNTIME_INTERVAL:
+        raise JobValidationError(
+            spec.id,
+            [
+                (
+                    "schedule.seconds",
+                    f"jobs created at run time repeat at most every {MIN_RUNTIME_INTERVAL}s",
+                )
+            ],
         )
     if isinstance(spec.schedule, AtSchedule):
         at = build_schedule(spec.schedule, zone).first_fire(now)

@@ -3,7 +3,8 @@
 Lifecycle: `start()` marks runs left unfinished by a previous process as
 interrupted (they are not re-run: at most one execution per fire time), syncs
 the config jobs into the database, then starts one engine task and
-`max_concurrent_runs` workers; `stop()` cancels them and marks the runs it
+`max_concurrent_runs` workers; `stop(grace_secs)` stops claiming, lets running
+runs finish within the grace period, cancels the rest and marks every run it
 abandoned interrupted. `async with Scheduler(...)` does both.
 
 The engine sleeps until the next fire time (rounded up to
@@ -106,7 +107,8 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._in_flight: dict[int, ClaimedRun] = {}
+        self._in_flight: dict[int, ClaimedRun] = {}  # claimed by this engine, not finished
+        self._running: set[int] = set()  # the subset a worker has started
         self._tasks: list[asyncio.Task[None]] = []
         self._specs: dict[str, tuple[datetime, JobSpec]] = {}
         self._state = "new"
@@ -135,25 +137,44 @@ class Scheduler:
         self._state = "running"
         log.debug("scheduler_started", workers=self.config.max_concurrent_runs)
 
-    async def stop(self) -> None:
-        """Cancel the engine and the runs in progress; record them as interrupted. Idempotent."""
+    async def stop(self, grace_secs: float = 0.0) -> None:
+        """Stop claiming; give running runs `grace_secs` to finish, then cancel them.
+
+        Claimed runs that never started, and runs cancelled here, are recorded as
+        interrupted (they are not re-run later). Idempotent.
+        """
         if self._state in ("new", "stopped"):
             self._state = "stopped"
             return
         self._state = "stopped"
-        for task in self._tasks:
+        engine, workers = self._tasks[0], self._tasks[1:]
+        engine.cancel()
+        await asyncio.gather(engine, return_exceptions=True)
+        abandoned = [run_id for run_id in self._in_flight if run_id not in self._running]
+        for run_id in abandoned:
+            del self._in_flight[run_id]
+        if not self._in_flight:
+            self._idle.set()
+        elif grace_secs > 0:
+            try:
+                async with asyncio.timeout(grace_secs):
+                    await self._idle.wait()
+            except TimeoutError:
+                log.warning("scheduler_runs_cut_short", count=len(self._in_flight))
+        for task in workers:
             task.cancel()
-        results = await asyncio.gather(*self._tasks, return_exceptions=True)
-        for task, result in zip(self._tasks, results, strict=True):
+        results = await asyncio.gather(*workers, return_exceptions=True)
+        for task, result in zip(workers, results, strict=True):
             if isinstance(result, Exception):
                 log.error("scheduler_task_crashed", task=task.get_name(), error=repr(result))
         self._tasks.clear()
-        abandoned = list(self._in_flight)
+        abandoned += list(self._in_flight)
         if abandoned:
             now = self.clock.now()
             await self.db.write(lambda c: store.interrupt_unfinished_runs(c, now, abandoned))
-            self._in_flight.clear()
-            self._idle.set()
+        self._in_flight.clear()
+        self._running.clear()
+        self._idle.set()
         log.debug("scheduler_stopped", abandoned=len(abandoned))
 
     async def __aenter__(self) -> Scheduler:
@@ -242,7 +263,10 @@ class Scheduler:
         """One transaction: claim every due run, record misfires, advance next_run_at."""
         claimed: list[ClaimedRun] = []
         due = store.due_jobs(conn, now, limit)
-        grace = timedelta(seconds=self.config.misfire_grace_secs)
+        # Wake-ups are rounded up to the tick, so a tick is never late.
+        grace = timedelta(
+            seconds=max(self.config.misfire_grace_secs, self.config.tick_resolution_ms / 1000)
+        )
         for record in due:
             spec = self._spec(record)
             if spec is None:  # park it until someone fixes the definition
@@ -307,10 +331,14 @@ class Scheduler:
     async def _worker(self) -> None:
         while True:
             run = await self._queue.get()
+            if run.run_id not in self._in_flight:
+                continue  # given back by stop()
+            self._running.add(run.run_id)
             try:
                 await self._execute(run)
             except Exception:  # storage failed around the run; the job itself was handled
                 log.exception("scheduler_run_bookkeeping_failed", job_id=run.job_id)
+            self._running.discard(run.run_id)
             self._in_flight.pop(run.run_id, None)
             if not self._in_flight:
                 self._idle.set()

@@ -138,3 +138,27 @@ async def test_stop_marks_the_run_it_abandons_interrupted(harness: Harness) -> N
     await scheduler.stop()
     [run] = await harness.runs("slow")
     assert run.status is RunStatus.INTERRUPTED
+
+
+async def test_stop_with_grace_lets_a_running_run_finish(harness: Harness) -> None:
+    hold = asyncio.Event()
+    harness.host.hold = hold
+    job = {
+        "id": "slow",
+        "kind": "agent_task",
+        "schedule": {"type": "interval", "seconds": 60},
+        "target": {"channel": "feishu", "chat_id": "oc"},
+        "payload": {"prompt": "p"},
+    }
+    scheduler = await harness.start([job])
+    harness.clock.advance(60)
+    await asyncio.wait_for(harness.host.agent_started.wait(), 5)
+    stopping = asyncio.create_task(scheduler.stop(grace_secs=5), name="stop")
+    for _ in range(20):  # yield to stop(): without a grace it would cancel the run by now
+        await asyncio.sleep(0)
+    assert scheduler._state == "stopped"
+    assert not stopping.done()
+    hold.set()
+    await asyncio.wait_for(stopping, 5)
+    [run] = await harness.runs("slow")
+    assert run.status is RunStatus.SUCCEEDED

@@ -120,6 +120,10 @@ async def test_argument_errors_tell_the_model_what_is_missing(
             "Error: job 'reminder.standup': kind: internal_event jobs can only be defined",
         ),
         (
+            reminder(schedule={"type": "interval", "seconds": 5}),
+            "Error: job 'reminder.standup': schedule.seconds: jobs created at run time repeat",
+        ),
+        (
             reminder(id="session.cleanup"),
             "Error: job 'session.cleanup' is defined in the config file; change it there",
         ),
