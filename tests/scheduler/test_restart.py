@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from scheduler.events import EventRegistry, InternalEvent
 from scheduler.service import Scheduler
 from storage.jobs import RunCause, RunStatus, insert_run, list_jobs, to_db_time
 from tests.scheduler.conftest import START, Harness, interval_job, statuses
@@ -162,3 +163,46 @@ async def test_stop_with_grace_lets_a_running_run_finish(harness: Harness) -> No
     await asyncio.wait_for(stopping, 5)
     [run] = await harness.runs("slow")
     assert run.status is RunStatus.SUCCEEDED
+
+
+async def test_a_paused_config_job_stays_paused_across_a_restart(harness: Harness) -> None:
+    first = await harness.start([interval_job(seconds=60)])
+    assert (await first.manage("pause", {"job_id": "tick"}))["ok"]
+    second = await restart(harness, first, 10)
+    await harness.tick(600)
+    assert harness.host.sent == []
+    [view] = (await second.manage("list", {}))["jobs"]
+    assert view["state"] == "paused"
+
+
+async def test_the_builtin_memory_job_follows_its_handler_and_config_overrides(
+    harness: Harness,
+) -> None:
+    events = EventRegistry()
+
+    async def maintain(event: InternalEvent) -> None:
+        return None
+
+    events.register("memory_maintenance", maintain)
+    first = await harness.start([], events=events)
+    [view] = (await first.manage("list", {}))["jobs"]
+    assert (view["id"], view["source"], view["state"]) == (
+        "builtin.memory_maintenance_daily",
+        "builtin",
+        "scheduled",
+    )
+    assert view["next_run_at"] == "2026-03-02T16:00:00+00:00"
+    await first.stop()
+    override = {
+        "id": "builtin.memory_maintenance_daily",
+        "kind": "internal_event",
+        "enabled": False,
+        "schedule": {"type": "cron", "expression": "0 3 * * *"},
+        "payload": {"event": "memory_maintenance"},
+    }
+    second = await harness.start([override], events=events)
+    [view] = (await second.manage("list", {}))["jobs"]
+    assert (view["source"], view["state"]) == ("config", "disabled")
+    await second.stop()
+    third = await harness.start([], events=EventRegistry())  # no handler: no builtin job
+    assert (await third.manage("list", {}))["jobs"] == []
