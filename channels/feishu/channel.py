@@ -1,0 +1,195 @@
+"""The Feishu/Lark channel: lifecycle, mode selection, sending and the typing reaction.
+
+`mode: ws` (default) keeps a long connection to Feishu (no public URL needed);
+`mode: webhook` serves POST /webhooks/feishu. Both feed the same
+`InboundHandler`, which returns only once a message is durable, and only then is
+Feishu acknowledged. Feishu has no typing API: the configured reaction
+("Typing") is added to the user's message when a turn starts and removed when
+it ends. Every task started here is tracked and cancelled by `stop()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+
+import structlog
+
+from channels.base import (
+    Capabilities,
+    Channel,
+    ChannelError,
+    ChannelRuntime,
+    SendResult,
+)
+from channels.feishu.api import FeishuApi
+from channels.feishu.config import FeishuConfig, FeishuMode
+from channels.feishu.inbound import InboundHandler, MessageIdMap
+from channels.feishu.longconn import LongConnection
+from channels.feishu.outbound import send_reply
+from channels.feishu.parse import Envelope, EventFormatError, parse_envelope
+from channels.feishu.webhook import WEBHOOK_PATH, FeishuWebhook
+from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
+
+__all__ = ["FeishuChannel"]
+
+log = structlog.get_logger("channels.feishu")
+
+_NOTIFY_TIMEOUT_SECS = 10.0
+
+
+class FeishuChannel(Channel):
+    name = "feishu"
+
+    def __init__(self, config: FeishuConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.capabilities = Capabilities(
+            max_message_chars=config.max_message_chars,
+            can_show_typing=bool(config.reaction_emoji),
+            media_kinds=frozenset(MediaKind),
+        )
+        self.api = FeishuApi(
+            config.base_url,
+            config.app_id,
+            config.app_secret,
+            timeout_secs=config.http_timeout_secs,
+            max_retries=config.api_max_retries,
+        )
+        self._ids = MessageIdMap()
+        self._bot_open_id = config.bot_open_id
+        self._bot_lock = asyncio.Lock()
+        self._runtime: ChannelRuntime | None = None
+        self._inbound: InboundHandler | None = None
+        self._connection: LongConnection | None = None
+        self._connection_task: asyncio.Task[None] | None = None
+        self._reactions: dict[str, asyncio.Task[str | None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def setup(self, runtime: ChannelRuntime) -> None:
+        self._runtime = runtime
+        self._inbound = InboundHandler(self.config, self.api, runtime, self.bot_open_id, self._ids)
+        if self.config.mode is FeishuMode.WEBHOOK:
+            runtime.http.add_route(
+                "POST", WEBHOOK_PATH, FeishuWebhook(self.config, self._handle).handle
+            )
+
+    async def start(self) -> None:
+        if self._inbound is None:
+            raise RuntimeError("FeishuChannel.setup() must run before start()")
+        await self.api.open()
+        await self.bot_open_id()  # best effort now; retried on demand
+        if self.config.mode is FeishuMode.WEBHOOK:
+            self.not_ready_reason = None
+            return
+        self.not_ready_reason = "feishu long connection: connecting"
+        self._connection = LongConnection(
+            self.api,
+            self._handle_frame_payload,
+            self._set_state,
+            ping_interval_secs=self.config.ws_ping_interval_secs,
+            reconnect_base_secs=self.config.ws_reconnect_base_secs,
+            reconnect_max_secs=self.config.ws_reconnect_max_secs,
+        )
+        self._connection_task = asyncio.create_task(
+            self._connection.run(), name="feishu-long-connection"
+        )
+        # Return once connected, or once the first attempt failed (reason is set
+        # and the connection task keeps retrying).
+        first = asyncio.create_task(self._connection.first_attempt_done.wait())
+        try:
+            await asyncio.wait({first, self._connection_task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            first.cancel()
+        if self._connection_task.done() and not self._connection_task.cancelled():
+            self._connection_task.result()  # an import error etc.: fail start-up loudly
+
+    async def stop(self) -> None:
+        self.not_ready_reason = "stopped"
+        pending: list[asyncio.Task[object]] = [*self._tasks, *self._reactions.values()]
+        if self._connection_task is not None:
+            pending.append(self._connection_task)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._tasks.clear()
+        self._reactions.clear()
+        self._connection_task = None
+        await self.api.close()
+
+    def _set_state(self, reason: str | None) -> None:
+        self.not_ready_reason = reason
+
+    # -- inbound -------------------------------------------------------------
+
+    async def bot_open_id(self) -> str | None:
+        """The bot's open_id (config or GET /bot/v3/info); None while unknown."""
+        if self._bot_open_id is not None:
+            return self._bot_open_id
+        async with self._bot_lock:
+            if self._bot_open_id is None:
+                try:
+                    self._bot_open_id = await self.api.bot_open_id()
+                except ChannelError as exc:
+                    log.warning("feishu: bot info unavailable", error=str(exc))
+        return self._bot_open_id
+
+    async def _handle(self, envelope: Envelope) -> None:
+        assert self._inbound is not None
+        await self._inbound.handle(envelope)
+
+    async def _handle_frame_payload(self, payload: bytes) -> None:
+        """Long connection: malformed events are logged and acknowledged, not retried."""
+        assert self._inbound is not None
+        try:
+            envelope = parse_envelope(json.loads(payload))
+            await self._inbound.handle(envelope)
+        except (ValueError, EventFormatError) as exc:
+            log.warning("feishu long connection: malformed event ignored", error=str(exc))
+
+    # -- outbound ------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        target = self._ids.resolve(message.reply_to_message_id)
+        if target is None:
+            meta = message.metadata.get("feishu_message_id")
+            target = meta if isinstance(meta, str) and meta.startswith("om_") else None
+        return await send_reply(self.api, message, target, self.config.max_message_chars)
+
+    async def notify(self, event: ChannelEvent) -> None:
+        emoji = self.config.reaction_emoji
+        target = self._ids.resolve(event.reply_to_message_id)
+        if not emoji or target is None:
+            return
+        if event.kind is EventKind.WORKING and target not in self._reactions:
+            self._reactions[target] = asyncio.create_task(
+                self._add_reaction(target, emoji), name=f"feishu-reaction-add-{target}"
+            )
+        elif event.kind is EventKind.IDLE and target in self._reactions:
+            added = self._reactions.pop(target)
+            self._track(self._remove_reaction(target, added), f"feishu-reaction-del-{target}")
+
+    async def _add_reaction(self, message_id: str, emoji: str) -> str | None:
+        try:
+            async with asyncio.timeout(_NOTIFY_TIMEOUT_SECS):
+                return await self.api.add_reaction(message_id, emoji)
+        except (ChannelError, TimeoutError) as exc:
+            log.info("feishu: typing reaction not added", error=str(exc))
+            return None
+
+    async def _remove_reaction(self, message_id: str, added: asyncio.Task[str | None]) -> None:
+        try:
+            async with asyncio.timeout(_NOTIFY_TIMEOUT_SECS):
+                reaction_id = await added
+                if reaction_id:
+                    await self.api.delete_reaction(message_id, reaction_id)
+        except (ChannelError, TimeoutError) as exc:
+            log.info("feishu: typing reaction not removed", error=str(exc))
+
+    def _track(self, coro: Coroutine[object, object, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

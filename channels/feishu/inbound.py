@@ -1,0 +1,206 @@
+"""Feishu message event → InboundMessage, shared by webhook and long-connection mode.
+
+Filters (allow_from, group messages that do not @mention the bot, re-pushes of
+the same content under a new id), downloads media, fetches the quoted parent
+message, then `bus.submit`s and returns only once the message is durable; the
+caller acknowledges Feishu after that. The event_id is the message_id, so the
+gateway's inbox deduplicates redeliveries durably.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import structlog
+
+from channels.base import ChannelError, ChannelRuntime, is_allowed
+from channels.feishu.api import FeishuApi
+from channels.feishu.config import FeishuConfig
+from channels.feishu.parse import (
+    MESSAGE_EVENT,
+    Envelope,
+    ParsedMessage,
+    content_text,
+    parse_mentions,
+    parse_message,
+)
+from gateway.bus import ChatType, InboundMessage, MediaRef
+
+__all__ = ["ContentGuard", "InboundHandler", "MessageIdMap"]
+
+log = structlog.get_logger("channels.feishu.inbound")
+
+
+class ContentGuard:
+    """Recently seen (sender, create_time, content) → event_id; bounded, time-limited."""
+
+    def __init__(self, window_secs: float = 600.0, max_entries: int = 10_000) -> None:
+        self._window = window_secs
+        self._max = max_entries
+        self._seen: OrderedDict[str, tuple[float, str]] = OrderedDict()
+
+    @staticmethod
+    def key(parsed: ParsedMessage) -> str:
+        material = "\x1f".join((parsed.sender_open_id, parsed.create_time, parsed.raw_content))
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def claim(self, key: str, event_id: str) -> bool:
+        """False if the same content was seen under another event id in the window."""
+        now = time.monotonic()
+        while self._seen:
+            oldest_key, (at, _) = next(iter(self._seen.items()))
+            if now - at <= self._window and len(self._seen) < self._max:
+                break
+            del self._seen[oldest_key]
+        seen = self._seen.get(key)
+        if seen is not None and seen[1] != event_id:
+            return False
+        self._seen[key] = (now, event_id)
+        return True
+
+    def release(self, key: str, event_id: str) -> None:
+        seen = self._seen.get(key)
+        if seen is not None and seen[1] == event_id:
+            del self._seen[key]
+
+
+class MessageIdMap:
+    """event_id → Feishu message id (om_…) of recent inbound messages, bounded."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self._max = max_entries
+        self._ids: OrderedDict[str, str] = OrderedDict()
+
+    def add(self, event_id: str, message_id: str) -> None:
+        self._ids[event_id] = message_id
+        self._ids.move_to_end(event_id)
+        while len(self._ids) > self._max:
+            self._ids.popitem(last=False)
+
+    def resolve(self, inbound_id: str | None) -> str | None:
+        if not inbound_id:
+            return None
+        if inbound_id.startswith("om_"):
+            return inbound_id
+        return self._ids.get(inbound_id)
+
+
+class InboundHandler:
+    def __init__(
+        self,
+        config: FeishuConfig,
+        api: FeishuApi,
+        runtime: ChannelRuntime,
+        bot_open_id: Callable[[], Awaitable[str | None]],
+        ids: MessageIdMap,
+    ) -> None:
+        self._config = config
+        self._api = api
+        self._runtime = runtime
+        self._bot_open_id = bot_open_id
+        self._ids = ids
+        self._guard = ContentGuard()
+        base = Path(config.media_dir).expanduser() if config.media_dir else None
+        self._media_dir = base or runtime.media_dir / "feishu"
+
+    async def handle(self, envelope: Envelope) -> None:
+        """Record one event; returns once durable (or deliberately ignored)."""
+        if envelope.event_type != MESSAGE_EVENT:
+            log.debug("feishu: event type ignored", event_type=envelope.event_type)
+            return
+        bot_id = await self._bot_open_id()
+        parsed = parse_message(envelope.event, bot_id)
+        if parsed.sender_type not in {"user", ""}:
+            log.debug("feishu: message from a non-user sender ignored", sender=parsed.sender_type)
+            return
+        if not is_allowed(parsed.sender_ids, self._config.allow_from):
+            log.info("feishu: sender refused by allow_from", sender_id=parsed.sender_open_id)
+            return
+        mentioned = parsed.bot_mentioned or bool(envelope.event.get("v1_is_mention"))
+        if parsed.chat_type is ChatType.GROUP and not mentioned:
+            log.debug("feishu: group message without mention ignored", chat_id=parsed.chat_id)
+            return
+        guard_key = ContentGuard.key(parsed)
+        if not self._guard.claim(guard_key, envelope.event_id):
+            log.info(
+                "feishu: re-push of recent content under a new id ignored",
+                event_id=envelope.event_id,
+                message_id=parsed.message_id,
+            )
+            return
+        try:
+            message = await self._build(envelope, parsed)
+            if message is None:
+                return
+            self._ids.add(envelope.event_id, parsed.message_id)
+            await self._runtime.bus.submit(message)
+        except BaseException:
+            self._guard.release(guard_key, envelope.event_id)
+            raise
+
+    async def _build(self, envelope: Envelope, parsed: ParsedMessage) -> InboundMessage | None:
+        text = parsed.text
+        media: list[MediaRef] = []
+        for item in parsed.media:
+            try:
+                got = await self._api.download_resource(
+                    parsed.message_id,
+                    item.key,
+                    item.resource_type,
+                    self._media_dir,
+                    self._config.max_media_bytes,
+                )
+            except ChannelError as exc:
+                log.warning("feishu: media download failed", kind=item.kind.value, error=str(exc))
+                text = f"{text}\n[{item.kind.value} could not be downloaded]".strip()
+                continue
+            media.append(MediaRef(item.kind, str(got.path), got.mime_type, got.name or item.name))
+        if not text and not media:
+            log.debug("feishu: empty message ignored", message_id=parsed.message_id)
+            return None
+        bot_id = await self._bot_open_id()
+        return InboundMessage(
+            channel="feishu",
+            chat_id=parsed.chat_id,
+            sender_id=parsed.sender_open_id,
+            text=text,
+            message_id=envelope.event_id,
+            chat_type=parsed.chat_type,
+            media=tuple(media),
+            reply_to=await self._reply_context(parsed.parent_id),
+            mentions=tuple(m.open_id for m in parsed.mentions if m.open_id != bot_id),
+            metadata={
+                "feishu_message_id": parsed.message_id,
+                "event_id": envelope.event_id,
+                "msg_type": parsed.msg_type,
+                "root_id": parsed.root_id,
+                "thread_id": parsed.thread_id,
+                "create_time": parsed.create_time,
+            },
+        )
+
+    async def _reply_context(self, parent_id: str | None) -> str | None:
+        limit = self._config.reply_context_max_chars
+        if not parent_id or limit <= 0:
+            return None
+        try:
+            item = await self._api.get_message(parent_id)
+        except ChannelError as exc:
+            log.warning("feishu: quoted message unavailable", parent_id=parent_id, error=str(exc))
+            return None
+        if item is None:
+            return None
+        body = item.get("body")
+        raw = body.get("content") if isinstance(body, dict) else None
+        try:
+            content = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            content = None
+        mentions = tuple(parse_mentions(item.get("mentions")))
+        text, _ = content_text(str(item.get("msg_type") or "text"), content, mentions)
+        return text[:limit] or None
