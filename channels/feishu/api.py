@@ -108,7 +108,8 @@ class FeishuApi:
             token = body.get("tenant_access_token")
             if not isinstance(token, str) or not token:
                 raise TransientSendError("feishu token: response without tenant_access_token")
-            expire = float(body.get("expire") or 7200)
+            raw_expire = body.get("expire")
+            expire = float(raw_expire) if isinstance(raw_expire, int | float) else 7200.0
             # Refresh well before expiry: 5 minutes early, or halfway for short tokens.
             margin = min(300.0, expire / 2)
             self._token = token
