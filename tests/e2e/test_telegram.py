@@ -140,3 +140,19 @@ async def test_webhook_mode_answers_only_a_caller_with_the_secret(
         assert await wait_for_reply(tg) == ["echo: via webhook"]
     assert len(llm.requests) == 1
     assert tg.sent_texts == ["echo: via webhook"]
+
+
+async def test_streaming_shows_one_message_that_ends_as_the_full_reply(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    llm.add_text("**Streamed** answer in several words")
+    async with running_gateway(telegram_config(home, llm, tg, streaming=True)):
+        await tg.add_message("stream please")
+        await tg.wait_for(lambda: any(c.params.get("parse_mode") == "HTML" for c in tg.calls))
+    assert llm.requests[0]["stream"] is True
+    # One message in the chat: streamed (plain) and then replaced, or sent once at the end.
+    assert len(tg.sent_texts) == 1
+    final = [c for c in tg.calls if c.params.get("parse_mode") == "HTML"][-1]
+    assert final.params["_visible"] == "Streamed answer in several words"
+    if final.method == "editMessageText":
+        assert final.params["message_id"] == tg.calls_of("sendMessage")[0].params["_message_id"]
