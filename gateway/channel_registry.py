@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from channels.base import Channel
+from channels.feishu import FeishuChannel
 from channels.telegram import TelegramChannel
 from channels.websocket import WebSocketChannel
 from channels.wechat import WechatChannel
@@ -23,6 +24,8 @@ def build_channels(config: Config) -> list[Channel]:
         )
     if section.telegram.enabled:
         channels.append(TelegramChannel(section.telegram))
+    if section.feishu.enabled:
+        channels.append(FeishuChannel(section.feishu))
     if section.wechat.enabled:
         channels.append(WechatChannel(section.wechat))
     return channels
