@@ -78,7 +78,8 @@ def _app() -> web.Application:
 
 @pytest.fixture
 async def server() -> AsyncIterator[TestServer]:
-    async with TestServer(_app(), host="127.0.0.1") as srv:
+    srv = TestServer(_app(), host="127.0.0.1")
+    async with srv:
         yield srv
 
 
