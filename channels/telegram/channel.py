@@ -213,7 +213,7 @@ class TelegramChannel(Channel):
             if not isinstance(body, dict):
                 raise TypeError("update is not an object")
             update = Update.de_json(body, self._bot)
-        except (ValueError, TypeError, KeyError) as exc:
+        except Exception as exc:  # anything PTB cannot turn into an Update is the sender's fault
             log.warning("telegram webhook: malformed update", error=type(exc).__name__)
             return web.json_response({"ok": False, "error": "malformed update"}, status=400)
         try:

@@ -208,6 +208,9 @@ async def test_webhook_checks_the_secret_token(tg: FakeTelegram, tmp_path: Path)
         good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-Token_1"}
         async with http.post(url, data=b"{not json", headers=good) as resp:
             assert resp.status == 400
+        for malformed in ([], {"update_id": 6, "message": "not a message"}):
+            async with http.post(url, json=malformed, headers=good) as resp:
+                assert resp.status == 400
         async with http.post(url, json=update, headers=good) as resp:
             assert resp.status == 200
         # 200 came after the record: the message is already there, no waiting needed.
