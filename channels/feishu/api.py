@@ -205,8 +205,13 @@ class FeishuApi:
                 if resp.status >= 500:
                     raise TransientSendError(f"feishu download: HTTP {resp.status}")
                 if resp.status != 200 or ctype == "application/json":
-                    info = await resp.json(content_type=None)
-                    code = int(info.get("code", -1)) if isinstance(info, dict) else -1
+                    try:
+                        info = await resp.json(content_type=None)
+                    except ValueError:
+                        info = None
+                    info = info if isinstance(info, dict) else {}
+                    code = info.get("code")
+                    code = code if isinstance(code, int) else -1
                     raise FeishuApiError("download", code, str(info.get("msg", "")), resp.status)
                 if resp.content_length is not None and resp.content_length > max_bytes:
                     raise PermanentSendError(f"feishu download: {resp.content_length} bytes")
@@ -223,6 +228,7 @@ class FeishuApi:
         ext = Path(name).suffix if name else ""
         if not ext and ctype:
             ext = mimetypes.guess_extension(ctype) or ""
+        ext = _SAFE.sub("_", ext)[:12]
         target = dest_dir / f"{_SAFE.sub('_', message_id)}_{_SAFE.sub('_', file_key)}{ext}"
         await asyncio.to_thread(_write_file, target, b"".join(chunks))
         return Download(path=target, mime_type=ctype, name=name)

@@ -6,9 +6,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from channels.feishu import FeishuChannel, FeishuConfig
+from channels.feishu.webhook import WEBHOOK_PATH
 from tests.channel_runtime import channel_runtime
 from tests.fakes.feishu_server import (
     BOT_OPEN_ID,
@@ -151,3 +153,14 @@ async def test_stop_closes_the_connection(fake: FakeFeishu, tmp_path: Path) -> N
         await fake.wait_until(lambda: fake.live_connections == 1)
     await fake.wait_until(lambda: fake.live_connections == 0)
     assert channel.not_ready_reason == "stopped"
+
+
+async def test_no_webhook_route_in_long_connection_mode(fake: FakeFeishu, tmp_path: Path) -> None:
+    channel = ws_channel(fake)
+    async with (
+        channel_runtime(channel, tmp_path) as rt,
+        aiohttp.ClientSession() as session,
+        session.post(rt.base_url + WEBHOOK_PATH, json=message_event("sneaky")) as resp,
+    ):
+        assert resp.status == 404
+        assert rt.received == []

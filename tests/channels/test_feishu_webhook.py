@@ -276,3 +276,25 @@ async def test_no_ack_when_the_bus_is_closed(fake: FakeFeishu, tmp_path: Path) -
         assert status == 503
         await asyncio.sleep(0)
         assert rt.received == []
+
+
+async def test_media_too_large_or_missing_is_noted_not_fatal(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    fake.add_resource("om_big", "big_key", b"x" * 5000, "application/pdf", "big.pdf")
+    channel = webhook_channel(fake, max_media_bytes=1024)
+    async with channel_runtime(channel, tmp_path) as rt:
+        sender = EventSender(rt.base_url + WEBHOOK_PATH)
+        big = message_event(
+            msg_type="file",
+            content={"file_key": "big_key", "file_name": "big.pdf"},
+            message_id="om_big",
+        )
+        missing = message_event(msg_type="image", content={"image_key": "nope"})
+        assert (await sender.post(big))[0] == 200
+        assert (await sender.post(missing))[0] == 200
+        messages = await rt.wait_for_messages(2)
+    assert [m.media for m in messages] == [(), ()]
+    assert messages[0].text == "[file: big.pdf]\n[file could not be downloaded]"
+    assert messages[1].text == "[image]\n[image could not be downloaded]"
+    assert not (tmp_path / "feishu").exists() or not any((tmp_path / "feishu").iterdir())
