@@ -93,6 +93,7 @@ class FeishuChannel(Channel):
             ping_interval_secs=self.config.ws_ping_interval_secs,
             reconnect_base_secs=self.config.ws_reconnect_base_secs,
             reconnect_max_secs=self.config.ws_reconnect_max_secs,
+            connect_timeout_secs=self.config.ws_connect_timeout_secs,
         )
         self._connection_task = asyncio.create_task(
             self._connection.run(), name="feishu-long-connection"

@@ -129,17 +129,18 @@ class LongConnection:
             await asyncio.sleep(delay)
 
     async def _connect_once(self) -> None:
-        endpoint = await self._api.ws_endpoint()
-        self._configure(endpoint.client_config)
-        query = parse_qs(urlparse(endpoint.url).query)
-        service_id = int((query.get("service_id") or ["0"])[0] or 0)
-        close_timeout = min(5.0, self._ping_interval)
-        ws = await self._api.session.ws_connect(
-            endpoint.url,
-            autoping=True,
-            timeout=aiohttp.ClientWSTimeout(ws_close=close_timeout),
-            max_msg_size=8 * 1024 * 1024,
-        )
+        async with asyncio.timeout(self._connect_timeout):
+            endpoint = await self._api.ws_endpoint()
+            self._configure(endpoint.client_config)
+            query = parse_qs(urlparse(endpoint.url).query)
+            service_id = int((query.get("service_id") or ["0"])[0] or 0)
+            close_timeout = min(5.0, self._ping_interval)
+            ws = await self._api.session.ws_connect(
+                endpoint.url,
+                autoping=True,
+                timeout=aiohttp.ClientWSTimeout(ws_close=close_timeout),
+                max_msg_size=8 * 1024 * 1024,
+            )
         loop = asyncio.get_running_loop()
         self._last_rx = loop.time()
         self.connections += 1
