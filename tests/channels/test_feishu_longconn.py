@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from channels.feishu import FeishuChannel, FeishuConfig
 from channels.feishu.webhook import WEBHOOK_PATH
+from gateway.bus import InboundMessage, MessageBus, Receipt
 from tests.channel_runtime import channel_runtime
 from tests.fakes.feishu_server import (
     BOT_OPEN_ID,
@@ -164,3 +166,57 @@ async def test_no_webhook_route_in_long_connection_mode(fake: FakeFeishu, tmp_pa
     ):
         assert resp.status == 404
         assert rt.received == []
+
+
+class BrokenBus(MessageBus):
+    """A bus whose recording fails, as when storage is down."""
+
+    async def submit(self, message: InboundMessage) -> Receipt:
+        raise RuntimeError("inbox write failed")
+
+
+async def test_failed_recording_acks_500_then_redelivery_succeeds(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    channel = ws_channel(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        real_bus = rt.bus
+        rt.bus = BrokenBus()
+        event = message_event("try again later")
+        failed = await fake.push_event(event)
+        await fake.wait_until(lambda: failed in fake.acks)
+        assert fake.acks[failed] == 500
+        assert rt.received == []
+        rt.bus = real_bus
+        retried = await fake.push_event(event)  # Feishu redelivers the same event
+        await fake.wait_until(lambda: retried in fake.acks)
+    assert fake.acks[retried] == 200
+    assert [m.text for m in rt.received] == ["try again later"]
+
+
+class ClosingBus(MessageBus):
+    """A bus that is shutting down; notes that a submit was refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.close()
+        self.refused = asyncio.Event()
+
+    async def submit(self, message: InboundMessage) -> Receipt:
+        self.refused.set()
+        return await super().submit(message)
+
+
+async def test_no_ack_while_shutting_down(fake: FakeFeishu, tmp_path: Path) -> None:
+    channel = ws_channel(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        real_bus, closing = rt.bus, ClosingBus()
+        rt.bus = closing
+        unacked = await fake.push_event(message_event("during shutdown"))
+        await asyncio.wait_for(closing.refused.wait(), 5)
+        rt.bus = real_bus
+        later = await fake.push_event(message_event("after"))
+        # Events are handled in order: once the later one is acked, the first is done.
+        await fake.wait_until(lambda: later in fake.acks)
+    assert unacked not in fake.acks
+    assert [m.text for m in rt.received] == ["after"]

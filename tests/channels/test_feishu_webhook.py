@@ -12,7 +12,7 @@ import pytest
 
 from channels.feishu import FeishuChannel, FeishuConfig
 from channels.feishu.webhook import WEBHOOK_PATH
-from gateway.bus import ChatType, MediaKind
+from gateway.bus import ChatType, InboundMessage, MediaKind, MessageBus, Receipt
 from tests.channel_runtime import channel_runtime
 from tests.fakes.feishu_server import (
     BOT_OPEN_ID,
@@ -298,3 +298,24 @@ async def test_media_too_large_or_missing_is_noted_not_fatal(
     assert messages[0].text == "[file: big.pdf]\n[file could not be downloaded]"
     assert messages[1].text == "[image]\n[image could not be downloaded]"
     assert not (tmp_path / "feishu").exists() or not any((tmp_path / "feishu").iterdir())
+
+
+class BrokenBus(MessageBus):
+    async def submit(self, message: InboundMessage) -> Receipt:
+        raise RuntimeError("inbox write failed")
+
+
+async def test_failed_recording_is_not_acknowledged(fake: FakeFeishu, tmp_path: Path) -> None:
+    channel = webhook_channel(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        real_bus = rt.bus
+        rt.bus = BrokenBus()
+        sender = EventSender(rt.base_url + WEBHOOK_PATH)
+        event = message_event("retry me")
+        status, body = await sender.post(event)
+        assert status == 500
+        assert body != {"msg": "success"}
+        rt.bus = real_bus
+        assert (await sender.post(event))[0] == 200  # Feishu's redelivery is recorded
+        [msg] = await rt.wait_for_messages(1)
+    assert msg.text == "retry me"
