@@ -248,11 +248,11 @@ class Gateway:
 
             async with asyncio.TaskGroup() as tg:
                 sessions.attach(tg)
+                for channel in self.channels:
+                    await channel.start()  # before senders: recovered rows need it
                 services = dispatcher.start(tg)
                 await processor.recover()
                 services.append(tg.create_task(processor.run(), name="inbound-processor"))
-                for channel in self.channels:
-                    await channel.start()
                 self.started.set()
                 log.info("gateway_started", host=cfg.gateway.host, port=self.port, channels=names)
                 await self._stop.wait()

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from gateway.bus import OutboundMessage
 from storage.clock import now_iso
@@ -51,6 +52,7 @@ class OutboxRow:
     created_at: str
     reply_to_message_id: str | None
     session_id: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_message(self) -> OutboundMessage:
         return OutboundMessage(
@@ -61,6 +63,7 @@ class OutboxRow:
             reply_to_message_id=self.reply_to_message_id,
             session_id=self.session_id,
             attempt=self.attempts + 1,
+            metadata=dict(self.metadata),
         )
 
 
@@ -76,6 +79,7 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         created_at=r["created_at"],
         reply_to_message_id=r["reply_to_message_id"],
         session_id=r["session_id"],
+        metadata=json.loads(r["metadata"]) if r["metadata"] else {},
     )
 
 
