@@ -24,10 +24,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-import sqlite3
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Final, Protocol
 
@@ -36,17 +34,16 @@ import structlog
 from gateway.bus import InboundMessage
 from scheduler.admin import JobAdmin, SchedulerError
 from scheduler.builtin import builtin_jobs, register_builtin_events
+from scheduler.claims import ClaimedRun, Claimer
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry
-from scheduler.jobs import JobSpec, JobValidationError, OverlapPolicy, SilentAgentTaskJob, parse_job
+from scheduler.jobs import JobValidationError, SilentAgentTaskJob
 from scheduler.manage import check_runtime_job, manage_action
-from scheduler.planner import effective_misfire_policy, plan_due
 from scheduler.runner import execute_job, failure_notice
-from scheduler.schedules import build_schedule
 from storage import jobs as store
 from storage.db import Database
-from storage.jobs import JobRecord, RunCause, RunStatus
+from storage.jobs import RunStatus
 
 __all__ = ["ClaimedRun", "Scheduler", "SchedulerHost"]
 
@@ -73,15 +70,6 @@ class SchedulerHost(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedRun:
-    run_id: int
-    job_id: str
-    scheduled_at: datetime
-    cause: RunCause
-    spec: JobSpec
-
-
 class Scheduler:
     """Implements `agent.tools.base.SchedulerService` (`manage`)."""
 
@@ -94,13 +82,16 @@ class Scheduler:
         events: EventRegistry | None = None,
         clock: Clock | None = None,
         default_zone: tzinfo = UTC,
+        on_run_status: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_run_status(status)` is told every finished, skipped and missed run (metrics)."""
         self.config = config
         self.db = db
         self.host = host
         self.clock: Clock = clock or SystemClock()
         self.events = events or EventRegistry()
         self.default_zone = default_zone
+        self._on_run_status = on_run_status
         self.admin = JobAdmin(db, clock=self.clock, default_zone=default_zone)
         register_builtin_events(self.events, db, self.clock)
         self._queue: asyncio.Queue[ClaimedRun] = asyncio.Queue(config.worker_queue_capacity)
@@ -110,7 +101,7 @@ class Scheduler:
         self._in_flight: dict[int, ClaimedRun] = {}  # claimed by this engine, not finished
         self._running: set[int] = set()  # the subset a worker has started
         self._tasks: list[asyncio.Task[None]] = []
-        self._specs: dict[str, tuple[datetime, JobSpec]] = {}
+        self._claimer = Claimer(config, default_zone)
         self._state = "new"
 
     # -- lifecycle ---------------------------------------------------------------
@@ -216,21 +207,23 @@ class Scheduler:
             now = self.clock.now()
             limit = max(1, min(_CLAIM_BATCH, self._queue.maxsize - self._queue.qsize()))
             try:
-                claimed, next_due, more = await self.db.write(
-                    functools.partial(self._claim, now=now, limit=limit)
+                batch = await self.db.write(
+                    functools.partial(self._claimer.claim, now=now, limit=limit)
                 )
             except Exception:
                 log.exception("scheduler_claim_failed")
                 await self.clock.sleep_until(now + _RETRY_AFTER_ERROR, self._wake)
                 continue
-            for run in claimed:
+            for status in batch.noted:
+                self._observe(status)
+            for run in batch.claimed:
                 self._in_flight[run.run_id] = run
                 self._idle.clear()
-            for run in claimed:
+            for run in batch.claimed:
                 await self._queue.put(run)
-            if more:
+            if batch.more:
                 continue
-            await self.clock.sleep_until(self._wake_time(next_due, now), self._wake)
+            await self.clock.sleep_until(self._wake_time(batch.next_due, now), self._wake)
 
     def _wake_time(self, next_due: datetime | None, now: datetime) -> datetime | None:
         deadline = None
@@ -244,88 +237,6 @@ class Scheduler:
             cap = now + timedelta(seconds=self.config.rescan_interval_secs)
             deadline = cap if deadline is None else min(deadline, cap)
         return deadline
-
-    def _spec(self, record: JobRecord) -> JobSpec | None:
-        cached = self._specs.get(record.id)
-        if cached is not None and cached[0] == record.updated_at:
-            return cached[1]
-        try:
-            spec = parse_job(record.definition)
-        except JobValidationError as exc:
-            log.error("scheduler_job_unreadable", job_id=record.id, error=str(exc))
-            return None
-        self._specs[record.id] = (record.updated_at, spec)
-        return spec
-
-    def _claim(
-        self, conn: sqlite3.Connection, *, now: datetime, limit: int
-    ) -> tuple[list[ClaimedRun], datetime | None, bool]:
-        """One transaction: claim every due run, record misfires, advance next_run_at."""
-        claimed: list[ClaimedRun] = []
-        due = store.due_jobs(conn, now, limit)
-        # Wake-ups are rounded up to the tick, so a tick is never late.
-        grace = timedelta(
-            seconds=max(self.config.misfire_grace_secs, self.config.tick_resolution_ms / 1000)
-        )
-        for record in due:
-            spec = self._spec(record)
-            if spec is None:  # park it until someone fixes the definition
-                store.set_job_schedule_state(conn, record.id, None)
-                store.set_run_requested(conn, record.id, None)
-                continue
-            if record.run_requested_at is not None:
-                store.set_run_requested(conn, record.id, None)
-                self._claim_one(conn, claimed, spec, record.run_requested_at, RunCause.MANUAL, now)
-            if record.active and record.next_run_at is not None and record.next_run_at <= now:
-                schedule = build_schedule(spec.schedule, self.default_zone)
-                policy = effective_misfire_policy(spec, schedule, self.config.misfire_policy)
-                plan = plan_due(schedule, record.next_run_at, now, policy, grace)
-                if plan.missed_at is not None:
-                    store.insert_run(
-                        conn,
-                        spec.id,
-                        plan.missed_at,
-                        RunCause.SCHEDULE,
-                        RunStatus.MISSED,
-                        now,
-                        error="missed: the scheduler was not running at the fire time "
-                        "(misfire policy skip)",
-                    )
-                    log.warning(
-                        "scheduled_run_missed", job_id=spec.id, due=plan.missed_at.isoformat()
-                    )
-                if plan.run_at is not None:
-                    cause = RunCause.CATCH_UP if plan.catch_up else RunCause.SCHEDULE
-                    self._claim_one(conn, claimed, spec, plan.run_at, cause, now)
-                store.set_job_schedule_state(conn, spec.id, plan.next_run_at)
-        return claimed, store.next_due_at(conn), len(due) >= limit
-
-    def _claim_one(
-        self,
-        conn: sqlite3.Connection,
-        claimed: list[ClaimedRun],
-        spec: JobSpec,
-        scheduled_at: datetime,
-        cause: RunCause,
-        now: datetime,
-    ) -> None:
-        if spec.overlap_policy is OverlapPolicy.SKIP and store.has_unfinished_run(conn, spec.id):
-            store.insert_run(
-                conn,
-                spec.id,
-                scheduled_at,
-                cause,
-                RunStatus.SKIPPED,
-                now,
-                error="skipped: the previous run was still running (overlap policy skip)",
-            )
-            log.info("scheduled_run_skipped_overlap", job_id=spec.id)
-            return
-        run_id = store.insert_run(conn, spec.id, scheduled_at, cause, RunStatus.CLAIMED, now)
-        if run_id is None:
-            log.info("scheduled_run_already_claimed", job_id=spec.id)
-            return
-        claimed.append(ClaimedRun(run_id, spec.id, scheduled_at, cause, spec))
 
     # -- workers ------------------------------------------------------------------------
     async def _worker(self) -> None:
@@ -379,6 +290,14 @@ class Scheduler:
                 c, run.run_id, status, finished, duration_ms, error, keep_history=keep
             )
         )
+        self._observe(status)
+
+    def _observe(self, status: RunStatus) -> None:
+        if self._on_run_status is not None:
+            try:
+                self._on_run_status(status.value)
+            except Exception:
+                log.exception("scheduler_observer_failed")
 
     async def _notify_failure(self, spec: SilentAgentTaskJob) -> None:
         """The pipeline reports a silent task's own failures; a timeout is ours to report."""

@@ -71,6 +71,7 @@ class Harness:
         db: Database | None = None,
         events: EventRegistry | None = None,
         zone: str = "UTC",
+        on_run_status: Callable[[str], None] | None = None,
         **settings: Any,
     ) -> Scheduler:
         settings.setdefault("rescan_interval_secs", 0)
@@ -83,6 +84,7 @@ class Harness:
             events=events,
             clock=self.clock,
             default_zone=ZoneInfo(zone),
+            on_run_status=on_run_status,
         )
         await scheduler.start()
         self.schedulers.append(scheduler)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from scheduler.events import EventRegistry, InternalEvent
 from scheduler.runner import failure_notice
-from storage.jobs import RunCause
+from storage.jobs import JobRecord, JobSource, RunCause, get_job, save_job
 from tests.scheduler.conftest import START, WAIT, Harness, interval_job, statuses
 
 
@@ -229,3 +229,45 @@ async def test_a_manual_run_request_runs_once_even_while_paused(harness: Harness
     assert (run.cause, run.status.value) == (RunCause.MANUAL, "succeeded")
     await harness.tick(7200)
     assert len(harness.host.sent) == 1
+
+
+async def test_run_outcomes_reach_the_status_observer(harness: Harness) -> None:
+    seen: list[str] = []
+    hold = asyncio.Event()
+    harness.host.hold = hold
+    harness.host.fail_with = RuntimeError("boom")
+    scheduler = await harness.start([agent_job()], on_run_status=seen.append)
+    harness.clock.advance(60)
+    await asyncio.wait_for(harness.host.agent_started.wait(), WAIT)
+    harness.clock.advance(60)  # overlaps the held run
+    await asyncio.wait_for(harness.clock.wait_sleeping(), WAIT)
+    hold.set()
+    await asyncio.wait_for(scheduler.wait_idle(), WAIT)
+    assert seen == ["skipped", "failed"]
+
+
+async def test_a_job_that_cannot_be_planned_is_parked_and_others_still_fire(
+    harness: Harness,
+) -> None:
+    db = await harness.open_db()
+    broken = JobRecord(
+        id="broken",
+        source=JobSource.RUNTIME,
+        kind="agent_task",
+        definition={"id": "broken", "kind": "agent_task"},  # written by some other version
+        enabled=True,
+        paused=False,
+        overlap_policy="skip",
+        next_run_at=START,
+        run_requested_at=None,
+        created_at=START,
+        updated_at=START,
+    )
+    await db.write(lambda c: save_job(c, broken))
+    await harness.start([interval_job(seconds=60)])
+    await harness.tick(60)
+    assert len(harness.host.sent) == 1
+    parked = await db.read(lambda c: get_job(c, "broken"))
+    assert parked is not None
+    assert parked.next_run_at is None
+    assert await harness.runs("broken") == []
