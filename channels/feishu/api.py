@@ -81,7 +81,8 @@ class FeishuApi:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            raise RuntimeError("FeishuApi is not open")
+            # Not started yet or already stopped: the dispatcher retries later.
+            raise TransientSendError("feishu client is not open")
         return self._session
 
     async def open(self) -> None:

@@ -100,11 +100,14 @@ class FeishuChannel(Channel):
         )
         # Return once connected, or once the first attempt failed (reason is set
         # and the connection task keeps retrying).
-        first = asyncio.create_task(self._connection.first_attempt_done.wait())
+        first = asyncio.create_task(
+            self._connection.first_attempt_done.wait(), name="feishu-first-connect"
+        )
         try:
             await asyncio.wait({first, self._connection_task}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
         if self._connection_task.done() and not self._connection_task.cancelled():
             self._connection_task.result()  # an import error etc.: fail start-up loudly
 
