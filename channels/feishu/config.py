@@ -39,7 +39,8 @@ class FeishuConfig(ChannelSettings):
     media_dir: str | None = None  # default: <media_dir>/feishu of the gateway
     reaction_emoji: str = "Typing"
     reply_context_max_chars: int = Field(2_000, ge=0)
-    max_message_chars: int = Field(20_000, ge=100, le=150_000)
+    # Text messages are capped at 150 KB: 50k chars stay below it even in CJK.
+    max_message_chars: int = Field(20_000, ge=100, le=50_000)
     max_media_bytes: int = Field(30 * 1024 * 1024, gt=0)
     max_webhook_body_bytes: int = Field(1024 * 1024, ge=1024)
     http_timeout_secs: float = Field(30.0, gt=0)

@@ -27,11 +27,17 @@ _MARKDOWN = re.compile(
 )
 
 
+# Feishu caps post content at 30 KB (text at 150 KB): bigger parts go out as text.
+POST_MAX_BYTES = 28_000
+
+
 def render(text: str) -> tuple[str, str]:
     """(msg_type, content JSON string) for one part of a reply."""
     if "\n\n" in text.strip() or _MARKDOWN.search(text):
         post = {"zh_cn": {"title": "", "content": [[{"tag": "md", "text": text}]]}}
-        return "post", json.dumps(post, ensure_ascii=False)
+        content = json.dumps(post, ensure_ascii=False)
+        if len(content.encode()) <= POST_MAX_BYTES:
+            return "post", content
     return "text", json.dumps({"text": text}, ensure_ascii=False)
 
 

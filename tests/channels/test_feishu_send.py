@@ -215,3 +215,12 @@ def test_post_content_is_valid_json_for_feishu() -> None:
     assert msg_type == "post"
     assert json.loads(content)["zh_cn"]["content"][0][0]["tag"] == "md"
     assert render("just a sentence.")[0] == "text"
+
+
+def test_post_over_feishus_size_cap_goes_out_as_text() -> None:
+    from channels.feishu.outbound import render
+
+    big = "## 标题\n\n" + "很长的回答。" * 2000  # ~36 KB of UTF-8
+    msg_type, content = render(big)
+    assert msg_type == "text"
+    assert json.loads(content) == {"text": big}
