@@ -149,3 +149,29 @@ async def test_silent_long_connection_recovers_and_next_event_is_answered(
         await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
         assert gw.readiness() == []
     assert fs.sent[0].text == "echo: still there?"
+
+
+async def test_reply_to_a_withdrawn_message_goes_through_the_send_api(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    async with running_gateway(feishu_config(home, llm, fs)):
+        await fs.push_event(message_event("quick, before I delete it", message_id="om_gone_1"))
+        await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
+    [sent] = fs.sent
+    assert (sent.kind, sent.target, sent.id_type) == ("send", "oc_chat1", "chat_id")
+    assert sent.text == "echo: quick, before I delete it"
+
+
+async def test_ready_reports_a_rejected_long_connection(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    fs.reject_handshake = {"handshake-status": "403", "handshake-msg": "app not allowed"}
+    async with running_gateway(feishu_config(home, llm, fs)) as gw:
+        [reason] = gw.readiness()
+        assert reason.startswith("channel feishu: feishu long connection handshake failed")
+        assert "app not allowed" in reason
+        fs.reject_handshake = None
+        await fs.wait_until(lambda: fs.connections == 1, 5)
+        frame_id = await fs.push_event(message_event("now connected"))
+        await fs.wait_until(lambda: frame_id in fs.acks, 10)
+        assert gw.readiness() == []
