@@ -21,6 +21,7 @@ import structlog
 from aiohttp import web
 
 from agent.loop import LoopSettings
+from agent.prompt_file import AgentPromptFile
 from agent.providers import create_provider
 from agent.providers.base import LLMProvider, ProviderSettings
 from agent.tools.base import ToolRegistry, ToolSettings
@@ -30,6 +31,7 @@ from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
 from gateway.commands import CommandHandler
 from gateway.config import Config, LoadedConfig
+from gateway.context import Compactor, PromptInjector
 from gateway.execution import AgentProfile, ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
@@ -115,7 +117,18 @@ def build_profile(
         stream=stream,
         system_prompt=agent.system_prompt,
     )
-    return AgentProfile(agent_name, providers[agent.provider], loop, tools, model.supports_vision)
+    summary = config.models[agent.compaction.summary_model or agent.model]
+    return AgentProfile(
+        agent_name,
+        providers[agent.provider],
+        loop,
+        tools,
+        model.supports_vision,
+        context_window_tokens=model.context_window_tokens,
+        compaction=agent.compaction,
+        summary_model=summary.model_id,
+        summary_timeout_secs=config.providers[agent.provider].llm_timeout_secs,
+    )
 
 
 class Gateway:
@@ -139,6 +152,7 @@ class Gateway:
         self.sessions: SessionManager | None = None
         self.dispatcher: OutboundDispatcher | None = None
         self.processor: InboundProcessor | None = None
+        self.compactor: Compactor | None = None
 
     @property
     def base_url(self) -> str:
@@ -206,11 +220,16 @@ class Gateway:
                 metrics=self.metrics,
             )
             self.dispatcher = dispatcher
+            prompt_file = AgentPromptFile(self.loaded.agent_dir)
+            await prompt_file.ensure()
             execution = ExecutionService(
                 db,
                 dispatcher,
                 profiles,
                 tool_settings,
+                prepare_history=PromptInjector(
+                    db, prompt_file, cfg.gateway.agent_prompt_reinject_every
+                ),
                 show_tool_results=cfg.gateway.show_tool_results,
             )
             execution.turn_latency = self.metrics.turn_latency
@@ -221,7 +240,14 @@ class Gateway:
                 max_pending=cfg.gateway.max_pending_per_session,
             )
             self.sessions = sessions
+            compactor = Compactor(db, sessions, dispatcher.wake)
+            self.compactor = compactor
+            execution.after_turn = compactor.after_turn
             commands = CommandHandler(db, sessions, dispatcher.wake)
+            commands.compact_hook = lambda item, sid: compactor.request(
+                item, sid, profiles[item.message.channel]
+            )
+            commands.status_hook = lambda stats, ch: Compactor.status_line(stats, profiles[ch])
             processor = InboundProcessor(self.bus, db, sessions, commands)
             self.processor = processor
 
@@ -251,6 +277,7 @@ class Gateway:
                 for channel in self.channels:
                     await channel.start()  # before senders: recovered rows need it
                 services = dispatcher.start(tg)
+                services.append(tg.create_task(compactor.run(), name="compactor"))
                 await processor.recover()
                 services.append(tg.create_task(processor.run(), name="inbound-processor"))
                 self.started.set()

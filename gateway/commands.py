@@ -8,7 +8,7 @@ its reply. Unknown `/words` are not commands; they go to the agent.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -55,8 +55,9 @@ class SessionStats:
     chars: int
 
 
-# Pluggable pieces owned by other features: (session_id, channel) → reply text
-CompactHook = Callable[[str, str], Awaitable[str]]
+# Pluggable pieces owned by other features. A compact hook queues the work and
+# answers the command itself when done; False means it could not be queued.
+CompactHook = Callable[[WorkItem, str], bool]
 StatusHook = Callable[[SessionStats, str], str]
 
 
@@ -102,7 +103,9 @@ class CommandHandler:
         elif name == "help":
             reply = "Commands:\n" + "\n".join(f"/{k} — {v}" for k, v in COMMANDS.items())
         elif name == "compact":
-            reply = await self._compact(m.channel, m.chat_id)
+            reply = await self._compact(item)
+            if reply is None:
+                return  # the compactor answers when it is done
         elif name == "status":
             reply = await self._status(m.channel, m.chat_id)
         elif name in {"delete", "archive"} and self.sessions.is_busy(m.channel, m.chat_id):
@@ -127,15 +130,16 @@ class CommandHandler:
         if text:
             self.wake(m.channel)
 
-    async def _compact(self, channel: str, chat_id: str) -> str:
+    async def _compact(self, item: WorkItem) -> str | None:
+        m = item.message
         if self.compact_hook is None:
             return "Compaction is not available in this gateway."
-        if self.sessions.is_busy(channel, chat_id):
-            return "A task is running in this chat; try /compact when it has finished."
-        record = await self.db.read(lambda c: sessions.active_session(c, channel, chat_id))
+        record = await self.db.read(lambda c: sessions.active_session(c, m.channel, m.chat_id))
         if record is None:
             return "Nothing to compact yet."
-        return await self.compact_hook(record.id, channel)
+        if not self.compact_hook(item, record.id):
+            return "Compaction is busy right now; try again in a minute."
+        return None
 
     async def _status(self, channel: str, chat_id: str) -> str:
         def read(c: sqlite3.Connection) -> SessionStats | None:

@@ -33,6 +33,7 @@ from agent.providers.base import (
 )
 from agent.tools.base import ToolContext, ToolRegistry, ToolSettings
 from gateway.bus import ChannelEvent, EventKind, InboundMessage, MediaKind, OutboundMessage
+from gateway.config import CompactionConfig
 from storage import inbox, messages, outbox, sessions
 from storage.db import Database
 
@@ -66,6 +67,10 @@ class AgentProfile:
     loop: LoopSettings
     tools: ToolRegistry
     supports_vision: bool = True
+    context_window_tokens: int = 128_000
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    summary_model: str = ""  # model id for compaction summaries (default: the agent's)
+    summary_timeout_secs: float = 120.0
 
 
 class ReplySink(Protocol):
@@ -159,7 +164,7 @@ class ExecutionService:
         *,
         prepare_history: Callable[[str, list[ChatMessage]], Awaitable[list[ChatMessage]]]
         | None = None,
-        after_turn: Callable[[str, AgentProfile], None] | None = None,
+        after_turn: Callable[[str, str, str, AgentProfile], None] | None = None,
         show_tool_results: bool = False,
     ) -> None:
         self.db = db
@@ -202,8 +207,10 @@ class ExecutionService:
                 )
             new.append(build_user_message(items, profile.supports_vision))
 
+            injected = any(m.marker == Marker.AGENT_PROMPT for m in new)
+
             def record_user(c: sqlite3.Connection) -> None:
-                messages.append_messages(c, session_id, new, run_id)
+                messages.append_messages(c, session_id, new, run_id, user_turn_prompt=injected)
                 inbox.mark_started(c, inbox_ids, session_id)
 
             await self.db.write(record_user)
@@ -267,7 +274,7 @@ class ExecutionService:
             self.turn_latency(channel, elapsed)
         log.info("turn_done", ok=outcome.ok, secs=round(elapsed, 3), messages=len(items))
         if self.after_turn is not None and outcome.ok:
-            self.after_turn(session_id, profile)
+            self.after_turn(session_id, channel, chat_id, profile)
         return outcome
 
     async def _open_session(self, items: Sequence[WorkItem], sched: Mapping[str, Any]) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import structlog
@@ -49,6 +50,7 @@ class SessionManager:
         self.max_pending = max_pending
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._conversations: dict[ConversationKey, _Conversation] = {}
+        self._gates: dict[ConversationKey, asyncio.Lock] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._accepting = True
         self._idle = asyncio.Event()
@@ -104,6 +106,23 @@ class SessionManager:
         conv.turn.cancel()
         return True
 
+    @asynccontextmanager
+    async def exclusive(self, channel: str, chat_id: str) -> AsyncIterator[None]:
+        """Hold the conversation between turns: waits for a running turn to end
+        and keeps the next one from starting until the block exits."""
+        key = (channel, chat_id)
+        gate = self._gates.setdefault(key, asyncio.Lock())
+        try:
+            async with gate:
+                yield
+        finally:
+            self._drop_gate(key)
+
+    def _drop_gate(self, key: ConversationKey) -> None:
+        gate = self._gates.get(key)
+        if gate is not None and not gate.locked() and key not in self._conversations:
+            del self._gates[key]
+
     # -- work ----------------------------------------------------------------
     def _take(self, conv: _Conversation) -> list[WorkItem]:
         first = conv.pending.popleft()
@@ -126,7 +145,8 @@ class SessionManager:
             while conv.pending and self._accepting:
                 batch = self._take(conv)
                 outcome: TurnOutcome | None = None
-                async with self._slots:
+                gate = self._gates.setdefault(conv.key, asyncio.Lock())
+                async with self._slots, gate:
                     conv.stop_requested = False
                     conv.turn = asyncio.create_task(
                         self.execution.run_turn(batch, stop_requested=lambda: conv.stop_requested),
@@ -149,6 +169,7 @@ class SessionManager:
             conv.worker = None
             if not conv.pending or not self._accepting:
                 self._conversations.pop(conv.key, None)
+                self._drop_gate(conv.key)
             if not any(c.worker for c in self._conversations.values()):
                 self._idle.set()
 

@@ -1,0 +1,210 @@
+"""Context upkeep around turns: AGENT.md injection and background compaction.
+
+`PromptInjector` decides, before a user message is stored, whether AGENT.md
+goes in first. `Compactor` runs after a turn's reply is on its way: it reads a
+snapshot, asks the provider for a summary (outside any lock: replies are never
+blocked), then commits the new segment while the conversation is between turns,
+carrying over whatever was appended meanwhile. A failed or conflicting
+compaction changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from agent.compaction import (
+    CompactionState,
+    compact,
+    should_compact,
+    tokens_for_chars,
+    trigger_tokens,
+)
+from agent.messages import ChatMessage
+from agent.prompt_file import AgentPromptFile, agent_prompt_message, needs_injection
+from gateway.bus import OutboundMessage
+from gateway.commands import SessionStats
+from gateway.execution import AgentProfile, WorkItem
+from gateway.sessions import SessionManager
+from storage import inbox, messages, outbox, sessions
+from storage.clock import now_iso
+from storage.compaction import CompactionConflict, commit_compaction
+from storage.db import Database
+
+__all__ = ["Compactor", "PromptInjector"]
+
+log = structlog.get_logger(__name__)
+
+
+class PromptInjector:
+    def __init__(self, db: Database, prompt_file: AgentPromptFile, every: int) -> None:
+        self.db = db
+        self.prompt_file = prompt_file
+        self.every = every
+
+    async def __call__(self, session_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
+        record = await self.db.read(lambda c: sessions.get_session(c, session_id))
+        if record is None or not needs_injection(
+            history, record.user_turns, record.prompt_turn, self.every
+        ):
+            return []
+        return [agent_prompt_message(await self.prompt_file.load())]
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    session_id: str
+    channel: str
+    chat_id: str
+    profile: AgentProfile
+    command: WorkItem | None = None  # a /compact waiting for its answer
+
+
+class Compactor:
+    def __init__(
+        self,
+        db: Database,
+        sessions_: SessionManager,
+        wake: Callable[[str], None],
+        *,
+        capacity: int = 256,
+    ) -> None:
+        self.db = db
+        self.sessions = sessions_
+        self.wake = wake
+        self._queue: asyncio.Queue[_Job] = asyncio.Queue(capacity)
+        self._queued: set[str] = set()
+        self._states: dict[str, tuple[int, CompactionState]] = {}
+        self.completed = 0
+
+    # -- scheduling ----------------------------------------------------------
+    def after_turn(
+        self, session_id: str, channel: str, chat_id: str, profile: AgentProfile
+    ) -> None:
+        if profile.compaction.enabled:
+            self._offer(_Job(session_id, channel, chat_id, profile))
+
+    def request(self, item: WorkItem, session_id: str, profile: AgentProfile) -> bool:
+        """Queue a forced compaction answering the /compact in `item`."""
+        m = item.message
+        return self._offer(_Job(session_id, m.channel, m.chat_id, profile, item), force=True)
+
+    def _offer(self, job: _Job, *, force: bool = False) -> bool:
+        if job.session_id in self._queued and not force:
+            return True  # at most one compaction per session at a time
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            log.warning("compaction_queue_full", session_id=job.session_id)
+            return False
+        self._queued.add(job.session_id)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            job = await self._queue.get()
+            try:
+                reply = await self._compact(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("compaction_failed", session_id=job.session_id)
+                reply = (
+                    "Compaction failed; the history is unchanged. The gateway log has the details."
+                )
+            finally:
+                self._queued.discard(job.session_id)
+            try:
+                if job.command is not None:
+                    await self._answer(job.command, reply)
+            finally:
+                self._queue.task_done()
+
+    async def drained(self) -> None:
+        """Wait until every queued compaction has finished."""
+        await self._queue.join()
+
+    # -- the work ------------------------------------------------------------
+    async def _compact(self, job: _Job) -> str:
+        p = job.profile
+        forced = job.command is not None
+        record, history = await self.db.read(
+            lambda c: (
+                sessions.get_session(c, job.session_id),
+                messages.load_active_history(c, job.session_id),
+            )
+        )
+        if record is None:
+            return "Nothing to compact yet."
+        state = self._states.get(job.session_id)
+        known = state[1] if state is not None and state[0] == record.segment else None
+        cfg = p.compaction
+        window = p.context_window_tokens
+        if not forced and not should_compact(
+            history, window, cfg.trigger_ratio, cfg.keep_user_turns, known
+        ):
+            return ""
+        result = await compact(
+            history,
+            p.provider,
+            p.summary_model,
+            window,
+            cfg.keep_user_turns,
+            timeout_secs=p.summary_timeout_secs,
+        )
+        if result is None:
+            return f"Nothing to compact: the history has no more than {cfg.keep_user_turns} user turns."
+        if not result.shrunk:
+            self._states[job.session_id] = (record.segment, CompactionState.after(result))
+            return "Compaction would not make the history smaller; it was left as it is."
+        last_seq = history[-1].seq if history else None
+
+        def commit(c: sqlite3.Connection) -> int:
+            return commit_compaction(
+                c,
+                job.session_id,
+                record.segment,
+                result.new_history,
+                now_iso(),
+                snapshot_last_seq=last_seq,
+            )
+
+        try:
+            async with self.sessions.exclusive(job.channel, job.chat_id):
+                segment = await self.db.write(commit)
+        except CompactionConflict as exc:
+            log.info("compaction_conflict", session_id=job.session_id, reason=str(exc))
+            return "The history changed while compacting; nothing was changed. Try again."
+        self._states[job.session_id] = (segment, CompactionState.after(result))
+        self.completed += 1
+        how = "summarised" if result.summarised else "truncated (the summary call failed)"
+        return (
+            f"Compacted: about {result.estimate_before:,} → {result.estimate_after:,} tokens; "
+            f"older turns {how}, the last {cfg.keep_user_turns} kept whole."
+        )
+
+    async def _answer(self, item: WorkItem, text: str) -> None:
+        m = item.message
+
+        def finish(c: sqlite3.Connection) -> None:
+            out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=m.message_id)
+            outbox.enqueue(c, out, item.inbox_id)
+            inbox.mark_done(c, [item.inbox_id])
+
+        await asyncio.shield(self.db.write(finish))
+        self.wake(m.channel)
+
+    # -- /status -------------------------------------------------------------
+    @staticmethod
+    def status_line(stats: SessionStats, profile: AgentProfile) -> str:
+        tokens = tokens_for_chars(stats.chars)
+        window = profile.context_window_tokens
+        trigger = trigger_tokens(window, profile.compaction.trigger_ratio)
+        return (
+            f"Estimated context: {tokens:,} tokens, {tokens / window:.1%} of the {window:,}-token "
+            f"window (compaction above {trigger:,})"
+        )
