@@ -11,6 +11,7 @@ it ends. Every task started here is tracked and cancelled by `stop()`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Coroutine
 
@@ -81,7 +82,10 @@ class FeishuChannel(Channel):
         if self._inbound is None:
             raise RuntimeError("FeishuChannel.setup() must run before start()")
         await self.api.open()
-        await self.bot_open_id()  # best effort now; retried on demand
+        # Best effort: an unreachable platform must not hold up start-up; retried on demand.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_NOTIFY_TIMEOUT_SECS):
+                await self.bot_open_id()
         if self.config.mode is FeishuMode.WEBHOOK:
             self.not_ready_reason = None
             return
