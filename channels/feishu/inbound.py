@@ -35,6 +35,8 @@ __all__ = ["ContentGuard", "InboundHandler", "MessageIdMap"]
 
 log = structlog.get_logger("channels.feishu.inbound")
 
+_RECORDED_MAX = 10_000
+
 
 class ContentGuard:
     """Recently seen (sender, create_time, content) → event_id; bounded, time-limited."""
@@ -105,6 +107,7 @@ class InboundHandler:
         self._bot_open_id = bot_open_id
         self._ids = ids
         self._guard = ContentGuard()
+        self._recorded: OrderedDict[str, None] = OrderedDict()
         base = Path(config.media_dir).expanduser() if config.media_dir else None
         self._media_dir = base or runtime.media_dir / "feishu"
 
@@ -112,6 +115,10 @@ class InboundHandler:
         """Record one event; returns once durable (or deliberately ignored)."""
         if envelope.event_type != MESSAGE_EVENT:
             log.debug("feishu: event type ignored", event_type=envelope.event_type)
+            return
+        if envelope.event_id in self._recorded:
+            # A redelivery of an event already durable: acknowledge without re-downloading.
+            log.debug("feishu: redelivery of a recorded event", event_id=envelope.event_id)
             return
         bot_id = await self._bot_open_id()
         parsed = parse_message(envelope.event, bot_id)
@@ -139,9 +146,15 @@ class InboundHandler:
                 return
             self._ids.add(envelope.event_id, parsed.message_id)
             await self._runtime.bus.submit(message)
+            self._remember_recorded(envelope.event_id)
         except BaseException:
             self._guard.release(guard_key, envelope.event_id)
             raise
+
+    def _remember_recorded(self, event_id: str) -> None:
+        self._recorded[event_id] = None
+        while len(self._recorded) > _RECORDED_MAX:
+            self._recorded.popitem(last=False)
 
     async def _build(self, envelope: Envelope, parsed: ParsedMessage) -> InboundMessage | None:
         text = parsed.text

@@ -319,3 +319,18 @@ async def test_failed_recording_is_not_acknowledged(fake: FakeFeishu, tmp_path: 
         assert (await sender.post(event))[0] == 200  # Feishu's redelivery is recorded
         [msg] = await rt.wait_for_messages(1)
     assert msg.text == "retry me"
+
+
+async def test_redelivered_image_event_is_downloaded_once(fake: FakeFeishu, tmp_path: Path) -> None:
+    fake.add_resource("om_img2", "img_key_2", b"\x89PNG-bytes", "image/png", "a.png")
+    channel = webhook_channel(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        sender = EventSender(rt.base_url + WEBHOOK_PATH)
+        event = message_event(
+            msg_type="image", content={"image_key": "img_key_2"}, message_id="om_img2"
+        )
+        assert await sender.replay(event, 4) == [200] * 4
+        [msg] = await rt.wait_for_messages(1)
+    downloads = [r for r in fake.requests if r[1].endswith("/resources/img_key_2")]
+    assert len(downloads) == 1
+    assert len(msg.media) == 1

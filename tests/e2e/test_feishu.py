@@ -175,3 +175,24 @@ async def test_ready_reports_a_rejected_long_connection(
         frame_id = await fs.push_event(message_event("now connected"))
         await fs.wait_until(lambda: frame_id in fs.acks, 10)
         assert gw.readiness() == []
+
+
+async def test_redelivery_after_a_restart_is_not_answered_again(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    loaded = feishu_config(home, llm, fs, **webhook_overrides())
+    event = message_event("remember me across restarts")
+    async with running_gateway(loaded) as gw:
+        sender = EventSender(gw.base_url + WEBHOOK_PATH, ENCRYPT_KEY)
+        assert (await sender.post(event))[0] == 200
+        await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
+    async with running_gateway(loaded) as gw:  # a new process: only the inbox remembers
+        sender = EventSender(gw.base_url + WEBHOOK_PATH, ENCRYPT_KEY)
+        assert (await sender.post(event))[0] == 200
+        assert (await sender.post(message_event("a new question")))[0] == 200
+        await fs.wait_until(lambda: len(fs.sent) >= 2, 10)
+    assert [s.text for s in fs.sent] == [
+        "echo: remember me across restarts",
+        "echo: a new question",
+    ]
+    assert len(llm.requests) == 2
