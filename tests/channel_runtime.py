@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 from aiohttp import web
@@ -93,8 +93,6 @@ async def channel_runtime(channel: Channel, media_dir: Path) -> AsyncIterator[Te
     finally:
         await channel.stop()
         consumer.cancel()
-        try:
+        with suppress(asyncio.CancelledError):
             await consumer
-        except asyncio.CancelledError:
-            pass
         await runner.cleanup()

@@ -199,3 +199,8 @@ async def spawn_gateway(config: dict[str, Any], home: Path, env: dict[str, str])
         await proc.wait()
         raise
     return GatewayProcess(proc, bound, lines, reader)
+
+
+def conversation(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages of an LLM request without system messages (AGENT.md etc.)."""
+    return [m for m in body["messages"] if m["role"] != "system"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import PICOBOT, child_env, spawn_gateway
+from tests.support import PICOBOT, child_env, conversation, spawn_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ async def test_agent_one_shot_prints_reply_and_keeps_chat(home: Path, llm: FakeO
         code, out, _ = await _agent(gw.ws_url, env, "-m", "again")
         assert code == 0
         assert out == "echo: again\n"
-        assert [m["content"] for m in llm.requests[-1]["messages"]] == [
+        assert [m["content"] for m in conversation(llm.requests[-1])] == [
             "hi there",
             "Hello from the fake model.",
             "again",

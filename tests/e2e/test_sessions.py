@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import conversation, make_config, running_gateway, ws_client
 
 
 async def test_restart_keeps_session_and_history(home: Path, llm: FakeOpenAI) -> None:
@@ -18,10 +18,10 @@ async def test_restart_keeps_session_and_history(home: Path, llm: FakeOpenAI) ->
     async with running_gateway(loaded) as gw, ws_client(gw) as client:
         listing = await client.ask("/sessions")
         assert "chat-1" in listing
-        assert "2 messages" in listing
+        assert "3 messages" in listing  # AGENT.md, question, answer
         assert await client.ask("what is my name?") == "Your name is Ada."
 
-    history = [(m["role"], m["content"]) for m in llm.requests[-1]["messages"]]
+    history = [(m["role"], m["content"]) for m in conversation(llm.requests[-1])]
     assert history == [
         ("user", "my name is Ada"),
         ("assistant", "Nice to meet you, Ada."),
@@ -38,7 +38,7 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
         await client.ask("second session message")
         listing = await client.ask("/sessions")
         assert '* 2. chat-1#2 "Research"' in listing
-        assert "  1. chat-1 — 2 messages" in listing
+        assert "  1. chat-1 — 3 messages" in listing
 
         assert "Switched to session chat-1." in await client.ask("/use 1")
         assert "Renamed session chat-1" in await client.ask("/rename Intro")
@@ -47,7 +47,7 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
 
         # the model sees only the active session's history
         await client.ask("back in the first")
-        assert [m["content"] for m in llm.requests[-1]["messages"]] == [
+        assert [m["content"] for m in conversation(llm.requests[-1])] == [
             "first session message",
             "echo: first session message",
             "back in the first",
@@ -56,7 +56,7 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
         reply = await client.ask("/archive")
         assert "Archived session chat-1; now in new session chat-1#3" in reply
         listing = await client.ask("/sessions")
-        assert '1. chat-1 "Intro" — 4 messages [archived]' in listing
+        assert '1. chat-1 "Intro" — 5 messages [archived]' in listing
         assert "* 3. chat-1#3" in listing
 
         assert "Deleted session chat-1#2." in await client.ask("/delete 2")

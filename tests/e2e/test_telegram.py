@@ -53,7 +53,9 @@ async def test_a_text_message_is_answered_in_the_chat(
     assert request["messages"][-1]["content"] == "hello there"
     async with Database(loaded.storage_path) as db:
         rows = await db.read(
-            lambda c: c.execute("SELECT role, content FROM messages ORDER BY seq").fetchall()
+            lambda c: c.execute(
+                "SELECT role, content FROM messages WHERE role != 'system' ORDER BY seq"
+            ).fetchall()
         )
     assert [(r["role"], r["content"]) for r in rows] == [
         ("user", "hello there"),

@@ -32,9 +32,9 @@ async def test_calculator_turn_persists_in_real_order(home: Path, llm: FakeOpenA
             ).fetchall()
         )
     roles = [r["role"] for r in rows]
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    assert rows[0]["content"] == "what is 6*7? use the calculator"
-    call = json.loads(rows[1]["tool_calls"])[0]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]  # AGENT.md first
+    assert rows[1]["content"] == "what is 6*7? use the calculator"
+    call = json.loads(rows[2]["tool_calls"])[0]
     assert call["name"] == "calculator"
-    assert rows[2]["tool_call_id"] == call["id"]
-    assert rows[3]["content"] == "6 times 7 is 42."
+    assert rows[3]["tool_call_id"] == call["id"]
+    assert rows[4]["content"] == "6 times 7 is 42."

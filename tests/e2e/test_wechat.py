@@ -54,7 +54,7 @@ async def test_a_wechat_message_gets_one_reply_with_its_context_token(
         async with Database(loaded.storage_path) as db:
             rows = await db.read(
                 lambda c: c.execute(
-                    "SELECT role, content FROM messages WHERE session_id = ? ORDER BY seq",
+                    "SELECT role, content FROM messages WHERE session_id = ? AND role != 'system' ORDER BY seq",
                     (f"wechat:{ALICE}",),
                 ).fetchall()
             )
