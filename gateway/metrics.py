@@ -9,6 +9,7 @@ run statuses): never put a chat id, user id or message text in a label.
 
 from __future__ import annotations
 
+import time
 from typing import Final
 
 from prometheus_client import (
@@ -21,7 +22,9 @@ from prometheus_client import (
     generate_latest,
 )
 
-__all__ = ["LATENCY_BUCKETS", "LLM_BUCKETS", "Metrics"]
+from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse
+
+__all__ = ["LATENCY_BUCKETS", "LLM_BUCKETS", "MeteredProvider", "Metrics"]
 
 # Seconds. A turn includes tool calls, so it reaches minutes.
 LATENCY_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -68,6 +71,12 @@ class Metrics:
             "Duration of one LLM provider call.",
             ["provider", "model"],
             buckets=LLM_BUCKETS,
+            registry=reg,
+        )
+        self._llm_failed = Counter(
+            "picobot_llm_failures",
+            "LLM provider calls that raised (after the provider's own retries).",
+            ["provider"],
             registry=reg,
         )
         self._tokens = Counter(
@@ -127,6 +136,9 @@ class Metrics:
         if output > 0:
             self._tokens.labels(model=model, direction="output").inc(output)
 
+    def llm_failed(self, provider: str) -> None:
+        self._llm_failed.labels(provider=provider).inc()
+
     def scheduler_run(self, status: str) -> None:
         self._scheduler.labels(status=status).inc()
 
@@ -155,3 +167,32 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its Content-Type, for GET /metrics."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class MeteredProvider:
+    """An `LLMProvider` that reports each call's latency, tokens and failures.
+
+    The agent never imports the gateway (DESIGN §3), so the composition root
+    wraps each provider instead: `MeteredProvider(provider, metrics)`.
+    """
+
+    def __init__(self, inner: LLMProvider, metrics: Metrics) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._metrics = metrics
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        started = time.monotonic()
+        try:
+            response = await self.inner.complete(request, on_delta)
+        except Exception:
+            self._metrics.llm_failed(self.name)
+            raise
+        self._metrics.llm_latency(self.name, request.model, time.monotonic() - started)
+        if response.usage is not None:
+            usage = response.usage
+            self._metrics.tokens(request.model, usage.input_tokens, usage.output_tokens)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
