@@ -26,6 +26,7 @@ from agent.providers import create_provider
 from agent.providers.base import LLMProvider, ProviderSettings
 from agent.tools.base import ToolRegistry, ToolSettings
 from agent.tools.builtin import build_registry
+from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, ChannelSettings, HttpMount, StateStore
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
@@ -37,7 +38,9 @@ from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
+from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.sessions import SessionManager
+from scheduler.service import Scheduler
 from storage import channel_state
 from storage.db import Database
 
@@ -153,6 +156,7 @@ class Gateway:
         self.dispatcher: OutboundDispatcher | None = None
         self.processor: InboundProcessor | None = None
         self.compactor: Compactor | None = None
+        self.scheduler: Scheduler | None = None
 
     @property
     def base_url(self) -> str:
@@ -167,6 +171,8 @@ class Gateway:
             reasons.append("storage: not open")
         if not self.started.is_set():
             reasons.append("gateway: starting")
+        elif self.scheduler is not None and not self.scheduler.running:
+            reasons.append("scheduler: not running")
         return reasons
 
     async def run(self) -> None:
@@ -194,8 +200,14 @@ class Gateway:
                 http_allow_private=cfg.tools.http.allow_private,
             )
             registry = build_registry(
-                tool_settings, cfg.time.timezone, cfg.tools.disabled, cfg.tools.timeout_secs
+                tool_settings,
+                cfg.time.timezone,
+                cfg.tools.disabled,
+                cfg.tools.timeout_secs,
+                other_known=["scheduler_manage"],
             )
+            if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
+                registry.register(SchedulerManageTool())
             enabled = cfg.channels.enabled()
             profiles = {
                 c.name: build_profile(
@@ -240,6 +252,19 @@ class Gateway:
                 max_pending=cfg.gateway.max_pending_per_session,
             )
             self.sessions = sessions
+            waiters = TurnWaiters()
+            sessions.on_turn_done = waiters.turn_done
+            scheduler: Scheduler | None = None
+            if cfg.scheduler.enabled:
+                scheduler = Scheduler(
+                    cfg.scheduler,
+                    db,
+                    PipelineHost(self.bus, dispatcher, waiters),
+                    default_zone=cfg.time.zone,
+                    on_run_status=self.metrics.scheduler_run,
+                )
+                execution.scheduler = scheduler
+            self.scheduler = scheduler
             compactor = Compactor(db, sessions, dispatcher.wake)
             self.compactor = compactor
             execution.after_turn = compactor.after_turn
@@ -280,6 +305,8 @@ class Gateway:
                 services.append(tg.create_task(compactor.run(), name="compactor"))
                 await processor.recover()
                 services.append(tg.create_task(processor.run(), name="inbound-processor"))
+                if scheduler is not None:
+                    await scheduler.start()
                 self.started.set()
                 log.info("gateway_started", host=cfg.gateway.host, port=self.port, channels=names)
                 await self._stop.wait()
@@ -293,6 +320,10 @@ class Gateway:
         assert self.dispatcher is not None
         deadline = time.monotonic() + self.config.gateway.shutdown_timeout_secs
         log.info("gateway_stopping")
+        if self.scheduler is not None:
+            await self.scheduler.stop(
+                grace_secs=min(5.0, self.config.gateway.shutdown_timeout_secs / 3)
+            )
         self.bus.close()
         try:
             async with asyncio.timeout(max(0.1, deadline - time.monotonic())):

@@ -173,6 +173,12 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from gateway.cli_jobs import run_jobs_command
+
+    return asyncio.run(run_jobs_command(args, _load(args)))
+
+
 def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
@@ -241,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     ob_retry = ob_sub.add_parser("retry", help="queue a failed row again")
     ob_retry.add_argument("id", type=int)
     ob.set_defaults(func=cmd_outbox)
+
+    from gateway.cli_jobs import add_jobs_parser
+
+    add_jobs_parser(sub)
+    sub.choices["jobs"].add_argument("--config", help="config file")
+    sub.choices["jobs"].set_defaults(func=cmd_jobs)
 
     channels = with_config(sub.add_parser("channels", help="channel set-up"))
     ch_sub = channels.add_subparsers(dest="action", required=True)

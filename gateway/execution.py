@@ -31,7 +31,7 @@ from agent.providers.base import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
-from agent.tools.base import ToolContext, ToolRegistry, ToolSettings
+from agent.tools.base import SchedulerService, ToolContext, ToolRegistry, ToolSettings
 from gateway.bus import ChannelEvent, EventKind, InboundMessage, MediaKind, OutboundMessage
 from gateway.config import CompactionConfig
 from storage import inbox, messages, outbox, sessions
@@ -175,6 +175,7 @@ class ExecutionService:
         self.after_turn = after_turn
         self.show_tool_results = show_tool_results
         self.turn_latency: Callable[[str, float], None] | None = None
+        self.scheduler: SchedulerService | None = None
 
     async def run_turn(
         self, items: Sequence[WorkItem], *, stop_requested: Callable[[], bool]
@@ -182,12 +183,16 @@ class ExecutionService:
         first = items[0].message
         channel, chat_id = first.channel, first.chat_id
         run_id = uuid.uuid4().hex[:12]
-        profile = self.profiles[channel]
+        inbox_ids = [i.inbox_id for i in items]
+        profile = self.profiles.get(channel)
+        if profile is None:  # e.g. a job targeting a channel that is not enabled
+            log.error("turn_for_unknown_channel", channel=channel, chat_id=chat_id)
+            await self.db.write(lambda c: inbox.mark_done(c, inbox_ids))
+            return TurnOutcome(ok=False, error=f"no enabled channel named {channel!r}")
         sched: dict[str, Any] = first.metadata.get("scheduler") or {}
         silent = bool(sched.get("silent"))
         structlog.contextvars.bind_contextvars(channel=channel, run_id=run_id)
         started = time.monotonic()
-        inbox_ids = [i.inbox_id for i in items]
         reply_to = items[-1].message.message_id
         session_id = await self._open_session(items, sched)
         structlog.contextvars.bind_contextvars(session_id=session_id)
@@ -228,6 +233,7 @@ class ExecutionService:
             settings=self.tool_settings,
             message_id=first.message_id,
             run_id=run_id,
+            scheduler=self.scheduler,
         )
         loop = AgentLoop(profile.provider, profile.tools, profile.loop)
         reply: ChatMessage | None = None

@@ -128,6 +128,11 @@ class Scheduler:
         self._state = "running"
         log.debug("scheduler_started", workers=self.config.max_concurrent_runs)
 
+    @property
+    def running(self) -> bool:
+        """Started, not stopped, and no engine or worker task has died."""
+        return self._state == "running" and not any(t.done() for t in self._tasks)
+
     async def stop(self, grace_secs: float = 0.0) -> None:
         """Stop claiming; give running runs `grace_secs` to finish, then cancel them.
 

@@ -1,0 +1,61 @@
+"""The scheduler's view of the gateway (`SchedulerHost`): durable sends and
+agent turns that the caller can await to their end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
+from gateway.execution import TurnOutcome, WorkItem
+from gateway.outbound import OutboundDispatcher
+
+__all__ = ["PipelineHost", "TurnWaiters"]
+
+
+class TurnWaiters:
+    """Futures for turns someone awaits, keyed by (channel, platform message id)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
+
+    def expect(self, message: InboundMessage) -> asyncio.Future[TurnOutcome]:
+        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        self._waiting[(message.channel, message.message_id)] = future
+        return future
+
+    def forget(self, message: InboundMessage) -> None:
+        self._waiting.pop((message.channel, message.message_id), None)
+
+    def turn_done(self, batch: Sequence[WorkItem], outcome: TurnOutcome | None) -> None:
+        result = outcome or TurnOutcome(ok=False, stopped=True, error="the turn was stopped")
+        for item in batch:
+            future = self._waiting.pop((item.message.channel, item.message.message_id), None)
+            if future is not None and not future.done():
+                future.set_result(result)
+
+
+class PipelineHost:
+    def __init__(
+        self, bus: MessageBus, dispatcher: OutboundDispatcher, waiters: TurnWaiters
+    ) -> None:
+        self.bus = bus
+        self.dispatcher = dispatcher
+        self.waiters = waiters
+
+    async def send_message(self, channel: str, chat_id: str, text: str) -> None:
+        await self.dispatcher.enqueue(OutboundMessage(channel, chat_id, text))
+
+    async def run_agent_task(self, message: InboundMessage) -> None:
+        if message.channel not in self.dispatcher.channels:
+            raise ValueError(f"no enabled channel named {message.channel!r}")
+        future = self.waiters.expect(message)
+        try:
+            receipt = await self.bus.submit(message)
+            if receipt is Receipt.DUPLICATE:
+                return  # this run was recorded before (a restart); it is not run twice
+            outcome = await future
+        finally:
+            self.waiters.forget(message)
+        if not outcome.ok:
+            raise RuntimeError(outcome.error or "the agent task failed")
