@@ -326,3 +326,72 @@ async def test_probe_telegram_token(setup: Setup, fake_openai: FakeOpenAI) -> No
         assert code == 1
         assert "rejected (HTTP 401)" in line_of(text, "probe telegram")
         assert "someone-elses-token" not in text
+
+
+class FakeOpenPlatform:
+    """Feishu's tenant-token endpoint and an iLink host: just what doctor calls."""
+
+    def __init__(self) -> None:
+        self.app = web.Application()
+        self.app.router.add_post(
+            "/open-apis/auth/v3/tenant_access_token/internal", self.tenant_token
+        )
+        self.runner = web.AppRunner(self.app, access_log=None)
+        self.base = ""
+
+    async def tenant_token(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body == {"app_id": "cli_doctor", "app_secret": "feishu-secret-0123456789"}:
+            return web.json_response(
+                {"code": 0, "msg": "ok", "tenant_access_token": "t-abc", "expire": 7200}
+            )
+        return web.json_response({"code": 10014, "msg": "app secret invalid"})
+
+    async def __aenter__(self) -> FakeOpenPlatform:
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.base = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.runner.cleanup()
+
+
+async def test_probe_feishu_credentials(setup: Setup, fake_openai: FakeOpenAI) -> None:
+    providers = {"default": {"api_key": "${OPENAI_API_KEY}", "base_url": fake_openai.base_url}}
+    async with FakeOpenPlatform() as platform:
+        feishu = {
+            "enabled": True,
+            "app_id": "cli_doctor",
+            "app_secret": "feishu-secret-0123456789",
+            "domain": platform.base,
+        }
+        setup.write(base_config(providers=providers, channels={"feishu": feishu}))
+        code, text = await setup.run(probe=True)
+        assert code == 0, text
+        assert "issued a tenant token" in line_of(text, "probe feishu")
+
+        feishu["app_secret"] = "feishu-wrong-secret-000"
+        setup.write(base_config(providers=providers, channels={"feishu": feishu}))
+        code, text = await setup.run(probe=True)
+        assert code == 1
+        assert "credentials rejected (code 10014" in line_of(text, "probe feishu")
+        assert "feishu-wrong-secret-000" not in text
+
+
+async def test_probe_wechat_reachability(setup: Setup, fake_openai: FakeOpenAI) -> None:
+    providers = {"default": {"api_key": "${OPENAI_API_KEY}", "base_url": fake_openai.base_url}}
+    creds = setup.home / "wechat" / "credentials.json"
+    creds.parent.mkdir()
+    creds.write_text(json.dumps({"bot_token": "ilink-secret-token"}))
+    async with FakeOpenPlatform() as platform:
+        wechat = {"enabled": True, "base_url": platform.base}
+        setup.write(base_config(providers=providers, channels={"wechat": wechat}))
+        code, text = await setup.run(probe=True)
+    assert code == 0, text
+    assert "is reachable (HTTP 404)" in line_of(text, "probe wechat")
+
+    code, text = await setup.run(probe=True)  # the host is gone now
+    assert code == 1
+    assert "cannot reach" in line_of(text, "probe wechat")
