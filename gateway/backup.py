@@ -166,6 +166,8 @@ def restore_database(backup: Path, db_path: Path, *, force: bool, out: TextIO) -
     """Blocking. Returns where the previous database was kept, if there was one."""
     _check_backup(backup)
     db_path.parent.mkdir(parents=True, exist_ok=True)
+    # Whoever runs this (often root), the gateway's user must own the result.
+    owner = (db_path if db_path.exists() else db_path.parent).stat()
     aside: Path | None = None
     if db_path.exists():
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -177,9 +179,11 @@ def restore_database(backup: Path, db_path: Path, *, force: bool, out: TextIO) -
                 raise
             print("warning: the database is in use; restoring anyway (--force)", file=out)
             _keep_aside(db_path, aside, exclusive=False)
+        _chown_like(aside, owner)
     incoming = db_path.with_name(db_path.name + ".restoring")
     shutil.copyfile(backup, incoming)
     incoming.chmod(0o600)
+    _chown_like(incoming, owner)
     _fsync(incoming)
     # A stale WAL would be replayed onto the restored file and corrupt it.
     for suffix in ("-wal", "-shm", "-journal"):
@@ -187,6 +191,11 @@ def restore_database(backup: Path, db_path: Path, *, force: bool, out: TextIO) -
     os.replace(incoming, db_path)
     _fsync_dir(db_path.parent)
     return aside
+
+
+def _chown_like(path: Path, owner: os.stat_result) -> None:
+    if os.geteuid() == 0 and hasattr(os, "chown"):
+        os.chown(path, owner.st_uid, owner.st_gid)
 
 
 def _check_backup(backup: Path) -> None:

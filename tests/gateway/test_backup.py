@@ -6,6 +6,7 @@ import asyncio
 import functools
 import io
 import itertools
+import os
 import sqlite3
 import subprocess
 import sys
@@ -223,3 +224,24 @@ async def test_restore_replaces_a_damaged_current_database(tmp_path: Path) -> No
     assert counts(db_path)[:3] == (2, 2 * MESSAGES_PER_SESSION, "ok")
     (aside,) = tmp_path.glob("sessions.db.pre-restore-*")
     assert aside.read_bytes() == b"\x00garbage" * 512
+
+
+async def test_restore_keeps_the_owner_of_the_database(tmp_path: Path) -> None:
+    db_path = tmp_path / "sessions.db"
+    backup = tmp_path / "backup.db"
+    await make_db(db_path, 1)
+    assert await run_backup(db_path, backup, out=io.StringIO()) == 0
+    if os.geteuid() == 0:
+        # An operator restoring as root must not leave a root-owned file for the service.
+        expected = (12345, 12346)
+        os.chown(db_path, *expected)
+    else:
+        expected = (os.getuid(), os.getgid())
+
+    assert run_restore(backup, db_path, force=False, out=io.StringIO()) == 0
+
+    restored = db_path.stat()
+    assert (restored.st_uid, restored.st_gid) == expected
+    (aside,) = tmp_path.glob("sessions.db.pre-restore-*")
+    assert (aside.stat().st_uid, aside.stat().st_gid) == expected
+    assert restored.st_mode & 0o777 == 0o600
