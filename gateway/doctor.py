@@ -144,9 +144,9 @@ def _config_findings(loaded: LoadedConfig) -> list[Finding]:
         section, _, rest = where.partition(".")
         name = rest.split(".", 1)[0]
         if (section == "channels" and name not in enabled) or (
-            section == "providers" and name not in used
+            section == "providers" and (name not in used or where.endswith(".api_key"))
         ):
-            continue  # not in use: an unset variable there harms nothing
+            continue  # not in use (harmless), or an api_key: the provider check says it
         message = f"{where} refers to ${{{var}}}, which is not set"
         fix = f"export {var}=… (for the service: put it in /etc/picobot/env)"
         findings.append(problem("config", message, fix))
@@ -308,6 +308,9 @@ def _provider_findings(loaded: LoadedConfig) -> list[Finding]:
             findings.append(ok(check, f"{p.type} at {where}, api_key present"))
         elif _is_loopback(p.base_url):
             findings.append(ok(check, f"{p.type} at {where}, no api_key (a local server)"))
+        elif var := loaded.missing_env.get(f"providers.{name}.api_key"):
+            fix = f"export {var}=… (for the service: put it in /etc/picobot/env)"
+            findings.append(problem(check, f"api_key is empty: ${{{var}}} is not set", fix))
         else:
             var = "ANTHROPIC_API_KEY" if p.type == "anthropic" else "OPENAI_API_KEY"
             fix = f'set providers.{name}.api_key to "${{{var}}}" and export {var}'

@@ -105,11 +105,27 @@ async def test_missing_provider_key_names_the_variable(setup: Setup) -> None:
     code, text = await setup.run()
 
     assert code == 1
-    assert "providers.default.api_key refers to ${OPENAI_API_KEY}, which is not set" in text
     provider = line_of(text, "provider default")
     assert provider.startswith("problem")
-    assert "api_key is empty" in provider
+    assert "api_key is empty: ${OPENAI_API_KEY} is not set" in provider
     assert "export OPENAI_API_KEY" in text
+    assert "1 problem(s) found" in text  # reported once, by the provider check
+
+
+async def test_unset_variable_elsewhere_in_the_config(setup: Setup) -> None:
+    provider = {"api_key": "${OPENAI_API_KEY}", "extra_headers": {"X-Org": "${ORG_ID}"}}
+    setup.write(base_config(providers={"default": provider}))
+    code, text = await setup.run()
+    assert code == 1
+    assert "providers.default.extra_headers.X-Org refers to ${ORG_ID}, which is not set" in text
+
+
+async def test_literal_empty_key_says_which_variable_to_use(setup: Setup) -> None:
+    setup.write(base_config(providers={"default": {"type": "anthropic", "api_key": ""}}))
+    code, text = await setup.run()
+    assert code == 1
+    assert "api_key is empty" in line_of(text, "provider default")
+    assert 'set providers.default.api_key to "${ANTHROPIC_API_KEY}"' in text
 
 
 async def test_local_provider_without_key_is_fine(setup: Setup) -> None:
