@@ -64,6 +64,9 @@ _PAIR_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     ),
 )
 _OUR_HANDLER: Final = "_picobot_handler"
+# Libraries that log every HTTP request at INFO (the LLM SDKs use httpx): shown
+# at debug only, so that info stays one line per turn.
+_CHATTY_LOGGERS: Final = ("httpx",)
 
 
 class _SecretRegistry:
@@ -225,6 +228,10 @@ def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> 
         old.close()
     root.addHandler(handler)
     root.setLevel(numeric)
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(
+            logging.NOTSET if numeric <= logging.DEBUG else logging.WARNING
+        )
 
     structlog.configure(
         processors=[

@@ -31,6 +31,7 @@ def _restore_logging() -> Iterator[None]:
         if handler not in handlers:
             root.removeHandler(handler)
     root.setLevel(level)
+    logging.getLogger("httpx").setLevel(logging.NOTSET)
     structlog.contextvars.clear_contextvars()
     structlog.reset_defaults()
     clear_secrets()
@@ -113,6 +114,19 @@ def test_level_filters_both_structlog_and_stdlib() -> None:
     structlog.get_logger("a").warning("loud")
     logging.getLogger("b").error("louder")
     assert [line["event"] for line in json_lines(out)] == ["loud", "louder"]
+
+
+def test_per_request_library_lines_only_at_debug() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    logging.getLogger("httpx").info("HTTP Request: POST http://x/v1/chat/completions 200")
+    logging.getLogger("httpx").warning("retrying")
+    assert [line["event"] for line in json_lines(out)] == ["retrying"]
+
+    out = io.StringIO()
+    configure_logging("debug", "json", stream=out)
+    logging.getLogger("httpx").info("HTTP Request: POST http://x/v1/chat/completions 200")
+    assert len(json_lines(out)) == 1
 
 
 def test_reconfiguring_replaces_the_handler() -> None:
