@@ -245,3 +245,18 @@ async def test_restore_keeps_the_owner_of_the_database(tmp_path: Path) -> None:
     (aside,) = tmp_path.glob("sessions.db.pre-restore-*")
     assert (aside.stat().st_uid, aside.stat().st_gid) == expected
     assert restored.st_mode & 0o777 == 0o600
+
+
+async def test_restore_onto_a_new_machine(tmp_path: Path) -> None:
+    source = tmp_path / "old" / "sessions.db"
+    backup = tmp_path / "backup.db"
+    await make_db(source, 4)
+    assert await run_backup(source, backup, out=io.StringIO()) == 0
+    db_path = tmp_path / "new-home" / "storage" / "sessions.db"
+
+    out = io.StringIO()
+    assert run_restore(backup, db_path, force=False, out=out) == 0
+
+    assert counts(db_path) == (4, 4 * MESSAGES_PER_SESSION, "ok", len(MIGRATIONS))
+    assert "previous database" not in out.getvalue()  # there was none to keep
+    assert sorted(p.name for p in db_path.parent.iterdir()) == ["sessions.db"]
