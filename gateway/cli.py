@@ -240,23 +240,22 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--force", action="store_true")
     restore.set_defaults(func=cmd_restore)
 
-    ob = with_config(sub.add_parser("outbox", help="inspect or retry undelivered replies"))
+    ob = sub.add_parser("outbox", help="inspect or retry undelivered replies")
     ob_sub = ob.add_subparsers(dest="action", required=True)
-    ob_list = ob_sub.add_parser("list", help="rows not yet sent")
+    ob_list = with_config(ob_sub.add_parser("list", help="rows not yet sent"))
     ob_list.add_argument("--failed", action="store_true", help="only rows that gave up")
-    ob_retry = ob_sub.add_parser("retry", help="queue a failed row again")
+    ob_retry = with_config(ob_sub.add_parser("retry", help="queue a failed row again"))
     ob_retry.add_argument("id", type=int)
     ob.set_defaults(func=cmd_outbox)
 
     from gateway.cli_jobs import add_jobs_parser
 
-    add_jobs_parser(sub)
-    sub.choices["jobs"].add_argument("--config", help="config file")
+    add_jobs_parser(sub, with_config)
     sub.choices["jobs"].set_defaults(func=cmd_jobs)
 
-    channels = with_config(sub.add_parser("channels", help="channel set-up"))
+    channels = sub.add_parser("channels", help="channel set-up")
     ch_sub = channels.add_subparsers(dest="action", required=True)
-    ch_login = ch_sub.add_parser("login", help="log a channel in (wechat: QR code)")
+    ch_login = with_config(ch_sub.add_parser("login", help="log a channel in (wechat: QR code)"))
     ch_login.add_argument("channel")
     channels.set_defaults(func=cmd_channels_login)
     return parser

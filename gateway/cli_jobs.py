@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from datetime import tzinfo
 from typing import Any
 
@@ -23,12 +24,16 @@ from storage.db import Database
 __all__ = ["add_jobs_parser", "run_jobs_command"]
 
 
-def add_jobs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_jobs_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    with_config: Callable[[argparse.ArgumentParser], argparse.ArgumentParser] = lambda p: p,
+) -> None:
+    """`with_config` adds the shared --config option to each subcommand."""
     parser = subparsers.add_parser("jobs", help="list and control scheduler jobs")
     commands = parser.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
-    listing = commands.add_parser("list", help="every job with its state and next run")
+    listing = with_config(commands.add_parser("list", help="every job with its state and next run"))
     listing.add_argument("--json", action="store_true", help="print JSON")
-    show = commands.add_parser("show", help="one job: definition and recent runs")
+    show = with_config(commands.add_parser("show", help="one job: definition and recent runs"))
     show.add_argument("job_id")
     show.add_argument("--runs", type=int, default=20, help="how many recent runs (default 20)")
     for name, text in (
@@ -37,7 +42,7 @@ def add_jobs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         ("resume", "let a paused job fire again (its timing restarts from now)"),
         ("delete", "delete a job created at run time, with its history"),
     ):
-        commands.add_parser(name, help=text).add_argument("job_id")
+        with_config(commands.add_parser(name, help=text)).add_argument("job_id")
 
 
 async def run_jobs_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:

@@ -79,6 +79,11 @@ class RecordingChannel(Channel):
             await self._changed.wait_for(lambda: len(self.sent) >= count)
         return self.sent
 
+    async def wait_attempts(self, count: int, timeout: float = 10.0) -> list[OutboundMessage]:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.attempts) >= count)
+        return self.attempts
+
     def texts(self, chat_id: str | None = None) -> list[str]:
         return [
             s.message.text for s in self.sent if chat_id is None or s.message.chat_id == chat_id
@@ -95,7 +100,9 @@ class RecordingChannel(Channel):
         self.not_ready_reason = "stopped"
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        self.attempts.append(message)
+        async with self._changed:
+            self.attempts.append(message)
+            self._changed.notify_all()
         if self.send_delay:
             await asyncio.sleep(self.send_delay)
         if self.fail_forever is not None:

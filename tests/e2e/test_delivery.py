@@ -1,0 +1,236 @@
+"""Delivery guarantees in-process: dedup, busy-session queueing, /stop, retries,
+head-of-line isolation, reconnect delivery (DESIGN §4: 2, 4, 5, 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.messages import CANCELLED_RESULT
+from channels.base import TransientSendError
+from gateway.bus import Receipt
+from gateway.cli import main as picobot_main
+from storage.db import Database
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.recording_channel import RecordingChannel
+from tests.support import conversation, make_config, running_gateway, ws_client
+
+
+async def _count(db_path: Path, sql: str) -> int:
+    async with Database(db_path) as db:
+        return int(await db.read(lambda c: c.execute(sql).fetchone()[0]))
+
+
+async def test_same_platform_id_three_times_is_one_turn_one_reply(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    channel = RecordingChannel()
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded, extra_channels=[channel]) as gw:
+        receipts = await asyncio.gather(
+            *(channel.submit("c1", "hello", message_id="evt-1") for _ in range(3))
+        )
+        assert sorted(receipts) == [Receipt.ACCEPTED, Receipt.DUPLICATE, Receipt.DUPLICATE]
+        assert await channel.submit("c1", "hello", message_id="evt-1") is Receipt.DUPLICATE
+        await channel.wait_sent(1)
+        assert gw.dispatcher is not None
+        assert await gw.dispatcher.flush(5)
+    assert channel.texts() == ["echo: hello"]
+    assert len(llm.requests) == 1
+    assert await _count(loaded.storage_path, "SELECT COUNT(*) FROM inbox") == 1
+    assert await _count(loaded.storage_path, "SELECT COUNT(*) FROM outbox") == 1
+
+
+async def _busy_session(
+    home: Path, llm: FakeOpenAI, mode: str
+) -> tuple[RecordingChannel, FakeOpenAI]:
+    channel = RecordingChannel()
+    loaded = make_config(home, llm.base_url, gateway={"queue_mode": mode})
+    llm.hold()
+    async with running_gateway(loaded, extra_channels=[channel]):
+        await channel.submit("c1", "first", message_id="m1")
+        await llm.wait_requests(1)  # the first turn is now running
+        await channel.submit("c1", "second", message_id="m2")
+        await channel.submit("c1", "third", message_id="m3")
+        llm.release()
+        await channel.wait_sent(2 if mode == "collect" else 3)
+    return channel, llm
+
+
+async def test_collect_mode_merges_messages_that_arrive_while_busy(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    channel, llm = await _busy_session(home, llm, "collect")
+    assert len(llm.requests) == 2
+    merged = conversation(llm.requests[1])[-1]["content"]
+    assert merged.startswith("[2 messages arrived while you were busy")
+    assert "[1] second" in merged
+    assert "[2] third" in merged
+    replies = [(s.message.reply_to_message_id, s.message.text) for s in channel.sent]
+    assert replies == [("m1", "echo: first"), ("m3", f"echo: {merged}")]
+
+
+async def test_followup_mode_answers_each_message_in_order(home: Path, llm: FakeOpenAI) -> None:
+    channel, llm = await _busy_session(home, llm, "followup")
+    assert [conversation(r)[-1]["content"] for r in llm.requests] == ["first", "second", "third"]
+    replies = [(s.message.reply_to_message_id, s.message.text) for s in channel.sent]
+    assert replies == [("m1", "echo: first"), ("m2", "echo: second"), ("m3", "echo: third")]
+
+
+async def test_pending_cap_answers_instead_of_dropping(home: Path, llm: FakeOpenAI) -> None:
+    channel = RecordingChannel()
+    loaded = make_config(home, llm.base_url, gateway={"max_pending_per_session": 1})
+    llm.hold()
+    async with running_gateway(loaded, extra_channels=[channel]):
+        await channel.submit("c1", "first", message_id="m1")
+        await llm.wait_requests(1)
+        await channel.submit("c1", "second", message_id="m2")  # queued (1 pending)
+        await channel.submit("c1", "third", message_id="m3")  # over the cap
+        refused = await channel.wait_sent(1)
+        assert refused[0].message.reply_to_message_id == "m3"
+        assert "not queued" in refused[0].message.text
+        llm.release()
+        await channel.wait_sent(3)
+    assert sorted(s.message.reply_to_message_id or "" for s in channel.sent) == ["m1", "m2", "m3"]
+
+
+async def test_stop_cancels_a_long_tool_call_and_the_session_goes_on(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": "sleep 30"})
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        slow = await client.send("run the slow thing")
+        await client.recv_type("working")
+        await llm.wait_requests(1)
+        started = asyncio.get_running_loop().time()
+        await client.send("/stop")
+        frame = await client.recv_type("message", timeout=10)
+        assert frame["reply_to"] == slow
+        assert frame["text"].startswith("Stopped.")
+        assert asyncio.get_running_loop().time() - started < 5  # promptly, not after 30 s
+        assert await client.ask("are you there?") == "echo: are you there?"
+    history = conversation(llm.requests[-1])
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "user"]
+    assert history[1]["tool_calls"][0]["function"]["name"] == "bash"
+    assert history[2]["content"] == CANCELLED_RESULT
+    assert history[2]["tool_call_id"] == history[1]["tool_calls"][0]["id"]
+
+
+async def test_stop_when_idle_says_so(home: Path, llm: FakeOpenAI) -> None:
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        assert await client.ask("/stop") == "Nothing is running."
+
+
+async def test_rate_limit_is_honoured_and_delivery_happens_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    channel = RecordingChannel()
+    channel.rate_limit_next(retry_after=1.0)
+    async with running_gateway(make_config(home, llm.base_url), extra_channels=[channel]):
+        await channel.submit("c1", "hi", message_id="m1")
+        sent = await channel.wait_sent(1)
+        first_try = channel.attempts[0]
+    assert len(channel.attempts) == 2
+    assert [s.message.text for s in sent] == ["echo: hi"]
+    assert sent[0].message.outbox_id == first_try.outbox_id
+    assert sent[0].message.attempt == 2
+
+
+async def test_failing_channel_does_not_delay_another(home: Path, llm: FakeOpenAI) -> None:
+    bad, good = RecordingChannel("bad"), RecordingChannel("good")
+    bad.fail_forever = TransientSendError("platform down")
+    loaded = make_config(
+        home,
+        llm.base_url,
+        gateway={"outbound_max_attempts": 3, "outbound_retry_base_secs": 0.05},
+    )
+    async with running_gateway(loaded, extra_channels=[bad, good]) as gw:
+        await bad.submit("b1", "to the broken channel", message_id="b1")
+        await llm.wait_requests(1)
+        loop = asyncio.get_running_loop()
+        timings = []
+        for i in range(5):
+            t0 = loop.time()
+            await good.submit("g1", f"msg {i}", message_id=f"g{i}")
+            sent = await good.wait_sent(i + 1)
+            timings.append(sent[-1].at - t0)
+        assert max(timings) < 2.0  # never waits behind the failing channel's retries
+        await bad.wait_attempts(3)  # three attempts, then it gives up
+        assert gw.dispatcher is not None
+        await gw.dispatcher.flush(5)
+    rows = await _count(
+        loaded.storage_path, "SELECT COUNT(*) FROM outbox WHERE channel='bad' AND state='failed'"
+    )
+    assert rows == 1
+    assert len(bad.attempts) == 3
+    assert good.texts() == [f"echo: msg {i}" for i in range(5)]
+
+
+async def test_permanent_error_is_not_retried_and_cli_can_requeue(
+    home: Path, llm: FakeOpenAI, capsys: Any
+) -> None:
+    channel = RecordingChannel()
+    channel.fail_permanently()
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded, extra_channels=[channel]) as gw:
+        await channel.submit("c1", "hi", message_id="m1")
+        await channel.wait_attempts(1)
+        assert gw.dispatcher is not None
+        await gw.dispatcher.flush(5)
+    assert len(channel.attempts) == 1
+    capsys.readouterr()  # drop the gateway's own log lines
+    config_file = home / "config.json"
+    config_file.write_text(json.dumps({"storage": {"path": str(loaded.storage_path)}}))
+    assert (
+        await asyncio.to_thread(
+            picobot_main, ["outbox", "list", "--failed", "--config", str(config_file)]
+        )
+        == 0
+    )
+    listing = capsys.readouterr().out
+    assert "failed\trec:c1" in listing
+    assert "PermanentSendError: bot was blocked by the user" in listing
+    row_line = next(line for line in listing.splitlines() if "\tfailed\t" in line)
+    row_id = int(row_line.split("\t", 1)[0])
+    assert (
+        await asyncio.to_thread(
+            picobot_main, ["outbox", "retry", str(row_id), "--config", str(config_file)]
+        )
+        == 0
+    )
+    # a gateway started again delivers the re-queued row
+    channel.fail_forever = None
+    async with running_gateway(loaded, extra_channels=[channel]):
+        sent = await channel.wait_sent(1)
+    assert sent[0].message.text == "echo: hi"
+
+
+async def test_reply_waits_for_a_disconnected_client_and_arrives_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.hold()
+    async with running_gateway(make_config(home, llm.base_url)) as gw:
+        async with ws_client(gw, chat_id="roamer") as client:
+            msg_id = await client.send("reply while I'm away")
+            assert (await client.recv_type("ack"))["id"] == msg_id
+        llm.release()
+        assert gw.dispatcher is not None
+        await gw.dispatcher.flush(5)  # the reply is parked: nobody is connected
+        for _ in range(2):  # reconnecting twice: the reply comes once
+            async with ws_client(gw, chat_id="roamer") as client:
+                frames: list[dict[str, Any]] = []
+                try:
+                    while True:
+                        frames.append(await client.recv(timeout=0.5))
+                except TimeoutError:
+                    pass
+                replies = [f for f in frames if f["type"] == "message"]
+                if _ == 0:
+                    assert [(f["reply_to"], f["text"]) for f in replies] == [
+                        (msg_id, "echo: reply while I'm away")
+                    ]
+                else:
+                    assert replies == []
