@@ -121,13 +121,13 @@ class ILinkClient:
         self.base_url = base_url.rstrip("/")
 
     def _headers(self, *, auth: bool) -> dict[str, str]:
-        uin = str(secrets.randbits(32))
         headers = {
             "iLink-App-Id": APP_ID,
             "iLink-App-ClientVersion": str(client_version_code(CLIENT_VERSION)),
-            "X-WECHAT-UIN": base64.b64encode(uin.encode()).decode(),
         }
-        if auth:
+        if auth:  # the login calls carry only the iLink-App-* headers
+            uin = str(secrets.randbits(32))
+            headers["X-WECHAT-UIN"] = base64.b64encode(uin.encode()).decode()
             headers["Content-Type"] = "application/json"
             headers["AuthorizationType"] = "ilink_bot_token"
             if self._token:

@@ -199,6 +199,9 @@ class FakeWechat:
             self.protocol_errors.append(f"{request.path}: iLink-App-Id={h.get('iLink-App-Id')}")
         if h.get("iLink-App-ClientVersion") != EXPECTED_VERSION:
             self.protocol_errors.append(f"{request.path}: bad iLink-App-ClientVersion")
+
+    def _check_auth_headers(self, request: web.Request) -> None:
+        h = request.headers
         try:
             uin = base64.b64decode(h.get("X-WECHAT-UIN", ""), validate=True).decode()
             if not uin.isdigit() or int(uin) >= 2**32:
@@ -211,6 +214,7 @@ class FakeWechat:
     ) -> Handler:
         async def wrapped(request: web.Request) -> web.StreamResponse:
             self._check_common_headers(request)
+            self._check_auth_headers(request)
             h = request.headers
             if h.get("AuthorizationType") != "ilink_bot_token":
                 self.protocol_errors.append(f"{request.path}: AuthorizationType missing")
@@ -239,8 +243,8 @@ class FakeWechat:
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "POST"])
         if request.method == "POST" and self.qr_get_only:
             raise web.HTTPMethodNotAllowed("POST", ["GET"])
-        if "Authorization" in request.headers:
-            self.protocol_errors.append("get_bot_qrcode: sent a bot token")
+        if {"Authorization", "X-WECHAT-UIN"} & set(request.headers):
+            self.protocol_errors.append("get_bot_qrcode: sent bot-call headers")
         self.qr_requests.append((request.method, request.host))
         self._qr_count += 1
         qr_id = f"qr-{self._qr_count}"
@@ -250,6 +254,8 @@ class FakeWechat:
 
     async def _get_qrcode_status(self, request: web.Request) -> web.StreamResponse:
         self._check_common_headers(request)
+        if {"Authorization", "X-WECHAT-UIN"} & set(request.headers):
+            self.protocol_errors.append("get_qrcode_status: sent bot-call headers")
         self.status_requests.append(
             {
                 "host": request.host,
