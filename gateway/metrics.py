@@ -13,7 +13,7 @@ import time
 from typing import Final
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
+    CONTENT_TYPE_PLAIN_0_0_4,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -165,8 +165,14 @@ class Metrics:
 
     # -- exposition ------------------------------------------------------------
     def render(self) -> tuple[bytes, str]:
-        """The Prometheus text exposition and its Content-Type, for GET /metrics."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """The Prometheus text exposition and its Content-Type, for GET /metrics.
+
+        Labelled text format 0.0.4, as prometheus_client's own exporter answers
+        a scraper that does not ask for more: every scraper understands it, and
+        with our legacy-safe names the body is the same. Set the header
+        verbatim: aiohttp's `content_type=` argument rejects a charset.
+        """
+        return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
 
 
 class MeteredProvider:

@@ -17,7 +17,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 def scrape(metrics: Metrics) -> tuple[Samples, dict[str, str]]:
     body, content_type = metrics.render()
-    assert content_type.startswith("text/plain")
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
     samples: Samples = {}
     types: dict[str, str] = {}
     for family in text_string_to_metric_families(body.decode("utf-8")):
