@@ -94,7 +94,7 @@ class UpdatePoller:
             await self._ensure_credentials()
             try:
                 batch = await self._client.get_updates(
-                    cursor, wait_secs=self._hold_secs + _POLL_MARGIN_SECS
+                    cursor, wait_secs=self._hold_secs + min(_POLL_MARGIN_SECS, self._hold_secs)
                 )
             except TimeoutError:
                 continue  # the long poll outlived us: an empty success, same cursor

@@ -323,3 +323,39 @@ async def test_getupdates_errors_retry_then_back_off(tmp_path: Path) -> None:
             [message] = await rt.wait_for_messages(1)
             assert message.text == "recovered"
             await eventually(lambda: channel.ready)
+
+
+async def test_a_long_poll_that_outlives_the_client_timeout_is_an_empty_success(
+    tmp_path: Path,
+) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        fake.stall_updates = 1
+        channel = WechatChannel(make_config(fake, poll_timeout_secs=0.1))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            await fake.add_message(ALICE, "after the stall")
+            [message] = await rt.wait_for_messages(1)
+            assert message.text == "after the stall"
+            assert fake.updates_requests[:2] == ["", ""]  # same cursor, no error
+            assert channel.ready
+
+
+async def test_context_token_survives_a_restart_and_a_replay_never_downgrades_it(
+    tmp_path: Path,
+) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        first = WechatChannel(make_config(fake))
+        async with wechat_runtime(first, tmp_path) as rt1:
+            old = await fake.add_message(ALICE, "m1")
+            await fake.add_message(ALICE, "m2")
+            await rt1.wait_for_messages(2)
+        second = WechatChannel(make_config(fake))
+        async with wechat_runtime(second, tmp_path, dict(rt1.state.values)) as rt2:
+            await second.send(reply("from the stored token"))
+            assert fake.sent[-1].context_token == fake.latest_tokens[ALICE]
+            await fake.replay(old)  # the replay carries m1's older token
+            await rt2.wait_for_messages(1)
+            await second.send(reply("still the newest token", outbox_id=2))
+            assert fake.sent[-1].context_token == fake.latest_tokens[ALICE]
+            assert fake.discarded == []

@@ -65,6 +65,7 @@ class FakeWechat:
         self.stream: list[dict[str, Any]] = []
         self.updates_requests: list[str] = []  # cursors received
         self.scripted_updates: list[dict[str, Any]] = []
+        self.stall_updates = 0  # this many getupdates calls never answer (until shutdown)
         self.sent: list[SentMessage] = []
         self.discarded: list[SentMessage] = []
         self.send_attempts: list[dict[str, Any]] = []
@@ -284,6 +285,11 @@ class FakeWechat:
         self.updates_requests.append(cursor)
         await self._changed_now()
         start = int(cursor.removeprefix("buf-")) if cursor.startswith("buf-") else 0
+        if self.stall_updates > 0:
+            self.stall_updates -= 1
+            async with self._changed:
+                await self._changed.wait_for(lambda: self._closing)
+            return {"ret": 0, "msgs": [], "get_updates_buf": cursor}
         try:
             async with asyncio.timeout(self.hold_secs), self._changed:
                 await self._changed.wait_for(
