@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -134,8 +135,8 @@ def _redact_value(value: Any, *, masked: bool) -> Any:
         }
     if isinstance(value, list | tuple | set | frozenset):
         return [_redact_value(v, masked=masked) for v in value]
-    if isinstance(value, bytes):
-        return MASK if masked else redact_text(repr(value))
+    if isinstance(value, os.PathLike):
+        return MASK if masked else redact_text(str(os.fspath(value)))
     # Any other object is rendered now so that its text is scrubbed too.
     return MASK if masked else redact_text(repr(value))
 

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -223,8 +224,11 @@ def test_unregistered_values_under_plain_keys_are_kept() -> None:
     out = io.StringIO()
     configure_logging("info", "json", stream=out)
     register_secrets(["abc"])  # too short to be treated as a secret
-    structlog.get_logger("a").info("message", text="abc def", input_tokens=12, api_key="")
+    structlog.get_logger("a").info(
+        "message", text="abc def", input_tokens=12, api_key="", path=Path("/var/lib/picobot")
+    )
     (line,) = json_lines(out)
+    assert line["path"] == "/var/lib/picobot"
     assert line["text"] == "abc def"
     assert line["input_tokens"] == 12
     assert line["api_key"] == ""  # an empty value shows it is missing, and leaks nothing
