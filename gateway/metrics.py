@@ -156,9 +156,11 @@ class Metrics:
     def set_active_sessions(self, n: int) -> None:
         self._sessions.set(n)
 
-    def set_outbox(self, pending: int, failed: int) -> None:
+    def set_outbox(self, pending: int, failed: int, parked: int = 0) -> None:
+        """Undelivered rows: pending (to send), failed (gave up), parked (recipient offline)."""
         self._outbox.labels(state="pending").set(pending)
         self._outbox.labels(state="failed").set(failed)
+        self._outbox.labels(state="parked").set(parked)
 
     def set_channel_ready(self, channel: str, ready: bool) -> None:
         self._ready.labels(channel=channel).set(1 if ready else 0)

@@ -90,7 +90,7 @@ def test_gauges_hold_the_last_value() -> None:
     m.set_queue_depth("inbound", 2)
     m.set_queue_depth("outbound", 9)
     m.set_active_sessions(4)
-    m.set_outbox(pending=7, failed=1)
+    m.set_outbox(pending=7, failed=1, parked=3)
     m.set_channel_ready("telegram", True)
     m.set_channel_ready("feishu", True)
     m.set_channel_ready("feishu", False)
@@ -101,6 +101,7 @@ def test_gauges_hold_the_last_value() -> None:
     assert value(samples, "picobot_active_sessions") == 4
     assert value(samples, "picobot_outbox_rows", state="pending") == 7
     assert value(samples, "picobot_outbox_rows", state="failed") == 1
+    assert value(samples, "picobot_outbox_rows", state="parked") == 3
     assert value(samples, "picobot_channel_ready", channel="telegram") == 1
     assert value(samples, "picobot_channel_ready", channel="feishu") == 0
 
