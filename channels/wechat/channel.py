@@ -160,8 +160,7 @@ class WechatChannel(Channel):
         task, self._poll_task = self._poll_task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait([task])  # our own cancellation still propagates
         if self._typing is not None:
             await self._typing.close()
         if self._client is not None and self.ready:

@@ -118,8 +118,8 @@ class MediaFetcher:
     async def fetch(self, item: dict[str, Any], stem: str) -> MediaRef:
         """`item` is one entry of a message's item_list (type 2 or 4)."""
         kind_type = item.get("type")
-        sub = item.get("image_item" if kind_type == ITEM_IMAGE else "file_item") or {}
-        media = sub.get("media") or {}
+        sub = item.get("image_item" if kind_type == ITEM_IMAGE else "file_item")
+        media = sub.get("media") if isinstance(sub, dict) else None
         if not isinstance(sub, dict) or not isinstance(media, dict):
             raise MediaError("malformed media item")
         key_text = str(sub.get("aeskey") or media.get("aes_key") or "")

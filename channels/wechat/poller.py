@@ -64,10 +64,16 @@ class UpdatePoller:
         self._expired = watch.current is not None and watch.current.expired
 
     async def run(self) -> None:
-        try:
-            await self._loop()
-        except BusClosed:
-            log.info("wechat poller stopped: the gateway is shutting down", channel=self._name)
+        while True:
+            try:
+                await self._loop()
+            except BusClosed:
+                log.info("wechat poller stopped: the gateway is shutting down", channel=self._name)
+                return
+            except Exception as exc:  # a bug or a body we cannot read: log, pause, go on
+                log.exception("wechat poller failed", channel=self._name)
+                self._set_status(f"WeChat poller failed: {type(exc).__name__}; retrying")
+                await asyncio.sleep(self._config.backoff_secs)
 
     async def _ensure_credentials(self) -> None:
         while self._watch.current is None:
@@ -138,7 +144,11 @@ class UpdatePoller:
         return failures
 
     async def _record(self, raw: dict[str, Any]) -> None:
-        parsed = parse_message(raw)
+        try:
+            parsed = parse_message(raw)
+        except (TypeError, ValueError, AttributeError):
+            log.warning("wechat message malformed: skipped", channel=self._name)
+            return
         if parsed is None or parsed.key in self._guard:
             return
         if parsed.group_id:

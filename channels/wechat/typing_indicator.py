@@ -48,8 +48,7 @@ class TypingIndicator:
             await asyncio.wait_for(asyncio.shield(task), _STOP_TIMEOUT_SECS)
         except TimeoutError:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait([task])
 
     async def close(self) -> None:
         """Cancel every loop (channel stop): no goodbye requests."""
@@ -57,9 +56,8 @@ class TypingIndicator:
         self._tasks.clear()
         for task, _ in entries:
             task.cancel()
-        for task, _ in entries:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if entries:
+            await asyncio.wait([task for task, _ in entries])
 
     async def _ticket(self, user_id: str) -> str | None:
         ticket = self._tickets.get(user_id)

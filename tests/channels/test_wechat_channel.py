@@ -359,3 +359,17 @@ async def test_context_token_survives_a_restart_and_a_replay_never_downgrades_it
             await second.send(reply("still the newest token", outbox_id=2))
             assert fake.sent[-1].context_token == fake.latest_tokens[ALICE]
             assert fake.discarded == []
+
+
+async def test_malformed_messages_are_skipped_and_polling_goes_on(tmp_path: Path) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        channel = WechatChannel(make_config(fake))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            await fake.add_message(ALICE, items=[{"type": 1, "text_item": "not an object"}])
+            await fake.add_message(ALICE, items=[{"type": 2, "image_item": "nor this"}])
+            await fake.add_message(ALICE, "fine")
+            messages = await rt.wait_for_messages(2)
+            assert [m.text for m in messages] == ["[image could not be downloaded]", "fine"]
+            await eventually(lambda: rt.state.values.get(CURSOR_KEY) == "buf-3")
+            assert channel.ready
