@@ -146,6 +146,7 @@ class GatewayProcess:
     port: int
     lines: list[dict[str, Any]]
     _reader: asyncio.Task[None]
+    _changed: asyncio.Condition
 
     @property
     def ws_url(self) -> str:
@@ -154,8 +155,14 @@ class GatewayProcess:
     def events(self, name: str) -> list[dict[str, Any]]:
         return [line for line in self.lines if line.get("event") == name]
 
-    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        if self.proc.returncode is None:
+    async def wait_event(self, name: str, timeout: float = 10) -> dict[str, Any]:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: bool(self.events(name)))
+        return self.events(name)[0]
+
+    async def stop(self, sig: int | None = signal.SIGTERM, timeout: float = 30) -> int:
+        """Send `sig` (None: none, it was sent already) and wait for the exit code."""
+        if sig is not None and self.proc.returncode is None:
             self.proc.send_signal(sig)
         code = await asyncio.wait_for(self.proc.wait(), timeout)
         await asyncio.wait_for(self._reader, 5)
@@ -176,6 +183,7 @@ async def spawn_gateway(config: dict[str, Any], home: Path, env: dict[str, str])
         stderr=asyncio.subprocess.STDOUT,
     )
     lines: list[dict[str, Any]] = []
+    changed = asyncio.Condition()
     port: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     async def read() -> None:
@@ -185,7 +193,9 @@ async def spawn_gateway(config: dict[str, Any], home: Path, env: dict[str, str])
                 line = json.loads(raw)
             except ValueError:
                 line = {"event": "raw", "text": raw.decode(errors="replace")}
-            lines.append(line)
+            async with changed:
+                lines.append(line)
+                changed.notify_all()
             if line.get("event") == "gateway_started" and not port.done():
                 port.set_result(int(line["port"]))
         if not port.done():
@@ -198,7 +208,7 @@ async def spawn_gateway(config: dict[str, Any], home: Path, env: dict[str, str])
         proc.kill()
         await proc.wait()
         raise
-    return GatewayProcess(proc, bound, lines, reader)
+    return GatewayProcess(proc, bound, lines, reader, changed)
 
 
 def conversation(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,156 @@
+"""Crash and shutdown with a real `picobot gateway` process (DESIGN §4: 1, 2, 9)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from storage.db import Database
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import GatewayProcess, child_env, spawn_gateway
+
+pytestmark = pytest.mark.slow
+
+
+def _config(llm: FakeOpenAI, **gateway: Any) -> dict[str, Any]:
+    return {
+        "providers": {
+            "default": {"base_url": llm.base_url, "api_key": "test-key", "max_retries": 0}
+        },
+        "models": {"default": {"model_id": "fake-model"}},
+        "gateway": {"port": 0, "shutdown_timeout_secs": 10, **gateway},
+        "logging": {"format": "json"},
+    }
+
+
+class Client:
+    def __init__(self, ws: websockets.ClientConnection, chat_id: str) -> None:
+        self.ws = ws
+        self.chat_id = chat_id
+        self.replies: list[dict[str, Any]] = []
+
+    @classmethod
+    async def connect(cls, gw: GatewayProcess, chat_id: str) -> Client:
+        ws = await websockets.connect(gw.ws_url)
+        await ws.send(json.dumps({"type": "hello", "chat_id": chat_id}))
+        assert json.loads(await ws.recv())["type"] == "welcome"
+        return cls(ws, chat_id)
+
+    async def send(self, msg_id: str, text: str) -> None:
+        await self.ws.send(json.dumps({"type": "message", "id": msg_id, "text": text}))
+        while True:
+            frame = json.loads(await asyncio.wait_for(self.ws.recv(), 10))
+            if frame["type"] == "ack":
+                assert frame == {"type": "ack", "id": msg_id, "status": "accepted"}
+                return
+
+    async def collect(
+        self, until_replies: int, timeout: float, linger: float = 0.0
+    ) -> list[dict[str, Any]]:
+        """Message frames until `until_replies` arrived (plus `linger` s for extras)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        lingering_until: float | None = None
+        while True:
+            if len(self.replies) >= until_replies and lingering_until is None:
+                lingering_until = loop.time() + linger
+            end = lingering_until if lingering_until is not None else deadline
+            try:
+                raw = await asyncio.wait_for(self.ws.recv(), max(0.01, end - loop.time()))
+            except (TimeoutError, websockets.ConnectionClosed):
+                return self.replies
+            frame = json.loads(raw)
+            if frame["type"] == "message":
+                self.replies.append(frame)
+
+
+async def test_sigkill_mid_flight_then_restart_answers_each_message_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.delay = 2.0
+    env = child_env(home)
+    config = _config(llm)
+    gw = await spawn_gateway(config, home, env)
+    clients = [await Client.connect(gw, f"crash-{i}") for i in range(20)]
+    await asyncio.gather(*(c.send(f"q{i}", f"question {i}") for i, c in enumerate(clients)))
+    await llm.wait_requests(20, timeout=10)  # every turn is waiting on the LLM
+    gw.proc.kill()  # SIGKILL: no clean-up at all
+    assert await gw.proc.wait() == -signal.SIGKILL
+    for c in clients:
+        await c.ws.close()
+
+    gw2 = await spawn_gateway(config, home, env)
+    try:
+        clients = [await Client.connect(gw2, f"crash-{i}") for i in range(20)]
+        results = await asyncio.gather(*(c.collect(1, timeout=20, linger=0.5) for c in clients))
+    finally:
+        assert await gw2.stop() == 0
+    for i, replies in enumerate(results):
+        assert [(r["reply_to"], r["text"]) for r in replies] == [(f"q{i}", f"echo: question {i}")]
+    assert gw2.events("inbox_recovered")[0]["rows"] == 20
+
+    async with Database(home / "storage" / "sessions.db") as db:
+        per_inbox = await db.read(
+            lambda c: c.execute(
+                "SELECT i.platform_id, i.state, COUNT(o.id) FROM inbox i "
+                "LEFT JOIN outbox o ON o.inbox_id = i.id GROUP BY i.id"
+            ).fetchall()
+        )
+        assistants = await db.read(
+            lambda c: c.execute(
+                "SELECT session_id, COUNT(*) FROM messages WHERE role = 'assistant' GROUP BY session_id"
+            ).fetchall()
+        )
+        users = await db.read(
+            lambda c: c.execute("SELECT COUNT(*) FROM messages WHERE role = 'user'").fetchone()[0]
+        )
+    assert len(per_inbox) == 20
+    assert all(state == "done" and n == 1 for _, state, n in per_inbox)
+    assert len(assistants) == 20
+    assert all(n == 1 for _, n in assistants)
+    assert users == 20  # the recovered turns did not store the question twice
+
+
+async def test_sigterm_finishes_turns_flushes_and_exits_zero(home: Path, llm: FakeOpenAI) -> None:
+    llm.delay = 1.0
+    gw = await spawn_gateway(_config(llm), home, child_env(home))
+    clients = [await Client.connect(gw, f"term-{i}") for i in range(5)]
+    await asyncio.gather(*(c.send("m1", f"hello {i}") for i, c in enumerate(clients)))
+    await llm.wait_requests(5)
+    gw.proc.send_signal(signal.SIGTERM)
+    results = await asyncio.gather(*(c.collect(1, timeout=15) for c in clients))
+    assert await gw.stop(sig=None) == 0
+    for i, replies in enumerate(results):
+        assert [r["text"] for r in replies] == [f"echo: hello {i}"]
+    assert gw.events("gateway_stopped")
+    assert not gw.events("shutdown_outbox_not_flushed")
+
+
+async def test_second_signal_exits_at_once_and_nothing_is_lost(home: Path, llm: FakeOpenAI) -> None:
+    llm.hold()
+    env = child_env(home)
+    config = _config(llm)
+    gw = await spawn_gateway(config, home, env)
+    client = await Client.connect(gw, "impatient")
+    await client.send("m1", "are you still there?")
+    await llm.wait_requests(1)
+    gw.proc.send_signal(signal.SIGTERM)
+    await gw.wait_event("gateway_stopping")  # the turn is still held at the LLM
+    gw.proc.send_signal(signal.SIGTERM)
+    assert await gw.stop(sig=None, timeout=5) == 130
+    await client.ws.close()
+    llm.release()
+
+    gw2 = await spawn_gateway(config, home, env)
+    try:
+        client = await Client.connect(gw2, "impatient")
+        replies = await client.collect(1, timeout=15, linger=0.3)
+    finally:
+        assert await gw2.stop() == 0
+    assert [(r["reply_to"], r["text"]) for r in replies] == [("m1", "echo: are you still there?")]
