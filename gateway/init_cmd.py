@@ -3,7 +3,7 @@
 The file is a complete, valid configuration (checked with the real config
 models before it is written) whose secrets are `${ENV_VAR}` placeholders, never
 values: the key itself belongs in the environment (or /etc/picobot/env for the
-service). On a TTY it asks; otherwise it takes flags. It never replaces an
+service). On a TTY without flags it asks; otherwise it takes flags. It never replaces an
 existing file without --force, and the file is created with mode 0600.
 """
 
@@ -104,14 +104,22 @@ def run_init(
     out: TextIO,
     ask: Callable[[str], str] = input,
 ) -> int:
-    """Write the starter config. 0 written, 1 refused or invalid."""
+    """Write the starter config. 0 written, 1 refused or invalid.
+
+    `interactive` (a TTY) asks the questions, unless flags already answer them.
+    """
     path = picobot_home(environ) / "config.json"
     force = bool(getattr(args, "force", False))
     if path.exists() and not force:
         print(f"{path} already exists; not touching it (use --force to replace it)", file=out)
         return 1
     try:
-        answers = _ask_all(args, ask, out) if interactive else _from_flags(args)
+        flags_given = any(
+            getattr(args, name, None)
+            for name in ("provider", "api_key_env", "model", "base_url", "channel")
+        )
+        asking = interactive and not flags_given
+        answers = _ask_all(args, ask, out) if asking else _from_flags(args)
         raw = build_config(*answers)
         # Never write an invalid file. The variables need not be set yet: check
         # the structure with stand-in values.

@@ -155,3 +155,13 @@ def test_bad_flags_write_nothing(tmp_path: Path, argv: tuple[str, ...], message:
     assert run_init(parse(*argv), {"PICOBOT_HOME": str(tmp_path)}, interactive=False, out=out) == 1
     assert message in out.getvalue()
     assert not (tmp_path / "config.json").exists()
+
+
+def test_flags_on_a_terminal_answer_the_questions(tmp_path: Path) -> None:
+    answers = Answers()  # any question would fail: there are no replies
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    args = parse("--provider", "anthropic", "--channel", "websocket")
+    assert run_init(args, env, interactive=True, out=io.StringIO(), ask=answers) == 0
+    assert answers.questions == []
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert raw["providers"]["default"]["type"] == "anthropic"
