@@ -55,6 +55,15 @@ def _cut(text: str, limit: int, what: str) -> str:
     return f"{text[:limit]}\n…[{what} cut: {len(text) - limit} more characters]"
 
 
+def _trimmed(message: ChatMessage, limit: int) -> ChatMessage:
+    return ChatMessage(
+        Role.TOOL,
+        _cut(message.content, limit, "old tool result"),
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+    )
+
+
 class AgentLoop:
     def __init__(self, provider: LLMProvider, tools: ToolRegistry, settings: LoopSettings) -> None:
         self.provider = provider
@@ -64,21 +73,15 @@ class AgentLoop:
     def _context(self, history: Sequence[ChatMessage], turn_start: int) -> list[ChatMessage]:
         """What the model sees: tool results of earlier turns trimmed."""
         limit = self.settings.context_tool_result_trim_chars
-        out: list[ChatMessage] = []
-        if self.settings.system_prompt:
-            out.append(ChatMessage.system(self.settings.system_prompt))
-        for i, message in enumerate(history):
-            if i < turn_start and message.role is Role.TOOL and len(message.content) > limit:
-                trimmed = ChatMessage(
-                    Role.TOOL,
-                    _cut(message.content, limit, "old tool result"),
-                    tool_call_id=message.tool_call_id,
-                    name=message.name,
-                )
-                out.append(trimmed)
-            else:
-                out.append(message)
-        return out
+        prefix = (
+            [ChatMessage.system(self.settings.system_prompt)] if self.settings.system_prompt else []
+        )
+        tool = Role.TOOL
+        older = [
+            _trimmed(m, limit) if m.role is tool and len(m.content) > limit else m
+            for m in history[:turn_start]
+        ]
+        return [*prefix, *older, *history[turn_start:]]
 
     async def run(
         self, history: list[ChatMessage], ctx: ToolContext, observer: TurnObserver
@@ -87,8 +90,9 @@ class AgentLoop:
 
         `history` is extended in place with the messages of this turn.
         """
-        turn_start = max(
-            (i for i, m in enumerate(history) if m.role is Role.USER), default=len(history)
+        turn_start = next(
+            (i for i in range(len(history) - 1, -1, -1) if history[i].role is Role.USER),
+            len(history),
         )
         specs = self.tools.specs()
         s = self.settings

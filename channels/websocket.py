@@ -130,7 +130,9 @@ class WebSocketChannel(Channel):
     # -- inbound -------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         ws = web.WebSocketResponse(
-            max_msg_size=self.config.max_frame_bytes, heartbeat=self.config.heartbeat_secs
+            max_msg_size=self.config.max_frame_bytes,
+            heartbeat=self.config.heartbeat_secs,
+            compress=False,  # small JSON frames: deflate costs more CPU than it saves
         )
         await ws.prepare(request)
         self._all.add(ws)

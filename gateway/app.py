@@ -32,7 +32,7 @@ from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
 from gateway.commands import CommandHandler
 from gateway.config import Config, LoadedConfig
-from gateway.context import Compactor, PromptInjector
+from gateway.context import Compactor
 from gateway.execution import AgentProfile, ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
@@ -40,6 +40,7 @@ from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.sessions import SessionManager
+from gateway.turns import TurnOpener
 from scheduler.service import Scheduler
 from storage import channel_state
 from storage.db import Database
@@ -239,9 +240,7 @@ class Gateway:
                 dispatcher,
                 profiles,
                 tool_settings,
-                prepare_history=PromptInjector(
-                    db, prompt_file, cfg.gateway.agent_prompt_reinject_every
-                ),
+                opener=TurnOpener(db, prompt_file, cfg.gateway.agent_prompt_reinject_every),
                 show_tool_results=cfg.gateway.show_tool_results,
             )
             execution.turn_latency = self.metrics.turn_latency

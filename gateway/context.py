@@ -1,7 +1,7 @@
-"""Context upkeep around turns: AGENT.md injection and background compaction.
+"""Background compaction of conversation histories.
 
-`PromptInjector` decides, before a user message is stored, whether AGENT.md
-goes in first. `Compactor` runs after a turn's reply is on its way: it reads a
+`Compactor` runs after a turn's reply is on its way (AGENT.md injection is part
+of opening a turn: gateway/turns.py). It reads a
 snapshot, asks the provider for a summary (outside any lock: replies are never
 blocked), then commits the new segment while the conversation is between turns,
 carrying over whatever was appended meanwhile. A failed or conflicting
@@ -24,8 +24,6 @@ from agent.compaction import (
     tokens_for_chars,
     trigger_tokens,
 )
-from agent.messages import ChatMessage
-from agent.prompt_file import AgentPromptFile, agent_prompt_message, needs_injection
 from gateway.bus import OutboundMessage
 from gateway.commands import SessionStats
 from gateway.execution import AgentProfile, WorkItem
@@ -35,24 +33,9 @@ from storage.clock import now_iso
 from storage.compaction import CompactionConflict, commit_compaction
 from storage.db import Database
 
-__all__ = ["Compactor", "PromptInjector"]
+__all__ = ["Compactor"]
 
 log = structlog.get_logger(__name__)
-
-
-class PromptInjector:
-    def __init__(self, db: Database, prompt_file: AgentPromptFile, every: int) -> None:
-        self.db = db
-        self.prompt_file = prompt_file
-        self.every = every
-
-    async def __call__(self, session_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
-        record = await self.db.read(lambda c: sessions.get_session(c, session_id))
-        if record is None or not needs_injection(
-            history, record.user_turns, record.prompt_turn, self.every
-        ):
-            return []
-        return [agent_prompt_message(await self.prompt_file.load())]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,14 +15,14 @@ import asyncio
 import sqlite3
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
 from agent.loop import AgentLoop, LoopSettings, TurnObserver
-from agent.messages import ChatMessage, Marker, repair_dangling_tool_calls
+from agent.messages import ChatMessage, Marker
 from agent.providers.base import (
     LLMProvider,
     ProviderAuthError,
@@ -34,7 +34,8 @@ from agent.providers.base import (
 from agent.tools.base import SchedulerService, ToolContext, ToolRegistry, ToolSettings
 from gateway.bus import ChannelEvent, EventKind, InboundMessage, MediaKind, OutboundMessage
 from gateway.config import CompactionConfig
-from storage import inbox, messages, outbox, sessions
+from gateway.turns import TurnOpener
+from storage import inbox, messages, outbox
 from storage.db import Database
 
 __all__ = ["AgentProfile", "ExecutionService", "ReplySink", "WorkItem", "session_base_id"]
@@ -162,8 +163,7 @@ class ExecutionService:
         profiles: Mapping[str, AgentProfile],
         tool_settings: ToolSettings,
         *,
-        prepare_history: Callable[[str, list[ChatMessage]], Awaitable[list[ChatMessage]]]
-        | None = None,
+        opener: TurnOpener,
         after_turn: Callable[[str, str, str, AgentProfile], None] | None = None,
         show_tool_results: bool = False,
     ) -> None:
@@ -171,7 +171,7 @@ class ExecutionService:
         self.sink = sink
         self.profiles = profiles  # by channel name
         self.tool_settings = tool_settings
-        self.prepare_history = prepare_history
+        self.opener = opener
         self.after_turn = after_turn
         self.show_tool_results = show_tool_results
         self.turn_latency: Callable[[str, float], None] | None = None
@@ -194,32 +194,28 @@ class ExecutionService:
         structlog.contextvars.bind_contextvars(channel=channel, run_id=run_id)
         started = time.monotonic()
         reply_to = items[-1].message.message_id
-        session_id = await self._open_session(items, sched)
-        structlog.contextvars.bind_contextvars(session_id=session_id)
-        history = await self.db.read(lambda c: messages.load_active_history(c, session_id))
-        repairs = repair_dangling_tool_calls(history)
-        if repairs:
-            log.warning("transcript_repaired", missing_results=len(repairs))
-            await self.db.write(lambda c: messages.append_messages(c, session_id, repairs, run_id))
-            history.extend(repairs)
-        if not items[0].resume:
-            new: list[ChatMessage] = []
-            if self.prepare_history is not None:
-                new.extend(await self.prepare_history(session_id, history))
+        resume = items[0].resume
+        new: list[ChatMessage] = []
+        if not resume:
             if sched.get("system_prompt"):
                 new.append(
                     ChatMessage.system(str(sched["system_prompt"]), Marker.SCHEDULED_SYSTEM_PROMPT)
                 )
             new.append(build_user_message(items, profile.supports_vision))
-
-            injected = any(m.marker == Marker.AGENT_PROMPT for m in new)
-
-            def record_user(c: sqlite3.Connection) -> None:
-                messages.append_messages(c, session_id, new, run_id, user_turn_prompt=injected)
-                inbox.mark_started(c, inbox_ids, session_id)
-
-            await self.db.write(record_user)
-            history.extend(new)
+        turn = await self.opener.open(
+            channel=channel,
+            chat_id=chat_id,
+            base_id=session_base_id(channel, chat_id),
+            resume_session=items[0].session_id if resume else None,
+            fresh=bool(sched.get("fresh_session")) and not resume,
+            new=new,
+            inbox_ids=inbox_ids,
+            run_id=run_id,
+        )
+        session_id, history = turn.session_id, turn.history
+        structlog.contextvars.bind_contextvars(session_id=session_id)
+        if turn.repaired:
+            log.warning("transcript_repaired", missing_results=turn.repaired)
 
         event = ChannelEvent(EventKind.WORKING, channel, chat_id, session_id, run_id, "", reply_to)
         if not silent:
@@ -249,6 +245,7 @@ class ExecutionService:
                 log.info("turn_checkpointed")  # shutdown: recovery re-runs it
                 raise
             log.info("turn_stopped")
+            self.opener.forget(channel, chat_id)
             await self._finish(
                 items, session_id, run_id, None, STOPPED_REPLY, channel, chat_id, reply_to
             )
@@ -275,6 +272,10 @@ class ExecutionService:
                 "" if outcome.ok else (f"Scheduled task {sched.get('job_id', '?')} failed: {text}")
             )
         await self._finish(items, session_id, run_id, reply, text, channel, target_chat, reply_to)
+        if outcome.ok:
+            self.opener.remember(channel, chat_id, turn)
+        else:
+            self.opener.forget(channel, chat_id)
         elapsed = time.monotonic() - started
         if self.turn_latency is not None:
             self.turn_latency(channel, elapsed)
@@ -282,20 +283,6 @@ class ExecutionService:
         if self.after_turn is not None and outcome.ok:
             self.after_turn(session_id, channel, chat_id, profile)
         return outcome
-
-    async def _open_session(self, items: Sequence[WorkItem], sched: Mapping[str, Any]) -> str:
-        first = items[0]
-        if first.resume and first.session_id:
-            return first.session_id
-        m = first.message
-        base = session_base_id(m.channel, m.chat_id)
-
-        def open_(c: sqlite3.Connection) -> str:
-            if sched.get("fresh_session"):
-                return sessions.create_next_session(c, m.channel, m.chat_id, base).id
-            return sessions.ensure_active_session(c, m.channel, m.chat_id, base).id
-
-        return await self.db.write(open_)
 
     async def _finish(
         self,

@@ -83,7 +83,8 @@ CREATE TABLE outbox (
     created_at           TEXT NOT NULL,
     sent_at              TEXT
 );
-CREATE INDEX outbox_open ON outbox (channel, state, id) WHERE state IN ('pending', 'parked');
+CREATE INDEX outbox_due ON outbox (channel, id) WHERE state = 'pending';
+CREATE INDEX outbox_open ON outbox (channel, chat_id, id) WHERE state IN ('pending', 'parked');
 
 CREATE TABLE channel_state (
     channel     TEXT NOT NULL,

@@ -106,11 +106,11 @@ def due_rows(conn: sqlite3.Connection, channel: str, now: str, limit: int = 200)
     """Pending rows ready to send, oldest first, skipping every chat that has an
     earlier row still waiting (retry delay or parked): per-chat order holds."""
     rows = conn.execute(
-        "SELECT * FROM outbox o WHERE channel = ? AND state = 'pending' "
-        "AND (next_attempt_at IS NULL OR next_attempt_at <= ?) "
+        "SELECT * FROM outbox o WHERE o.channel = ? AND o.state = 'pending' "
+        "AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?) "
         "AND NOT EXISTS (SELECT 1 FROM outbox w WHERE w.channel = o.channel "
-        "AND w.chat_id = o.chat_id AND w.id < o.id AND (w.state = 'parked' OR "
-        "(w.state = 'pending' AND w.next_attempt_at > ?))) ORDER BY id LIMIT ?",
+        "AND w.chat_id = o.chat_id AND w.state IN ('pending', 'parked') AND w.id < o.id "
+        "AND (w.state = 'parked' OR w.next_attempt_at > ?)) ORDER BY o.id LIMIT ?",
         (channel, now, now, limit),
     ).fetchall()
     return [_row(r) for r in rows]

@@ -208,6 +208,9 @@ class OpenAIProvider:
                 default_headers=settings.extra_headers or None,
                 timeout=settings.timeout_secs,
                 max_retries=0,
+                # aiohttp transport: a fraction of httpx's CPU per request, which
+                # is what bounds many concurrent turns on a small machine
+                http_client=openai.DefaultAioHttpClient(timeout=settings.timeout_secs),
             )
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:

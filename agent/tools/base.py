@@ -127,6 +127,7 @@ class ToolResult:
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = (), *, timeout_secs: float = 120.0) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        self._specs: list[ToolSpec] | None = None  # JSON schemas are costly to build
         self.timeout_secs = timeout_secs
         for tool in tools:
             self.register(tool)
@@ -135,6 +136,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} registered twice")
         self._tools[tool.name] = tool
+        self._specs = None
 
     def names(self) -> list[str]:
         return sorted(self._tools)
@@ -150,7 +152,9 @@ class ToolRegistry:
         return ToolRegistry(kept, timeout_secs=self.timeout_secs)
 
     def specs(self) -> list[ToolSpec]:
-        return [self._tools[n].spec() for n in sorted(self._tools)]
+        if self._specs is None:
+            self._specs = [self._tools[n].spec() for n in sorted(self._tools)]
+        return self._specs
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(call.name)

@@ -1,0 +1,40 @@
+"""`make bench`: run the scenarios, write bench/results/*.json, print a summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import fanout, sustained
+from bench.harness import machine, quiet_logs
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+async def main(args: argparse.Namespace) -> None:
+    quiet_logs()
+    RESULTS.mkdir(exist_ok=True)
+    runs = []
+    if args.scenario in ("all", "fanout"):
+        runs.append(await fanout.run(chats=args.chats))
+    if args.scenario in ("all", "sustained"):
+        runs.append(await sustained.run(clients=args.clients, seconds=args.seconds))
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    for result in runs:
+        result.update({"measured_at": stamp, "machine": machine()})
+        (RESULTS / f"{result['scenario']}.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument(
+        "scenario", nargs="?", default="all", choices=["all", "fanout", "sustained"]
+    )
+    parser.add_argument("--chats", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    asyncio.run(main(parser.parse_args()))
