@@ -1,0 +1,126 @@
+"""Providers through the whole gateway: streaming to the WebSocket client,
+retries, an Anthropic tool round trip, per-channel tool narrowing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from storage.db import Database
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support import conversation, make_config, running_gateway, ws_client
+
+
+async def test_streamed_reply_reaches_the_client_as_deltas(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_text("Streaming replies arrive piece by piece for the terminal client.")
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        msg_id = await client.send("stream please")
+        deltas: list[str] = []
+        while True:
+            frame = await client.recv()
+            if frame["type"] == "delta":
+                deltas.append(frame["text"])
+            elif frame["type"] == "message":
+                break
+    assert llm.requests[0]["stream"] is True
+    assert len(deltas) >= 2
+    assert "".join(deltas) == "Streaming replies arrive piece by piece for the terminal client."
+    assert frame["reply_to"] == msg_id
+    assert frame["text"] == "".join(deltas)  # the persisted, final message
+
+
+async def test_rate_limit_then_success_gives_one_reply(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_error(429, headers={"Retry-After": "1"})
+    llm.add_text("made it")
+    loaded = make_config(home, llm.base_url, providers={"default": {"max_retries": 2}})
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        assert await client.ask("hello") == "made it"
+    assert len(llm.requests) == 2
+
+
+async def test_server_errors_end_in_a_clear_message_and_a_whole_transcript(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("calculator", {"expression": "1+1"})
+
+    async def always_500(body: dict[str, object]) -> Reply | None:
+        return Reply(status=500) if len(llm.requests) > 1 else None
+
+    llm.responder = always_500
+    loaded = make_config(
+        home, llm.base_url, providers={"default": {"max_retries": 2, "retry_max_wait_secs": 0.2}}
+    )
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        reply = await client.ask("add one and one")
+    assert reply.startswith("The model provider is unavailable right now")
+    assert "500" not in reply  # no internal detail reaches the chat
+    # the tool round, then the first try and at most max_retries (the wait budget may stop them sooner)
+    assert 3 <= len(llm.requests) <= 4
+    async with Database(loaded.storage_path) as db:
+        rows = await db.read(
+            lambda c: c.execute(
+                "SELECT role, tool_calls, tool_call_id FROM messages WHERE role != 'system' ORDER BY seq"
+            ).fetchall()
+        )
+    assert [r["role"] for r in rows] == ["user", "assistant", "tool"]
+    call_id = json.loads(rows[1]["tool_calls"])[0]["id"]
+    assert rows[2]["tool_call_id"] == call_id  # no tool call is left without its result
+
+
+async def test_anthropic_tool_round_trip_through_the_gateway(home: Path) -> None:
+    async with FakeAnthropic() as claude:
+        claude.add_tool_call("calculator", {"expression": "6*7"}, call_id="toolu_1")
+        claude.add_text("It is 42.")
+        loaded = make_config(
+            home,
+            "http://unused.invalid/v1",
+            providers={
+                "claude": {"type": "anthropic", "base_url": claude.base_url, "api_key": "ak"}
+            },
+            models={"sonnet": {"model_id": "claude-test", "max_tokens": 512}},
+            agents={
+                "default": {"provider": "claude", "model": "sonnet", "system_prompt": "Be brief."}
+            },
+        )
+        async with running_gateway(loaded) as gw, ws_client(gw) as client:
+            assert await client.ask("what is 6*7?") == "It is 42."
+        first, second = claude.requests
+    assert first["model"] == "claude-test"
+    assert first["max_tokens"] == 512
+    assert first["system"].startswith("Be brief.")  # agent extras, then AGENT.md
+    assert any(t["name"] == "calculator" and "input_schema" in t for t in first["tools"])
+    assert first["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "what is 6*7?"}]}
+    ]
+    assert second["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "calculator",
+                "input": {"expression": "6*7"},
+            }
+        ],
+    }
+    assert second["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}],
+    }
+
+
+async def test_channel_tool_filter_narrows_what_the_model_sees(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(
+        home,
+        llm.base_url,
+        channels={
+            "websocket": {"tools": {"allow": ["calculator", "get_time", "bash"], "deny": ["bash"]}}
+        },
+        tools={"disabled": ["get_time"]},
+    )
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.ask("hi")
+    names = [t["function"]["name"] for t in llm.requests[0]["tools"]]
+    assert names == ["calculator"]
+    assert conversation(llm.requests[0])[-1]["content"] == "hi"
