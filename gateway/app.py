@@ -241,7 +241,6 @@ class Gateway:
                 profiles,
                 tool_settings,
                 opener=TurnOpener(db, prompt_file, cfg.gateway.agent_prompt_reinject_every),
-                show_tool_results=cfg.gateway.show_tool_results,
             )
             execution.turn_latency = self.metrics.turn_latency
             sessions = SessionManager(

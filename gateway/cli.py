@@ -86,7 +86,11 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     register_secrets(_secret_values(cfg))
     log = structlog.get_logger("picobot")
     log.info("config_loaded", path=str(loaded.path) if loaded.path else "(built-in defaults)")
+    enabled = cfg.channels.enabled()
     for where, var in loaded.missing_env.items():
+        parts = where.split(".")
+        if parts[0] == "channels" and len(parts) > 1 and parts[1] not in enabled:
+            continue  # a disabled channel's placeholders do not matter
         log.warning("config_env_missing", config_path=where, variable=var)
     try:
         return asyncio.run(_serve(loaded))

@@ -103,7 +103,6 @@ class GatewayConfig(_Model):
     queue_mode: QueueMode = QueueMode.COLLECT
     max_pending_per_session: int = Field(20, ge=1)
     agent_prompt_reinject_every: int = Field(100, ge=0)
-    show_tool_results: bool = False
     inbound_queue_capacity: int = Field(1024, ge=1)
     outbound_max_attempts: int = Field(8, ge=1)
     outbound_retry_base_secs: float = Field(1.0, gt=0)

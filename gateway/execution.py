@@ -165,7 +165,6 @@ class ExecutionService:
         *,
         opener: TurnOpener,
         after_turn: Callable[[str, str, str, AgentProfile], None] | None = None,
-        show_tool_results: bool = False,
     ) -> None:
         self.db = db
         self.sink = sink
@@ -173,7 +172,6 @@ class ExecutionService:
         self.tool_settings = tool_settings
         self.opener = opener
         self.after_turn = after_turn
-        self.show_tool_results = show_tool_results
         self.turn_latency: Callable[[str, float], None] | None = None
         self.scheduler: SchedulerService | None = None
 
