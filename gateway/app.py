@@ -36,13 +36,14 @@ from gateway.context import Compactor
 from gateway.execution import AgentProfile, ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
+from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.sessions import SessionManager
 from gateway.turns import TurnOpener
 from scheduler.service import Scheduler
-from storage import channel_state
+from storage import channel_state, outbox
 from storage.db import Database
 
 __all__ = ["Gateway"]
@@ -185,7 +186,10 @@ class Gateway:
             db = await Database(self.loaded.storage_path).open()
             stack.push_async_callback(db.close)  # closed last
             self.db = db
-            providers = dict(self._providers_override or build_providers(self.loaded))
+            built = dict(self._providers_override or build_providers(self.loaded))
+            providers: dict[str, LLMProvider] = {
+                name: MeteredProvider(p, self.metrics) for name, p in built.items()
+            }
             for provider in providers.values():
                 stack.push_async_callback(provider.aclose)
             workspace = self.loaded.workspace
@@ -272,6 +276,7 @@ class Gateway:
             )
             commands.status_hook = lambda stats, ch: Compactor.status_line(stats, profiles[ch])
             processor = InboundProcessor(self.bus, db, sessions, commands)
+            processor.on_accepted = self.metrics.inbound
             self.processor = processor
 
             app = build_http_app(HttpProbes(self.readiness, self._render_metrics))
@@ -338,7 +343,12 @@ class Gateway:
             except Exception:
                 log.exception("channel_stop_failed", target=channel.name)
 
-    def _render_metrics(self) -> tuple[bytes, str]:
+    async def _render_metrics(self) -> tuple[bytes, str]:
+        if self.db is not None:
+            counts = await self.db.read(outbox.outbox_counts)
+            self.metrics.set_outbox(
+                counts.get("pending", 0), counts.get("failed", 0), counts.get("parked", 0)
+            )
         if self.sessions is not None:
             self.metrics.set_active_sessions(self.sessions.active_conversations)
             self.metrics.set_queue_depth("inbound", self.bus.inbound.qsize())

@@ -5,7 +5,7 @@ their own routes (/ws, /webhooks/...) through `AppMount`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -23,7 +23,7 @@ class HttpProbes:
     """What the probes read from the running gateway."""
 
     readiness: Callable[[], list[str]]  # reasons the gateway is not ready; [] = ready
-    metrics: Callable[[], tuple[bytes, str]]  # (body, content type)
+    metrics: Callable[[], Awaitable[tuple[bytes, str]]]  # (body, content type)
 
 
 class AppMount:
@@ -55,7 +55,7 @@ def build_http_app(probes: HttpProbes) -> web.Application:
         return web.json_response({"status": "ready"})
 
     async def metrics(_request: web.Request) -> web.Response:
-        body, content_type = probes.metrics()
+        body, content_type = await probes.metrics()
         response = web.Response(body=body)
         response.headers["Content-Type"] = content_type
         return response

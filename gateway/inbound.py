@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
+from collections.abc import Callable
 
 import structlog
 
@@ -58,6 +59,7 @@ class InboundProcessor:
         self.commands = commands
         self.accepted = 0
         self.duplicates = 0
+        self.on_accepted: Callable[[str], None] | None = None  # metrics, by channel
 
     async def recover(self) -> int:
         """Re-route inbox rows a previous run left unfinished; returns how many."""
@@ -103,6 +105,8 @@ class InboundProcessor:
                     receipt.set_result(Receipt.DUPLICATE)
                 continue
             self.accepted += 1
+            if self.on_accepted is not None:
+                self.on_accepted(message.channel)
             if receipt is not None and not receipt.done():
                 receipt.set_result(Receipt.ACCEPTED)
             await self._route(WorkItem(outcome, message))

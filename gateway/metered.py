@@ -1,0 +1,35 @@
+"""A provider wrapper that records LLM latency, failures and tokens in Metrics."""
+
+from __future__ import annotations
+
+import time
+
+from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse, ProviderError
+from gateway.metrics import Metrics
+
+__all__ = ["MeteredProvider"]
+
+
+class MeteredProvider:
+    def __init__(self, inner: LLMProvider, metrics: Metrics) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.metrics = metrics
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        started = time.monotonic()
+        try:
+            response = await self.inner.complete(request, on_delta)
+        except ProviderError:
+            self.metrics.llm_failed(self.name)
+            raise
+        finally:
+            self.metrics.llm_latency(self.name, request.model, time.monotonic() - started)
+        if response.usage is not None:
+            self.metrics.tokens(
+                request.model, response.usage.input_tokens, response.usage.output_tokens
+            )
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

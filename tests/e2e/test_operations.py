@@ -1,0 +1,109 @@
+"""Operations through the running gateway: /ready, /metrics, log lines, secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.app import Gateway
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.recording_channel import RecordingChannel
+from tests.support import child_env, make_config, running_gateway, spawn_gateway, ws_client
+
+
+async def _get(gw: Gateway, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.get(f"{gw.base_url}{path}") as resp:
+        return resp.status, await resp.text()
+
+
+async def test_ready_reports_an_unready_channel_and_recovers(home: Path, llm: FakeOpenAI) -> None:
+    channel = RecordingChannel("flaky")
+    async with running_gateway(make_config(home, llm.base_url), extra_channels=[channel]) as gw:
+        assert (await _get(gw, "/ready"))[0] == 200
+        channel.not_ready_reason = "connection lost: reconnecting in 4 s"
+        status, body = await _get(gw, "/ready")
+        assert status == 503
+        assert json.loads(body) == {
+            "status": "not_ready",
+            "reasons": ["channel flaky: connection lost: reconnecting in 4 s"],
+        }
+        assert (await _get(gw, "/health"))[0] == 200  # alive, just not ready
+        channel.not_ready_reason = None
+        assert (await _get(gw, "/ready"))[0] == 200
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+async def test_metrics_after_two_turns(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_text("one", usage=(10, 3))
+    llm.add_text("two", usage=(20, 4))
+    async with running_gateway(make_config(home, llm.base_url)) as gw:
+        async with ws_client(gw) as client:
+            await client.ask("first")
+            await client.ask("second")
+        assert gw.dispatcher is not None
+        await gw.dispatcher.flush(5)
+        status, text = await _get(gw, "/metrics")
+    assert status == 200
+    m = _samples(text)
+    ws = (("channel", "websocket"),)
+    assert m[("picobot_inbound_messages_total", ws)] == 2
+    assert m[("picobot_outbound_sent_total", ws)] == 2
+    assert m[("picobot_turn_duration_seconds_count", ws)] == 2
+    llm_labels = (("model", "fake-model"), ("provider", "default"))
+    assert m[("picobot_llm_request_duration_seconds_count", llm_labels)] == 2
+    assert m[("picobot_llm_tokens_total", (("direction", "input"), ("model", "fake-model")))] == 30
+    assert m[("picobot_llm_tokens_total", (("direction", "output"), ("model", "fake-model")))] == 7
+    assert m[("picobot_outbox_rows", (("state", "pending"),))] == 0
+    assert m[("picobot_channel_ready", ws)] == 1
+
+
+async def test_logs_are_json_with_one_run_id_per_turn_and_no_secrets(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    secret_key = "sk-test-Zq8vN3xR7uTOPSECRET"
+    auth = "tok-Gh5Jk2Lm9Np4QqWs"
+    llm.api_key = secret_key
+    llm.add_tool_call("calculator", {"expression": "2+2"})
+    llm.add_text("4")
+    config: dict[str, Any] = {
+        "providers": {"default": {"base_url": llm.base_url, "api_key": "${MY_LLM_KEY}"}},
+        "models": {"default": {"model_id": "fake-model"}},
+        "gateway": {"port": 0, "auth_token": auth},
+        "logging": {"format": "json", "level": "debug"},
+    }
+    gw = await spawn_gateway(config, home, child_env(home, MY_LLM_KEY=secret_key))
+    try:
+        import websockets
+
+        async with websockets.connect(gw.ws_url) as ws:
+            await ws.send(json.dumps({"type": "hello", "chat_id": "ops", "token": auth}))
+            await ws.recv()
+            await ws.send(json.dumps({"type": "message", "id": "q1", "text": "what is 2+2?"}))
+            while json.loads(await ws.recv())["type"] != "message":
+                pass
+    finally:
+        assert await gw.stop() == 0
+    raw = "\n".join(json.dumps(line) for line in gw.lines)
+    assert secret_key not in raw
+    assert auth not in raw
+    assert not gw.events("raw")  # every line parsed as JSON
+    done = gw.events("turn_done")
+    assert len(done) == 1
+    run_id = done[0]["run_id"]
+    turn_lines = [line for line in gw.lines if line.get("run_id")]
+    assert {line["run_id"] for line in turn_lines} == {run_id}
+    assert all(
+        line.get("session_id") == "ops" and line.get("channel") == "websocket"
+        for line in turn_lines
+    )
