@@ -187,16 +187,20 @@ def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
         return 2
-    from channels.wechat.login import login
+    from channels.wechat import LoginError, login
 
     loaded = _load(args)
 
     async def prompt(question: str) -> str:
         return await asyncio.to_thread(input, question)
 
-    asyncio.run(
-        login(loaded.config.channels.wechat, out=sys.stdout, prompt=prompt, home=loaded.home)
-    )
+    try:
+        asyncio.run(
+            login(loaded.config.channels.wechat, out=sys.stdout, prompt=prompt, home=loaded.home)
+        )
+    except LoginError as exc:
+        print(f"picobot: WeChat login failed: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -234,3 +234,17 @@ async def test_reply_waits_for_a_disconnected_client_and_arrives_once(
                     ]
                 else:
                     assert replies == []
+
+
+async def test_idle_conversations_release_their_workers(home: Path, llm: FakeOpenAI) -> None:
+    channel = RecordingChannel()
+    async with running_gateway(make_config(home, llm.base_url), extra_channels=[channel]) as gw:
+        await asyncio.gather(
+            *(channel.submit(f"chat-{i}", "hi", message_id=f"m{i}") for i in range(50))
+        )
+        await channel.wait_sent(50)
+        assert gw.sessions is not None
+        await asyncio.wait_for(gw.sessions._idle.wait(), 5)
+        assert gw.sessions.active_conversations == 0  # nothing kept per idle chat
+        assert gw.sessions._gates == {}
+        assert len({s.message.chat_id for s in channel.sent}) == 50
