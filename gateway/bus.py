@@ -25,6 +25,7 @@ __all__ = [
     "MessageBus",
     "OutboundMessage",
     "Receipt",
+    "reply_handle",
 ]
 
 
@@ -74,8 +75,16 @@ class InboundMessage:
     mentions: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     received_at: datetime = field(default_factory=_now)
+    # The platform's handle to reply to this message when it differs from the
+    # dedup key `message_id` (Feishu: event id vs. om_ message id).
+    reply_ref: str | None = None
     # Resolved by the gateway once the message is durable (or known duplicate).
     receipt: asyncio.Future[Receipt] | None = field(default=None, compare=False, repr=False)
+
+
+def reply_handle(message: InboundMessage) -> str:
+    """What replies to `message` carry as `reply_to_message_id`."""
+    return message.reply_ref or message.message_id
 
 
 @dataclass(frozen=True, slots=True)

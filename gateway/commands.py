@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from gateway.bus import OutboundMessage
+from gateway.bus import OutboundMessage, reply_handle
 from gateway.execution import WorkItem, session_base_id
 from gateway.sessions import SessionManager
 from storage import inbox, messages, outbox, sessions
@@ -122,7 +122,9 @@ class CommandHandler:
 
         def finish(c: sqlite3.Connection) -> None:
             if text:
-                out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=m.message_id)
+                out = OutboundMessage(
+                    m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m)
+                )
                 outbox.enqueue(c, out, item.inbox_id)
             inbox.mark_done(c, [item.inbox_id])
 

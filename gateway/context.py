@@ -24,7 +24,7 @@ from agent.compaction import (
     tokens_for_chars,
     trigger_tokens,
 )
-from gateway.bus import OutboundMessage
+from gateway.bus import OutboundMessage, reply_handle
 from gateway.commands import SessionStats
 from gateway.execution import AgentProfile, WorkItem
 from gateway.sessions import SessionManager
@@ -174,7 +174,7 @@ class Compactor:
         m = item.message
 
         def finish(c: sqlite3.Connection) -> None:
-            out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=m.message_id)
+            out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
             outbox.enqueue(c, out, item.inbox_id)
             inbox.mark_done(c, [item.inbox_id])
 

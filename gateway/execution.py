@@ -32,7 +32,14 @@ from agent.providers.base import (
     ProviderUnavailable,
 )
 from agent.tools.base import SchedulerService, ToolContext, ToolRegistry, ToolSettings
-from gateway.bus import ChannelEvent, EventKind, InboundMessage, MediaKind, OutboundMessage
+from gateway.bus import (
+    ChannelEvent,
+    EventKind,
+    InboundMessage,
+    MediaKind,
+    OutboundMessage,
+    reply_handle,
+)
 from gateway.config import CompactionConfig
 from gateway.turns import TurnOpener
 from storage import inbox, messages, outbox
@@ -191,7 +198,7 @@ class ExecutionService:
         silent = bool(sched.get("silent"))
         structlog.contextvars.bind_contextvars(channel=channel, run_id=run_id)
         started = time.monotonic()
-        reply_to = items[-1].message.message_id
+        reply_to = reply_handle(items[-1].message)
         resume = items[0].resume
         new: list[ChatMessage] = []
         if not resume:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandHandler, parse_command
 from gateway.execution import WorkItem
 from gateway.sessions import SessionManager
@@ -135,7 +135,7 @@ class InboundProcessor:
         def refuse(c: sqlite3.Connection) -> None:
             outbox.enqueue(
                 c,
-                OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=m.message_id),
+                OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m)),
                 item.inbox_id,
             )
             inbox.mark_done(c, [item.inbox_id])

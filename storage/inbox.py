@@ -59,6 +59,7 @@ def inbound_to_json(message: InboundMessage) -> str:
             "mentions": list(message.mentions),
             "metadata": message.metadata,
             "received_at": message.received_at.isoformat(),
+            "reply_ref": message.reply_ref,
         },
         ensure_ascii=False,
         default=str,
@@ -82,6 +83,7 @@ def inbound_from_json(text: str) -> InboundMessage:
         mentions=tuple(d.get("mentions", ())),
         metadata=d.get("metadata", {}),
         received_at=parse_iso(d["received_at"]),
+        reply_ref=d.get("reply_ref"),
     )
 
 

@@ -183,6 +183,7 @@ class InboundHandler:
             sender_id=parsed.sender_open_id,
             text=text,
             message_id=envelope.event_id,
+            reply_ref=parsed.message_id,  # replies and reactions need the om_ id
             chat_type=parsed.chat_type,
             media=tuple(media),
             reply_to=await self._reply_context(parsed.parent_id),
