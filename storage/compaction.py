@@ -10,19 +10,14 @@ written (another compaction, a reset, a new session segment), it raises
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 
 from agent.messages import ChatMessage
+from storage.messages import INSERT_MESSAGE, message_row
 
 __all__ = ["CompactionConflict", "commit_compaction"]
 
-_INSERT = (
-    "INSERT INTO messages (session_id, seq, segment, role, content, tool_calls, tool_call_id, "
-    "name, reasoning_content, media, marker, usage, run_id, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _COPY = (
     "INSERT INTO messages (session_id, seq, segment, role, content, tool_calls, tool_call_id, "
     "name, reasoning_content, media, marker, usage, run_id, created_at) "
@@ -74,7 +69,7 @@ def commit_compaction(
     seq = next_seq
     for message in new_messages:
         if message.seq is None:
-            conn.execute(_INSERT, _row(session_id, seq, new_segment, message))
+            conn.execute(INSERT_MESSAGE, message_row(session_id, seq, new_segment, message, None))
         else:
             copied = conn.execute(_COPY, (seq, new_segment, session_id, segment, message.seq))
             if copied.rowcount != 1:
@@ -97,24 +92,3 @@ def commit_compaction(
         (new_segment, seq, compacted_at_iso, compacted_at_iso, session_id),
     )
     return new_segment
-
-
-def _row(
-    session_id: str, seq: int, segment: int, message: ChatMessage
-) -> tuple[str | int | None, ...]:
-    return (
-        session_id,
-        seq,
-        segment,
-        message.role.value,
-        message.content,
-        message.tool_calls_json(),
-        message.tool_call_id,
-        message.name,
-        message.reasoning_content,
-        json.dumps(list(message.media)) if message.media else None,
-        message.marker,
-        json.dumps(message.usage.to_dict()) if message.usage else None,
-        None,
-        message.created_at.isoformat(),
-    )

@@ -9,7 +9,42 @@ from collections.abc import Sequence
 from agent.messages import ChatMessage, Role, Usage
 from storage.clock import now_iso, parse_iso
 
-__all__ = ["append_messages", "count_messages", "load_active_history", "load_segment"]
+__all__ = [
+    "INSERT_MESSAGE",
+    "append_messages",
+    "count_messages",
+    "load_active_history",
+    "load_segment",
+    "message_row",
+]
+
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, seq, segment, role, content, tool_calls, tool_call_id, "
+    "name, reasoning_content, media, marker, usage, run_id, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def message_row(
+    session_id: str, seq: int, segment: int, message: ChatMessage, run_id: str | None
+) -> tuple[str | int | None, ...]:
+    """The INSERT_MESSAGE parameters for `message`."""
+    return (
+        session_id,
+        seq,
+        segment,
+        message.role.value,
+        message.content,
+        message.tool_calls_json(),
+        message.tool_call_id,
+        message.name,
+        message.reasoning_content,
+        json.dumps(list(message.media)) if message.media else None,
+        message.marker,
+        json.dumps(message.usage.to_dict()) if message.usage else None,
+        run_id,
+        message.created_at.isoformat(),
+    )
 
 
 def append_messages(
@@ -32,27 +67,7 @@ def append_messages(
     segment, seq, user_turns = row["segment"], row["next_seq"], row["user_turns"]
     seqs: list[int] = []
     for message in messages:
-        conn.execute(
-            "INSERT INTO messages (session_id, seq, segment, role, content, tool_calls, "
-            "tool_call_id, name, reasoning_content, media, marker, usage, run_id, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session_id,
-                seq,
-                segment,
-                message.role.value,
-                message.content,
-                message.tool_calls_json(),
-                message.tool_call_id,
-                message.name,
-                message.reasoning_content,
-                json.dumps(list(message.media)) if message.media else None,
-                message.marker,
-                json.dumps(message.usage.to_dict()) if message.usage else None,
-                run_id,
-                message.created_at.isoformat(),
-            ),
-        )
+        conn.execute(INSERT_MESSAGE, message_row(session_id, seq, segment, message, run_id))
         message.seq = seq
         seqs.append(seq)
         seq += 1
