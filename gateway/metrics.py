@@ -9,7 +9,6 @@ run statuses): never put a chat id, user id or message text in a label.
 
 from __future__ import annotations
 
-import time
 from typing import Final
 
 from prometheus_client import (
@@ -22,9 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse
-
-__all__ = ["LATENCY_BUCKETS", "LLM_BUCKETS", "MeteredProvider", "Metrics"]
+__all__ = ["LATENCY_BUCKETS", "LLM_BUCKETS", "Metrics"]
 
 # Seconds. A turn includes tool calls, so it reaches minutes.
 LATENCY_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -175,32 +172,3 @@ class Metrics:
         verbatim: aiohttp's `content_type=` argument rejects a charset.
         """
         return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
-
-
-class MeteredProvider:
-    """An `LLMProvider` that reports each call's latency, tokens and failures.
-
-    The agent never imports the gateway (DESIGN §3), so the composition root
-    wraps each provider instead: `MeteredProvider(provider, metrics)`.
-    """
-
-    def __init__(self, inner: LLMProvider, metrics: Metrics) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self._metrics = metrics
-
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        started = time.monotonic()
-        try:
-            response = await self.inner.complete(request, on_delta)
-        except Exception:
-            self._metrics.llm_failed(self.name)
-            raise
-        self._metrics.llm_latency(self.name, request.model, time.monotonic() - started)
-        if response.usage is not None:
-            usage = response.usage
-            self._metrics.tokens(request.model, usage.input_tokens, usage.output_tokens)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

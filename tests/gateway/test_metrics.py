@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.messages import ChatMessage, Role, Usage
-from agent.providers.base import DeltaSink, LLMRequest, LLMResponse, ProviderUnavailable
-from gateway.metrics import MeteredProvider, Metrics
+from gateway.metrics import Metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -62,6 +57,8 @@ def test_latency_histograms_and_tokens() -> None:
     m.turn_latency("websocket", 0.3)
     m.turn_latency("websocket", 7.0)
     m.llm_latency("default", "gpt-4o-mini", 1.5)
+    m.llm_failed("default")
+    m.llm_failed("default")
     m.tokens("gpt-4o-mini", 120, 30)
     m.tokens("gpt-4o-mini", 80, 0)
 
@@ -79,6 +76,7 @@ def test_latency_histograms_and_tokens() -> None:
     assert value(samples, "picobot_llm_request_duration_seconds_count", **llm) == 1
     assert value(samples, "picobot_llm_request_duration_seconds_bucket", le="1.0", **llm) == 0
     assert value(samples, "picobot_llm_request_duration_seconds_bucket", le="2.0", **llm) == 1
+    assert value(samples, "picobot_llm_failures_total", provider="default") == 2
     tokens = "picobot_llm_tokens_total"
     assert value(samples, tokens, model="gpt-4o-mini", direction="input") == 200
     assert value(samples, tokens, model="gpt-4o-mini", direction="output") == 30
@@ -116,62 +114,3 @@ def test_every_series_is_prefixed_and_registries_are_private() -> None:
     assert ("picobot_inbound_messages_total", frozenset({("channel", "telegram")})) not in other
     global_names = {family.name for family in REGISTRY.collect()}
     assert "picobot_inbound_messages" not in global_names
-
-
-class ScriptedProvider:
-    """A provider at our own interface: returns or raises what it is given."""
-
-    name = "primary"
-
-    def __init__(self, outcome: LLMResponse | BaseException) -> None:
-        self.outcome = outcome
-        self.closed = False
-        self.requests: list[LLMRequest] = []
-
-    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        self.requests.append(request)
-        if isinstance(self.outcome, BaseException):
-            raise self.outcome
-        return self.outcome
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-REQUEST = LLMRequest(model="gpt-4o-mini", messages=[ChatMessage(Role.USER, "hi")])
-
-
-async def test_metered_provider_reports_latency_and_tokens() -> None:
-    m = Metrics()
-    inner = ScriptedProvider(LLMResponse(content="hello", usage=Usage(12, 5)))
-    provider = MeteredProvider(inner, m)
-
-    response = await provider.complete(REQUEST)
-    await provider.complete(REQUEST)
-    await provider.aclose()
-
-    assert response.content == "hello"
-    assert inner.requests == [REQUEST, REQUEST]
-    assert inner.closed
-    assert provider.name == "primary"
-    samples, _ = scrape(m)
-    labels = {"provider": "primary", "model": "gpt-4o-mini"}
-    assert value(samples, "picobot_llm_request_duration_seconds_count", **labels) == 2
-    tokens = "picobot_llm_tokens_total"
-    assert value(samples, tokens, model="gpt-4o-mini", direction="input") == 24
-    assert value(samples, tokens, model="gpt-4o-mini", direction="output") == 10
-
-
-async def test_metered_provider_counts_failures_but_not_cancellation() -> None:
-    m = Metrics()
-    failing = MeteredProvider(ScriptedProvider(ProviderUnavailable("503 from upstream")), m)
-    with pytest.raises(ProviderUnavailable):
-        await failing.complete(REQUEST)
-    cancelled = MeteredProvider(ScriptedProvider(asyncio.CancelledError()), m)
-    with pytest.raises(asyncio.CancelledError):
-        await cancelled.complete(REQUEST)
-
-    samples, _ = scrape(m)
-    assert value(samples, "picobot_llm_failures_total", provider="primary") == 1
-    # Neither call is a latency sample: only completed calls are timed.
-    assert not any(name == "picobot_llm_request_duration_seconds_count" for name, _ in samples)
