@@ -107,3 +107,46 @@ async def test_logs_are_json_with_one_run_id_per_turn_and_no_secrets(
         line.get("session_id") == "ops" and line.get("channel") == "websocket"
         for line in turn_lines
     )
+
+
+async def test_backup_during_a_running_turn_is_consistent(
+    home: Path, llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    import asyncio
+    import sqlite3
+
+    from gateway.cli import main as picobot_main
+
+    loaded = make_config(home, llm.base_url)
+    config_file = tmp_path / "backup-config.json"
+    config_file.write_text(json.dumps({"storage": {"path": str(loaded.storage_path)}}))
+    target = tmp_path / "copy.db"
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.ask("first turn")
+        llm.hold()
+        await client.send("second turn, held at the model")
+        await llm.wait_requests(2)  # a turn is running: its user message is committed
+        code = await asyncio.to_thread(
+            picobot_main, ["backup", str(target), "--config", str(config_file)]
+        )
+        assert code == 0
+        assert gw.db is not None
+        live = await gw.db.read(
+            lambda c: (
+                c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
+                c.execute("SELECT COUNT(*) FROM messages").fetchone()[0],
+            )
+        )
+        llm.release()
+        await client.recv_type("message")
+    copy = sqlite3.connect(target)
+    try:
+        assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        counted = (
+            copy.execute("SELECT COUNT(*) FROM sessions").fetchone()[0],
+            copy.execute("SELECT COUNT(*) FROM messages").fetchone()[0],
+        )
+    finally:
+        copy.close()
+    assert counted == live
+    assert counted[1] == 4  # AGENT.md, first question and answer, the running turn's question
