@@ -114,11 +114,23 @@ class Connection:
         return msg_id
 
 
+def keep_line_breaks(text: str) -> str:
+    """Chat replies mean their single newlines; Markdown would join the lines.
+    Hard breaks (two trailing spaces) everywhere except inside code fences."""
+    out: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        out.append(line if fenced or not line.strip() else line + "  ")
+    return "\n".join(out)
+
+
 def _print_reply(console: Console, text: str, *, plain: bool) -> None:
     if plain:
         console.print(text, markup=False, highlight=False)
     else:
-        console.print(Markdown(text))
+        console.print(Markdown(keep_line_breaks(text)))
 
 
 async def _await_reply(

@@ -26,12 +26,12 @@ log = structlog.get_logger(__name__)
 
 COMMANDS: Mapping[str, str] = {
     "help": "list the commands",
-    "new": "/new [title]: start a new session and switch to it",
+    "new": "/new [TITLE]: start a new session and switch to it",
     "sessions": "list this chat's sessions",
-    "use": "/use <number|id|title>: switch to another session",
-    "rename": "/rename <title>: rename the current session",
+    "use": "/use N (or an id or title): switch to another session",
+    "rename": "/rename TITLE: rename the current session",
     "archive": "archive the current session and start a new one",
-    "delete": "/delete [number|id]: delete a session (default: the current one) for good",
+    "delete": "/delete [N or id]: delete a session (default: the current one) for good",
     "stop": "cancel the running task",
     "status": "show the current session's size and context use",
     "compact": "compact the current session's history now",
@@ -75,11 +75,11 @@ def _describe(records: list[SessionRecord], active: SessionRecord | None) -> str
         return "No sessions yet in this chat. Send a message to start one."
     lines = ["Sessions in this chat:"]
     for n, r in enumerate(records, 1):
-        mark = "*" if active is not None and r.id == active.id else " "
         title = f' "{r.title}"' if r.title else ""
-        status = " [archived]" if r.status is SessionStatus.ARCHIVED else ""
-        lines.append(f"{mark} {n}. {r.id}{title} — {r.message_count} messages{status}")
-    lines.append("Switch with /use <number>.")
+        status = " (archived)" if r.status is SessionStatus.ARCHIVED else ""
+        current = " ← current" if active is not None and r.id == active.id else ""
+        lines.append(f"{n}. {r.id}{title} — {r.message_count} messages{status}{current}")
+    lines.append("Switch with /use N.")
     return "\n".join(lines)
 
 
@@ -180,7 +180,7 @@ class CommandHandler:
             return _describe(sessions.list_sessions(c, channel, chat_id), active)
         if name == "use":
             if not args:
-                return "Usage: /use <number|id|title> (see /sessions)."
+                return "Usage: /use N, or a session id or title (see /sessions)."
             target = _pick(sessions.list_sessions(c, channel, chat_id), args)
             if target is None:
                 return f"No session {args!r} in this chat. See /sessions."
@@ -190,7 +190,7 @@ class CommandHandler:
             return f"Switched to session {target.id}."
         if name == "rename":
             if not args:
-                return "Usage: /rename <title>."
+                return "Usage: /rename TITLE."
             if active is None:
                 active = sessions.ensure_active_session(c, channel, chat_id, base)
             sessions.rename_session(c, active.id, args)

@@ -37,13 +37,13 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
         assert "Started new session chat-1#2" in await client.ask("/new Research")
         await client.ask("second session message")
         listing = await client.ask("/sessions")
-        assert '* 2. chat-1#2 "Research"' in listing
-        assert "  1. chat-1 — 3 messages" in listing
+        assert '2. chat-1#2 "Research" — 3 messages ← current' in listing
+        assert "1. chat-1 — 3 messages\n" in listing
 
         assert "Switched to session chat-1." in await client.ask("/use 1")
         assert "Renamed session chat-1" in await client.ask("/rename Intro")
         listing = await client.ask("/sessions")
-        assert '* 1. chat-1 "Intro"' in listing
+        assert '1. chat-1 "Intro" — 3 messages ← current' in listing
 
         # the model sees only the active session's history
         await client.ask("back in the first")
@@ -56,8 +56,8 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
         reply = await client.ask("/archive")
         assert "Archived session chat-1; now in new session chat-1#3" in reply
         listing = await client.ask("/sessions")
-        assert '1. chat-1 "Intro" — 5 messages [archived]' in listing
-        assert "* 3. chat-1#3" in listing
+        assert '1. chat-1 "Intro" — 5 messages (archived)\n' in listing
+        assert "3. chat-1#3 — 0 messages ← current" in listing
 
         assert "Deleted session chat-1#2." in await client.ask("/delete 2")
         listing = await client.ask("/sessions")
