@@ -303,7 +303,7 @@ class Gateway:
             async with asyncio.TaskGroup() as tg:
                 sessions.attach(tg)
                 for channel in self.channels:
-                    await channel.start()  # before senders: recovered rows need it
+                    await self._start_channel(channel)  # before senders: recovered rows need it
                 services = dispatcher.start(tg)
                 services.append(tg.create_task(compactor.run(), name="compactor"))
                 await processor.recover()
@@ -317,6 +317,17 @@ class Gateway:
                 for task in services:  # the long-running loops are all that is left
                     task.cancel()
             log.info("gateway_stopped")
+
+    @staticmethod
+    async def _start_channel(channel: Channel) -> None:
+        """A channel that fails to start is reported not ready; the others run."""
+        try:
+            await channel.start()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("channel_start_failed", target=channel.name)
+            channel.not_ready_reason = f"failed to start: {type(exc).__name__}"
 
     async def _shutdown(self) -> None:
         assert self.sessions is not None

@@ -104,6 +104,10 @@ class Compactor:
             try:
                 if job.command is not None:
                     await self._answer(job.command, reply)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the /compact stays unfinished and is retried at next start
+                log.exception("compaction_answer_failed", session_id=job.session_id)
             finally:
                 self._queue.task_done()
 

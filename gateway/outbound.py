@@ -154,19 +154,32 @@ class OutboundDispatcher:
         return True
 
     async def _sender(self, name: str) -> None:
+        """Runs until cancelled; a storage hiccup is logged and retried, never fatal."""
+        failures = 0
+        while True:
+            try:
+                await self._pass(name)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+                log.exception("sender_pass_failed", target=name, failures=failures)
+                await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
+
+    async def _pass(self, name: str) -> None:
         channel = self.channels[name]
         state = self._states[name]
-        while True:
-            state.wake.clear()
-            if state.unpark:
-                chats, state.unpark = sorted(state.unpark), set()
-                await self.db.write(functools.partial(_unpark_all, channel=name, chats=chats))
-            rows = await self.db.read(lambda c: outbox.due_rows(c, name, now_iso()))
-            if not rows:
-                state.drained.set()
-                await self._sleep_until_due(name, state)
-                continue
-            await self._deliver(channel, rows)
+        state.wake.clear()
+        if state.unpark:
+            chats, state.unpark = sorted(state.unpark), set()
+            await self.db.write(functools.partial(_unpark_all, channel=name, chats=chats))
+        rows = await self.db.read(lambda c: outbox.due_rows(c, name, now_iso()))
+        if not rows:
+            state.drained.set()
+            await self._sleep_until_due(name, state)
+            return
+        await self._deliver(channel, rows)
 
     async def _sleep_until_due(self, name: str, state: _SenderState) -> None:
         next_at = await self.db.read(lambda c: outbox.next_due_at(c, name))

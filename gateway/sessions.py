@@ -164,7 +164,10 @@ class SessionManager:
                     finally:
                         conv.turn = None
                 if self.on_turn_done is not None:
-                    self.on_turn_done(batch, outcome)
+                    try:
+                        self.on_turn_done(batch, outcome)
+                    except Exception:
+                        log.exception("turn_done_hook_failed")
         finally:
             conv.worker = None
             if not conv.pending or not self._accepting:

@@ -150,3 +150,20 @@ async def test_backup_during_a_running_turn_is_consistent(
         copy.close()
     assert counted == live
     assert counted[1] == 4  # AGENT.md, first question and answer, the running turn's question
+
+
+class _BrokenChannel(RecordingChannel):
+    async def start(self) -> None:
+        raise RuntimeError("platform rejected the credentials")
+
+
+async def test_a_channel_failing_to_start_leaves_the_rest_running(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    broken = _BrokenChannel("broken")
+    async with running_gateway(make_config(home, llm.base_url), extra_channels=[broken]) as gw:
+        status, body = await _get(gw, "/ready")
+        assert status == 503
+        assert json.loads(body)["reasons"] == ["channel broken: failed to start: RuntimeError"]
+        async with ws_client(gw) as client:
+            assert await client.ask("still there?") == "echo: still there?"
