@@ -21,11 +21,13 @@ async def main(args: argparse.Namespace) -> None:
     if args.scenario in ("all", "fanout"):
         runs.append(await fanout.run(chats=args.chats))
     if args.scenario in ("all", "sustained"):
-        runs.append(await sustained.run(clients=args.clients, seconds=args.seconds))
+        for clients in args.clients:  # 1 client: latency alone; 8: throughput under load
+            runs.append(await sustained.run(clients=clients, seconds=args.seconds))
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     for result in runs:
         result.update({"measured_at": stamp, "machine": machine()})
-        (RESULTS / f"{result['scenario']}.json").write_text(json.dumps(result, indent=2) + "\n")
+        name = result["scenario"] + (f"-{result['clients']}" if "clients" in result else "")
+        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result))
 
 
@@ -35,6 +37,6 @@ if __name__ == "__main__":
         "scenario", nargs="?", default="all", choices=["all", "fanout", "sustained"]
     )
     parser.add_argument("--chats", type=int, default=200)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--seconds", type=float, default=10.0)
     asyncio.run(main(parser.parse_args()))
