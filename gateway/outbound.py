@@ -35,7 +35,6 @@ __all__ = ["Decision", "OutboundDispatcher", "RetryPolicy", "classify_failure"]
 
 log = structlog.get_logger(__name__)
 
-_MARK_EVERY = 16  # sent rows recorded per write (bounds re-sends after a crash)
 _NOTIFY_TIMEOUT = 5.0
 
 
@@ -193,7 +192,9 @@ class OutboundDispatcher:
             pass
 
     async def _deliver(self, channel: Channel, rows: list[outbox.OutboxRow]) -> None:
-        sent: list[int] = []
+        """Send in order; each success is queued for the next group commit at
+        once, so a crash can re-send at most what went out in the last commit."""
+        marks: list[asyncio.Future[None]] = []
         blocked: set[str] = set()
         for row in rows:
             if row.chat_id in blocked:
@@ -207,18 +208,16 @@ class OutboundDispatcher:
                 blocked.add(row.chat_id)
                 await self._record_failure(channel.name, row, exc)
                 continue
-            sent.append(row.id)
+            mark = functools.partial(outbox.mark_sent, ids=[row.id])
+            queued = self.db.submit(mark)
+            if queued is None:
+                await asyncio.shield(self.db.write(mark))
+            else:
+                marks.append(queued)
             if self.metrics is not None:
                 self.metrics.outbound_sent(channel.name)
-            if len(sent) >= _MARK_EVERY:
-                await self._mark_sent(sent)
-                sent = []
-        if sent:
-            await self._mark_sent(sent)
-
-    async def _mark_sent(self, ids: list[int]) -> None:
-        batch = list(ids)
-        await asyncio.shield(self.db.write(lambda c: outbox.mark_sent(c, batch)))
+        if marks:
+            await asyncio.shield(asyncio.gather(*marks))
 
     async def _record_failure(self, name: str, row: outbox.OutboxRow, exc: Exception) -> None:
         decision = classify_failure(exc, row.attempts, self.policy)

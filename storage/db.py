@@ -106,6 +106,18 @@ class Database:
         await self._queue.put(_Job(fn, future))
         return await future
 
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T] | None:
+        """Queue `fn` for the next group commit without waiting; None when the
+        queue is full (then use `write`). Await the future to know it committed."""
+        if self._closed:
+            raise StorageClosed("storage is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        try:
+            self._queue.put_nowait(_Job(fn, future))
+        except asyncio.QueueFull:
+            return None
+        return future
+
     @property
     def pending_writes(self) -> int:
         return self._queue.qsize()

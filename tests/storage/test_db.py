@@ -1,0 +1,68 @@
+"""The storage core: group commits, per-job isolation, schema versions."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from storage.db import Database, SchemaTooNew, StorageClosed
+from storage.migrations import MIGRATIONS
+
+
+def _insert(conn: sqlite3.Connection, key: str) -> None:
+    conn.execute(
+        "INSERT INTO channel_state (channel, key, value, updated_at) VALUES ('t', ?, 'v', 'now')",
+        (key,),
+    )
+
+
+def _keys(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT key FROM channel_state ORDER BY key")]
+
+
+async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(tmp_path: Path) -> None:
+    async with Database(tmp_path / "db.sqlite") as db:
+
+        def failing(conn: sqlite3.Connection) -> None:
+            _insert(conn, "half-done")
+            raise ValueError("boom")
+
+        results = await asyncio.gather(
+            *(db.write(lambda c, k=f"k{i}": _insert(c, k)) for i in range(50)),
+            db.write(failing),
+            return_exceptions=True,
+        )
+        assert isinstance(results[-1], ValueError)
+        assert all(r is None for r in results[:-1])
+        keys = await db.read(_keys)
+    assert keys == sorted(f"k{i}" for i in range(50))  # "half-done" was rolled back alone
+
+
+async def test_submit_queues_without_waiting_and_commits(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with Database(path, write_queue_capacity=2) as db:
+        futures = [db.submit(lambda c, k=f"s{i}": _insert(c, k)) for i in range(3)]
+        assert futures[2] is None  # the bounded queue was full: the caller must `write`
+        await asyncio.gather(*(f for f in futures if f is not None))
+    # committed: visible to a separate connection after close
+    conn = sqlite3.connect(path)
+    try:
+        assert _keys(conn) == ["s0", "s1"]
+    finally:
+        conn.close()
+    with pytest.raises(StorageClosed):
+        await db.write(lambda c: _insert(c, "late"))
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with Database(path) as db:
+        assert db.schema_version == len(MIGRATIONS)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(SchemaTooNew, match="newer than this picobot understands"):
+        await Database(path).open()
