@@ -268,7 +268,7 @@ class ExecutionService:
                 idle = ChannelEvent(
                     EventKind.IDLE, channel, chat_id, session_id, run_id, "", reply_to
                 )
-                await asyncio.shield(self.sink.notify(idle))
+                await self.sink.notify(idle)  # best effort, bounded by its own timeout
         target_chat = chat_id
         if silent:
             notify = sched.get("notify_chat_id")

@@ -9,7 +9,7 @@ run statuses): never put a chat id, user id or message text in a label.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
@@ -113,13 +113,22 @@ class Metrics:
         )
         # Memory, CPU and file descriptors of this process (Linux /proc; empty elsewhere).
         ProcessCollector(namespace="picobot", registry=reg)
+        # labels() hashes and locks on every call; the hot series are looked up once
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     # -- counters ------------------------------------------------------------
     def inbound(self, channel: str) -> None:
-        self._inbound.labels(channel=channel).inc()
+        self._child(self._inbound, channel).inc()
 
     def outbound_sent(self, channel: str) -> None:
-        self._sent.labels(channel=channel).inc()
+        self._child(self._sent, channel).inc()
 
     def outbound_failed(self, channel: str) -> None:
         self._failed.labels(channel=channel).inc()
@@ -141,10 +150,10 @@ class Metrics:
 
     # -- histograms ----------------------------------------------------------
     def turn_latency(self, channel: str, seconds: float) -> None:
-        self._turn.labels(channel=channel).observe(max(0.0, seconds))
+        self._child(self._turn, channel).observe(max(0.0, seconds))
 
     def llm_latency(self, provider: str, model: str, seconds: float) -> None:
-        self._llm.labels(provider=provider, model=model).observe(max(0.0, seconds))
+        self._child(self._llm, provider, model).observe(max(0.0, seconds))
 
     # -- gauges --------------------------------------------------------------
     def set_queue_depth(self, name: str, n: int) -> None:

@@ -216,8 +216,8 @@ class OutboundDispatcher:
                 marks.append(queued)
             if self.metrics is not None:
                 self.metrics.outbound_sent(channel.name)
-        if marks:
-            await asyncio.shield(asyncio.gather(*marks))
+        if marks:  # already queued: they commit even if this task is cancelled
+            await asyncio.gather(*marks)
 
     async def _record_failure(self, name: str, row: outbox.OutboxRow, exc: Exception) -> None:
         decision = classify_failure(exc, row.attempts, self.policy)
