@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 import websockets
 from rich.console import Console
+from rich.live import Live
 from rich.markdown import Markdown
 
 __all__ = ["ClientState", "run_client"]
@@ -133,6 +134,16 @@ def _print_reply(console: Console, text: str, *, plain: bool) -> None:
         console.print(Markdown(keep_line_breaks(text)))
 
 
+class _Working:
+    """Spinner text that shows the elapsed time whenever rich re-renders it."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __rich__(self) -> str:
+        return f"working… {time.monotonic() - self.started:.1f}s"
+
+
 async def _await_reply(
     conn: Connection,
     msg_id: str,
@@ -140,53 +151,68 @@ async def _await_reply(
     *,
     plain: bool,
     reply_timeout: float,
-    spinner: bool,
-) -> str:
-    """Frames until the reply to `msg_id`; other replies are shown as they come."""
-    started = time.monotonic()
-    status = console.status("working…") if spinner else None
+    interactive: bool,
+) -> tuple[str, bool]:
+    """Frames until the reply to `msg_id`; other replies are shown as they come.
+
+    Returns the reply and whether it is already on screen (streamed live)."""
+    status = console.status(_Working()) if interactive else None
+    live: Live | None = None
+    streamed = ""
     if status is not None:
         status.start()
     try:
         async with asyncio.timeout(reply_timeout):
             while True:
-                try:
-                    frame = await asyncio.wait_for(conn.frames.get(), 0.2)
-                except TimeoutError:
-                    if status is not None:
-                        status.update(f"working… {time.monotonic() - started:.1f}s")
-                    continue
+                frame = await conn.frames.get()
                 kind = frame.get("type")
                 if kind == "closed":
                     raise ClientError("the gateway closed the connection")
                 if kind == "error" and frame.get("id") in (msg_id, None):
                     raise ClientError(f"{frame.get('code')}: {frame.get('message')}")
+                if kind == "delta" and interactive:
+                    streamed += str(frame.get("text", ""))
+                    if live is None:
+                        if status is not None:
+                            status.stop()
+                        live = Live(
+                            console=console, refresh_per_second=10, vertical_overflow="visible"
+                        )
+                        live.start()
+                    live.update(Markdown(keep_line_breaks(streamed)))
+                    continue
                 if kind != "message" or not conn.state.first_sight(frame.get("id")):
                     continue
                 conn.state.save()
+                text = str(frame.get("text", ""))
                 if frame.get("reply_to") == msg_id:
-                    return str(frame.get("text", ""))
+                    if live is None:
+                        return text, False
+                    live.update(Markdown(keep_line_breaks(text)))  # the final, persisted text
+                    return text, True
                 if status is not None:
                     status.stop()
-                _print_reply(console, str(frame.get("text", "")), plain=plain)
-                if status is not None:
+                _print_reply(console, text, plain=plain)
+                if status is not None and live is None:
                     status.start()
     except TimeoutError:
         raise ClientError(f"no reply within {reply_timeout:g}s") from None
     finally:
+        if live is not None:
+            live.stop()
         if status is not None:
             status.stop()
 
 
 async def _one_shot(conn: Connection, text: str, reply_timeout: float, out: TextIO) -> int:
     msg_id = await conn.send(text)
-    reply = await _await_reply(
+    reply, _ = await _await_reply(
         conn,
         msg_id,
         Console(file=sys.stderr),
         plain=True,
         reply_timeout=reply_timeout,
-        spinner=False,
+        interactive=False,
     )
     out.write(reply + "\n")
     out.flush()
@@ -219,15 +245,16 @@ async def _interactive(conn: Connection, reply_timeout: float, history_path: Pat
                 console.print(f"{name} — {what}")
         msg_id = await conn.send(line)
         try:
-            reply = await _await_reply(
-                conn, msg_id, console, plain=False, reply_timeout=reply_timeout, spinner=True
+            reply, shown = await _await_reply(
+                conn, msg_id, console, plain=False, reply_timeout=reply_timeout, interactive=True
             )
         except ClientError as exc:
             console.print(f"[red]{exc}[/red]")
             if "closed" in str(exc):
                 return 1
             continue
-        _print_reply(console, reply, plain=False)
+        if not shown:
+            _print_reply(console, reply, plain=False)
 
 
 async def run_client(
