@@ -121,9 +121,10 @@ def keep_line_breaks(text: str) -> str:
     out: list[str] = []
     fenced = False
     for line in text.split("\n"):
-        if line.lstrip().startswith("```"):
+        fence = line.lstrip().startswith("```")
+        if fence:
             fenced = not fenced
-        out.append(line if fenced or not line.strip() else line + "  ")
+        out.append(line if fence or fenced or not line.strip() else line + "  ")
     return "\n".join(out)
 
 

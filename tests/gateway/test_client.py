@@ -1,0 +1,37 @@
+"""The terminal client's pure parts: Markdown line breaks, reply-id memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gateway.client import ClientState, keep_line_breaks
+
+
+def test_single_newlines_survive_markdown_but_code_is_untouched() -> None:
+    text = "Session 1\nSession 2\n\n```\ncode line\nnext\n```\nafter"
+    assert (
+        keep_line_breaks(text) == "Session 1  \nSession 2  \n\n```\ncode line\nnext\n```\nafter  "
+    )
+
+
+def test_chat_id_is_stable_and_replies_are_shown_once_across_runs(tmp_path: Path) -> None:
+    path = tmp_path / "client.json"
+    first = ClientState.load(path)
+    assert first.chat_id.startswith("cli-")
+    assert first.first_sight(7)
+    assert not first.first_sight(7)  # a reply re-sent after a reconnect
+    first.save()
+    again = ClientState.load(path)
+    assert again.chat_id == first.chat_id
+    assert not again.first_sight(7)  # remembered on disk
+    assert again.first_sight(8)
+    assert json.loads(path.read_text())["chat_id"] == first.chat_id
+
+
+def test_a_corrupt_state_file_starts_fresh(tmp_path: Path) -> None:
+    path = tmp_path / "client.json"
+    path.write_text("{not json")
+    state = ClientState.load(path)
+    assert state.chat_id.startswith("cli-")
+    assert json.loads(path.read_text())["chat_id"] == state.chat_id
