@@ -154,3 +154,37 @@ async def test_second_signal_exits_at_once_and_nothing_is_lost(home: Path, llm: 
     finally:
         assert await gw2.stop() == 0
     assert [(r["reply_to"], r["text"]) for r in replies] == [("m1", "echo: are you still there?")]
+
+
+async def test_telegram_gateway_killed_after_a_batch_answers_each_update_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    from tests.fakes.telegram_server import FakeTelegram
+
+    llm.delay = 2.0
+    async with FakeTelegram() as tg:
+        config = _config(llm)
+        config["channels"] = {"websocket": {"enabled": False}, "telegram": tg.settings()}
+        config["gateway"]["outbound_retry_base_secs"] = 0.05
+        env = child_env(home)
+        for n, text in enumerate(("one", "two", "three"), 1):  # three chats: three turns at once
+            await tg.add_message(text, chat_id=100 + n, user_id=100 + n)
+        gw = await spawn_gateway(config, home, env)
+        await llm.wait_requests(3, timeout=15)  # the whole batch is recorded and in flight
+        gw.proc.kill()
+        assert await gw.proc.wait() == -signal.SIGKILL
+        assert tg.sent_texts == []
+
+        gw2 = await spawn_gateway(config, home, env)
+        try:
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 3, timeout=20)
+            await tg.add_message(
+                "four", chat_id=101, user_id=101
+            )  # polling goes on from the offset
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 4, timeout=20)
+        finally:
+            assert await gw2.stop() == 0
+        assert sorted(tg.sent_texts) == sorted(
+            f"echo: {t}" for t in ("one", "two", "three", "four")
+        )
+        assert tg.pending == []
