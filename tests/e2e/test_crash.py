@@ -79,17 +79,20 @@ async def test_sigkill_mid_flight_then_restart_answers_each_message_once(
     gw = await spawn_gateway(config, home, env)
     clients = [await Client.connect(gw, f"crash-{i}") for i in range(20)]
     await asyncio.gather(*(c.send(f"q{i}", f"question {i}") for i, c in enumerate(clients)))
-    await llm.wait_requests(20, timeout=10)  # every turn is waiting on the LLM
+    await llm.wait_requests(20, timeout=30)  # every turn is waiting on the LLM
     gw.proc.kill()  # SIGKILL: no clean-up at all
     assert await gw.proc.wait() == -signal.SIGKILL
     for c in clients:
         await c.ws.close()
 
     gw2 = await spawn_gateway(config, home, env)
+    clients = []
     try:
         clients = [await Client.connect(gw2, f"crash-{i}") for i in range(20)]
-        results = await asyncio.gather(*(c.collect(1, timeout=20, linger=0.5) for c in clients))
+        results = await asyncio.gather(*(c.collect(1, timeout=40, linger=0.5) for c in clients))
     finally:
+        for c in clients:
+            await c.ws.close()
         assert await gw2.stop() == 0
     for i, replies in enumerate(results):
         assert [(r["reply_to"], r["text"]) for r in replies] == [(f"q{i}", f"echo: question {i}")]
@@ -122,10 +125,12 @@ async def test_sigterm_finishes_turns_flushes_and_exits_zero(home: Path, llm: Fa
     gw = await spawn_gateway(_config(llm), home, child_env(home))
     clients = [await Client.connect(gw, f"term-{i}") for i in range(5)]
     await asyncio.gather(*(c.send("m1", f"hello {i}") for i, c in enumerate(clients)))
-    await llm.wait_requests(5)
+    await llm.wait_requests(5, timeout=20)
     gw.proc.send_signal(signal.SIGTERM)
-    results = await asyncio.gather(*(c.collect(1, timeout=15) for c in clients))
+    results = await asyncio.gather(*(c.collect(1, timeout=30) for c in clients))
     assert await gw.stop(sig=None) == 0
+    for c in clients:
+        await c.ws.close()
     for i, replies in enumerate(results):
         assert [r["text"] for r in replies] == [f"echo: hello {i}"]
     assert gw.events("gateway_stopped")
@@ -139,19 +144,20 @@ async def test_second_signal_exits_at_once_and_nothing_is_lost(home: Path, llm: 
     gw = await spawn_gateway(config, home, env)
     client = await Client.connect(gw, "impatient")
     await client.send("m1", "are you still there?")
-    await llm.wait_requests(1)
+    await llm.wait_requests(1, timeout=20)
     gw.proc.send_signal(signal.SIGTERM)
-    await gw.wait_event("gateway_stopping")  # the turn is still held at the LLM
+    await gw.wait_event("gateway_stopping", timeout=20)  # the turn is still held at the LLM
     gw.proc.send_signal(signal.SIGTERM)
-    assert await gw.stop(sig=None, timeout=5) == 130
+    assert await gw.stop(sig=None, timeout=15) == 130  # far less than the 10 s grace + flush
     await client.ws.close()
     llm.release()
 
     gw2 = await spawn_gateway(config, home, env)
+    client = await Client.connect(gw2, "impatient")
     try:
-        client = await Client.connect(gw2, "impatient")
-        replies = await client.collect(1, timeout=15, linger=0.3)
+        replies = await client.collect(1, timeout=30, linger=0.3)
     finally:
+        await client.ws.close()
         assert await gw2.stop() == 0
     assert [(r["reply_to"], r["text"]) for r in replies] == [("m1", "echo: are you still there?")]
 
@@ -170,14 +176,14 @@ async def test_telegram_gateway_killed_after_a_batch_answers_each_update_once(
         for n, text in enumerate(("one", "two", "three"), 1):  # three chats: three turns at once
             await tg.add_message(text, chat_id=100 + n, user_id=100 + n)
         gw = await spawn_gateway(config, home, env)
-        await llm.wait_requests(3, timeout=15)  # the whole batch is recorded and in flight
+        await llm.wait_requests(3, timeout=30)  # the whole batch is recorded and in flight
         gw.proc.kill()
         assert await gw.proc.wait() == -signal.SIGKILL
         assert tg.sent_texts == []
 
         gw2 = await spawn_gateway(config, home, env)
         try:
-            await tg.wait_for(lambda: len(tg.sent_texts) >= 3, timeout=20)
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 3, timeout=40)
             await tg.add_message(
                 "four", chat_id=101, user_id=101
             )  # polling goes on from the offset
