@@ -31,8 +31,8 @@ from agent.providers.base import (
     ToolSpec,
 )
 from agent.providers.media import load_media, mention_files
-from agent.providers.openai import missing_key_error
-from agent.providers.retry import Sleep, classify_status, with_retries
+from agent.providers.retry import Sleep, classify_status
+from agent.providers.sdk import SdkProvider
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "to_anthropic_messages"]
 
@@ -169,30 +169,23 @@ def map_anthropic_error(exc: Exception, provider: str) -> ProviderError:
     return ProviderError(f"{prefix}: {type(exc).__name__}")
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """`LLMProvider` for the Anthropic Messages API (and compatible endpoints)."""
 
     def __init__(self, settings: ProviderSettings, *, sleep: Sleep = asyncio.sleep) -> None:
-        self.name = settings.name
-        self._settings = settings
-        self._sleep = sleep
-        self._closed = False
-        self._client: anthropic.AsyncAnthropic | None = None
+        client = None
         if settings.api_key:
-            self._client = anthropic.AsyncAnthropic(
+            client = anthropic.AsyncAnthropic(
                 api_key=settings.api_key,
                 base_url=settings.base_url,
                 default_headers=settings.extra_headers or None,
                 timeout=settings.timeout_secs,
                 max_retries=0,
             )
+        super().__init__(settings, client, sleep=sleep)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        if self._closed:
-            raise ProviderError(f"provider '{self.name}' is closed")
-        if self._client is None:
-            raise missing_key_error(self._settings)
-        client = self._client
+        client = self._client_for_call()
         system, messages = await to_anthropic_messages(request.messages)
         params: dict[str, Any] = {
             "model": request.model,
@@ -206,25 +199,16 @@ class AnthropicProvider:
         if request.temperature is not None:
             # Not a typed parameter of this SDK version; the API still accepts it.
             params["extra_body"] = {"temperature": request.temperature}
-        emitted = False
 
-        async def sink(text: str) -> None:
-            nonlocal emitted
-            emitted = True
-            if on_delta is not None:
-                await on_delta(text)
-
-        async def attempt() -> LLMResponse:
+        async def once(sink: DeltaSink | None) -> LLMResponse:
             try:
-                if on_delta is None:
+                if sink is None:
                     return _parse_message(await client.messages.create(**params))
                 return await self._stream(client, params, sink)
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 raise map_anthropic_error(exc, self.name) from exc
 
-        return await with_retries(
-            attempt, settings=self._settings, sleep=self._sleep, can_retry=lambda: not emitted
-        )
+        return await self._with_retries(once, on_delta)
 
     @staticmethod
     async def _stream(
@@ -236,10 +220,3 @@ class AnthropicProvider:
                     await sink(event.delta.text)
             final = await stream.get_final_message()
         return _parse_message(final)
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._client is not None:
-            await self._client.close()

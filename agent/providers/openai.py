@@ -24,24 +24,18 @@ from agent.providers.base import (
     DeltaSink,
     LLMRequest,
     LLMResponse,
-    ProviderConfigError,
     ProviderError,
     ProviderSettings,
     ProviderUnavailable,
     ToolSpec,
 )
 from agent.providers.media import load_media, mention_files
-from agent.providers.retry import Sleep, classify_status, server_message, with_retries
+from agent.providers.retry import Sleep, classify_status, server_message
+from agent.providers.sdk import SdkProvider
 
-__all__ = ["OpenAIProvider", "missing_key_error", "to_openai_messages", "to_openai_tools"]
+__all__ = ["OpenAIProvider", "to_openai_messages", "to_openai_tools"]
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
-
-
-def missing_key_error(settings: ProviderSettings) -> ProviderConfigError:
-    where = f"providers.{settings.name}.api_key"
-    hint = f"set {settings.api_key_hint} ({where})" if settings.api_key_hint else f"set {where}"
-    return ProviderConfigError(f"provider '{settings.name}' has no API key: {hint}")
 
 
 async def _user_message(message: ChatMessage) -> dict[str, Any]:
@@ -192,17 +186,13 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     return ProviderError(f"{prefix}: {type(exc).__name__}")
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """`LLMProvider` for any OpenAI-compatible chat-completions endpoint."""
 
     def __init__(self, settings: ProviderSettings, *, sleep: Sleep = asyncio.sleep) -> None:
-        self.name = settings.name
-        self._settings = settings
-        self._sleep = sleep
-        self._closed = False
-        self._client: openai.AsyncOpenAI | None = None
+        client = None
         if settings.api_key:
-            self._client = openai.AsyncOpenAI(
+            client = openai.AsyncOpenAI(
                 api_key=settings.api_key,
                 base_url=settings.base_url,
                 default_headers=settings.extra_headers or None,
@@ -212,13 +202,10 @@ class OpenAIProvider:
                 # is what bounds many concurrent turns on a small machine
                 http_client=openai.DefaultAioHttpClient(timeout=settings.timeout_secs),
             )
+        super().__init__(settings, client, sleep=sleep)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        if self._closed:
-            raise ProviderError(f"provider '{self.name}' is closed")
-        if self._client is None:
-            raise missing_key_error(self._settings)
-        client = self._client
+        client = self._client_for_call()
         params: dict[str, Any] = {
             "model": request.model,
             "messages": await to_openai_messages(request.messages),
@@ -229,26 +216,17 @@ class OpenAIProvider:
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
-        emitted = False
 
-        async def sink(text: str) -> None:
-            nonlocal emitted
-            emitted = True
-            if on_delta is not None:
-                await on_delta(text)
-
-        async def attempt() -> LLMResponse:
+        async def once(sink: DeltaSink | None) -> LLMResponse:
             try:
-                if on_delta is None:
+                if sink is None:
                     completion = await client.chat.completions.create(**params)
                     return _parse_completion(completion, self.name)
                 return await self._stream(client, params, sink)
             except (openai.OpenAIError, httpx2.TransportError) as exc:
                 raise map_openai_error(exc, self.name) from exc
 
-        return await with_retries(
-            attempt, settings=self._settings, sleep=self._sleep, can_retry=lambda: not emitted
-        )
+        return await self._with_retries(once, on_delta)
 
     async def _stream(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], sink: DeltaSink
@@ -261,10 +239,3 @@ class OpenAIProvider:
             async for chunk in stream:
                 await assembler.feed(chunk)
         return assembler.response()
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._client is not None:
-            await self._client.close()

@@ -1,0 +1,83 @@
+"""What the SDK-backed providers share: lifecycle and the streaming retry rule.
+
+A provider holds one SDK client (none when the API key is missing, so the
+missing key is reported per call, not at start-up), refuses calls once closed,
+and retries a call only while no streamed text has reached the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
+
+from agent.providers.base import (
+    DeltaSink,
+    LLMResponse,
+    ProviderConfigError,
+    ProviderError,
+    ProviderSettings,
+)
+from agent.providers.retry import Sleep, with_retries
+
+__all__ = ["SdkProvider", "missing_key_error"]
+
+
+def missing_key_error(settings: ProviderSettings) -> ProviderConfigError:
+    where = f"providers.{settings.name}.api_key"
+    hint = f"set {settings.api_key_hint} ({where})" if settings.api_key_hint else f"set {where}"
+    return ProviderConfigError(f"provider '{settings.name}' has no API key: {hint}")
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
+class SdkProvider(Generic[C]):
+    def __init__(
+        self, settings: ProviderSettings, client: C | None, *, sleep: Sleep = asyncio.sleep
+    ) -> None:
+        self.name = settings.name
+        self._settings = settings
+        self._sleep = sleep
+        self._client = client
+        self._closed = False
+
+    def _client_for_call(self) -> C:
+        if self._closed:
+            raise ProviderError(f"provider '{self.name}' is closed")
+        if self._client is None:
+            raise missing_key_error(self._settings)
+        return self._client
+
+    async def _with_retries(
+        self,
+        once: Callable[[DeltaSink | None], Awaitable[LLMResponse]],
+        on_delta: DeltaSink | None,
+    ) -> LLMResponse:
+        """Run `once` (given a sink when streaming) under the retry policy; a
+        reply whose text already reached the user is never started again."""
+        emitted = False
+
+        async def sink(text: str) -> None:
+            nonlocal emitted
+            emitted = True
+            if on_delta is not None:
+                await on_delta(text)
+
+        return await with_retries(
+            lambda: once(sink if on_delta is not None else None),
+            settings=self._settings,
+            sleep=self._sleep,
+            can_retry=lambda: not emitted,
+        )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            await self._client.close()
