@@ -12,21 +12,24 @@ import time
 
 from bench.harness import ask, connect, percentiles
 
+CHAT_LENGTH = 100  # messages per chat before a client moves on to a fresh chat
+
 
 async def client(url: str, index: int, until: float, warmup_until: float, out: list[float]) -> None:
-    ws = await connect(url, f"load-{index}-{time.time_ns()}")
     n = 0
-    try:
-        while True:
-            now = time.perf_counter()
-            if now >= until:
-                return
-            n += 1
-            latency = await ask(ws, f"m{n}", "ping")
-            if now >= warmup_until:
-                out.append(latency)
-    finally:
-        await ws.close()
+    while True:
+        ws = await connect(url, f"load-{index}-{time.time_ns()}")
+        try:
+            for _ in range(CHAT_LENGTH):
+                now = time.perf_counter()
+                if now >= until:
+                    return
+                n += 1
+                latency = await ask(ws, f"m{n}", "ping")
+                if now >= warmup_until:
+                    out.append(latency)
+        finally:
+            await ws.close()
 
 
 async def fanout(url: str, chats: int) -> None:

@@ -114,6 +114,7 @@ class CommandHandler:
             reply = await self.db.write(
                 lambda c: self._session_command(c, name, args, m.channel, m.chat_id)
             )
+            self.sessions.history_changed(m.channel, m.chat_id)
         # /stop's confirmation comes from the stopped turn itself
         await self._answer(item, reply)
 

@@ -163,6 +163,7 @@ class Compactor:
         try:
             async with self.sessions.exclusive(job.channel, job.chat_id):
                 segment = await self.db.write(commit)
+                self.sessions.history_changed(job.channel, job.chat_id)
         except CompactionConflict as exc:
             log.info("compaction_conflict", session_id=job.session_id, reason=str(exc))
             return "The history changed while compacting; nothing was changed. Try again."

@@ -4,20 +4,25 @@ Order of writes (each a committed transaction before the next step):
   1. the user message + inbox rows → `started`
   2. each assistant tool-call message, then its tool results (AgentLoop observer)
   3. the final assistant message + the outbox row(s) + inbox rows → `done`
-A crash before 3 leaves the inbox row `started`; recovery re-runs the turn on
-the persisted history (dangling tool calls repaired) without a second user
-message. A crash after 3 only leaves outbox rows to send.
+When the turn opened from the cached history (gateway.turns), 1 is stored in
+the same transaction as the first of 2 or 3. A crash before that leaves the
+inbox rows `received` and recovery runs the turn as new; a crash between 1 and
+3 leaves them `started` and recovery re-runs the turn on the persisted history
+(dangling tool calls repaired) without a second user message. A crash after 3
+only leaves outbox rows to send, which the sender gets straight from the
+commit (`ReplySink.handoff`) or, after a restart, from the outbox.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -41,13 +46,14 @@ from gateway.bus import (
     reply_handle,
 )
 from gateway.config import CompactionConfig
-from gateway.turns import TurnOpener
+from gateway.turns import OpenedTurn, StaleTurn, TurnOpener
 from storage import inbox, messages, outbox
 from storage.db import Database
 
 __all__ = ["AgentProfile", "ExecutionService", "ReplySink", "WorkItem", "session_base_id"]
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
 GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
@@ -84,6 +90,8 @@ class AgentProfile:
 class ReplySink(Protocol):
     def wake(self, channel: str) -> None: ...
 
+    def handoff(self, message: OutboundMessage) -> None: ...
+
     async def notify(self, event: ChannelEvent) -> None: ...
 
 
@@ -97,14 +105,15 @@ class TurnOutcome:
 @dataclass(slots=True)
 class _Observer(TurnObserver):
     service: ExecutionService
+    turn: OpenedTurn
     session_id: str
     run_id: str
     event: ChannelEvent
     deltas: list[str] = field(default_factory=list)
 
     async def on_messages(self, new: Sequence[ChatMessage]) -> None:
-        await self.service.db.write(
-            lambda c: messages.append_messages(c, self.session_id, new, self.run_id)
+        await self.service.write(
+            self.turn, lambda c: messages.append_messages(c, self.session_id, new, self.run_id)
         )
 
     async def on_delta(self, text: str) -> None:
@@ -182,8 +191,37 @@ class ExecutionService:
         self.turn_latency: Callable[[str, float], None] | None = None
         self.scheduler: SchedulerService | None = None
 
+    async def write(self, turn: OpenedTurn, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A write of `turn`, preceded in the same transaction by the storing of
+        its opening when that was deferred (see gateway.turns)."""
+        deferred = turn.deferred
+        if deferred is None:
+            return await self.db.write(fn)
+
+        def both(c: sqlite3.Connection) -> T:
+            deferred(c)
+            return fn(c)
+
+        result = await self.db.write(both)
+        turn.deferred = None
+        return result
+
     async def run_turn(
         self, items: Sequence[WorkItem], *, stop_requested: Callable[[], bool]
+    ) -> TurnOutcome:
+        message = items[0].message
+        try:
+            return await self._run_turn(items, stop_requested)
+        except StaleTurn as exc:  # nothing of it was stored: run it again from storage
+            log.error("turn_cache_stale", reason=str(exc))
+            self.opener.forget(message.channel, message.chat_id)
+            return await self._run_turn(items, stop_requested)
+        except BaseException:  # whatever it stored, the cached history is not it
+            self.opener.forget(message.channel, message.chat_id)
+            raise
+
+    async def _run_turn(
+        self, items: Sequence[WorkItem], stop_requested: Callable[[], bool]
     ) -> TurnOutcome:
         first = items[0].message
         channel, chat_id = first.channel, first.chat_id
@@ -225,7 +263,7 @@ class ExecutionService:
         event = ChannelEvent(EventKind.WORKING, channel, chat_id, session_id, run_id, "", reply_to)
         if not silent:
             await self.sink.notify(event)
-        observer = _Observer(self, session_id, run_id, event)
+        observer = _Observer(self, turn, session_id, run_id, event)
         ctx = ToolContext(
             session_id=session_id,
             channel=channel,
@@ -251,9 +289,9 @@ class ExecutionService:
                 raise
             log.info("turn_stopped")
             self.opener.forget(channel, chat_id)
-            await self._finish(
-                items, session_id, run_id, None, STOPPED_REPLY, channel, chat_id, reply_to
-            )
+            await self._finish(turn, items, run_id, None, STOPPED_REPLY, channel, chat_id, reply_to)
+            raise
+        except StaleTurn:
             raise
         except ProviderError as exc:
             log.error("turn_failed_provider", error=str(exc), error_type=type(exc).__name__)
@@ -276,7 +314,7 @@ class ExecutionService:
             text = (
                 "" if outcome.ok else (f"Scheduled task {sched.get('job_id', '?')} failed: {text}")
             )
-        await self._finish(items, session_id, run_id, reply, text, channel, target_chat, reply_to)
+        await self._finish(turn, items, run_id, reply, text, channel, target_chat, reply_to)
         if outcome.ok:
             self.opener.remember(channel, chat_id, turn)
         else:
@@ -291,8 +329,8 @@ class ExecutionService:
 
     async def _finish(
         self,
+        turn: OpenedTurn,
         items: Sequence[WorkItem],
-        session_id: str,
         run_id: str,
         reply: ChatMessage | None,
         text: str,
@@ -302,6 +340,7 @@ class ExecutionService:
     ) -> None:
         """The final assistant message, its outbox row and inbox → done: one commit."""
         inbox_ids = [i.inbox_id for i in items]
+        session_id = turn.session_id
         out = OutboundMessage(
             channel=channel,
             chat_id=chat_id,
@@ -311,13 +350,13 @@ class ExecutionService:
             metadata={"run_id": run_id},
         )
 
-        def finish(c: sqlite3.Connection) -> None:
+        def finish(c: sqlite3.Connection) -> int | None:
             if reply is not None:
                 messages.append_messages(c, session_id, [reply], run_id)
-            if text:
-                outbox.enqueue(c, out, inbox_ids[-1])
+            row_id = outbox.enqueue(c, out, inbox_ids[-1]) if text else None
             inbox.mark_done(c, inbox_ids)
+            return row_id
 
-        await asyncio.shield(self.db.write(finish))
-        if text:
-            self.sink.wake(channel)
+        row_id = await self.write(turn, finish)
+        if row_id is not None:
+            self.sink.handoff(dataclasses.replace(out, outbox_id=row_id))

@@ -32,16 +32,22 @@ Outcome = int | None | Exception
 
 
 def _record_batch(conn: sqlite3.Connection, *, batch: list[InboundMessage]) -> list[Outcome]:
-    outcomes: list[Outcome] = []
-    for message in batch:
-        conn.execute("SAVEPOINT one")
-        try:
-            outcomes.append(inbox.record_inbound(conn, message))
-            conn.execute("RELEASE one")
-        except Exception as exc:  # a bad message must not sink its batch
-            conn.execute("ROLLBACK TO one")
-            conn.execute("RELEASE one")
-            outcomes.append(exc)
+    conn.execute("SAVEPOINT batch")
+    try:
+        outcomes: list[Outcome] = [inbox.record_inbound(conn, m) for m in batch]
+    except Exception:  # one bad message must not sink the others: one at a time
+        conn.execute("ROLLBACK TO batch")
+        outcomes = []
+        for message in batch:
+            conn.execute("SAVEPOINT one")
+            try:
+                outcomes.append(inbox.record_inbound(conn, message))
+                conn.execute("RELEASE one")
+            except Exception as exc:
+                conn.execute("ROLLBACK TO one")
+                conn.execute("RELEASE one")
+                outcomes.append(exc)
+    conn.execute("RELEASE batch")
     return outcomes
 
 

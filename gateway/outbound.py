@@ -1,7 +1,8 @@
 """OutboundDispatcher: delivers outbox rows, one sender task per channel.
 
-A sender reads due rows from the outbox (oldest first, per-chat order kept by
-the query), sends them, and records the result. A failing channel only delays
+A sender gets rows handed over in memory right after they commit, or reads
+due rows from the outbox (oldest first, per-chat order kept by the query);
+it sends them and records the result. A failing channel only delays
 itself. Retry policy lives in `classify_failure`, which branches on the
 channel error type. Typing/streaming events bypass the outbox (`notify`).
 """
@@ -12,6 +13,7 @@ import asyncio
 import functools
 import random
 import sqlite3
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,6 +38,7 @@ __all__ = ["Decision", "OutboundDispatcher", "RetryPolicy", "classify_failure"]
 log = structlog.get_logger(__name__)
 
 _NOTIFY_TIMEOUT = 5.0
+_READY_MAX = 1024  # rows handed over in memory; beyond that the sender scans
 
 
 class DeliveryMetrics(Protocol):
@@ -81,9 +84,37 @@ def classify_failure(exc: BaseException, attempts_so_far: int, policy: RetryPoli
 
 @dataclass(slots=True)
 class _SenderState:
+    """One channel's sender. Rows reach it two ways:
+
+    - handed over in memory right after their commit (`handoff`), the fast
+      path: no read back from the database;
+    - by scanning the outbox, needed at start, after a wake-up (a command
+      reply, an unpark, a retry coming due) and after any failed send.
+
+    A row is sent by exactly one of the two. While `scanning`, handed-over
+    rows are not kept (the scan finds them) and `dirty` makes the scan run
+    again in case a row committed after it read; the sender leaves scan mode
+    only after a scan that found nothing due with nothing handed over
+    meanwhile, and it never scans while handed-over rows wait in `ready`
+    or marks of sent rows are uncommitted. Reads and commits run in order on
+    the database's one thread, so a row committed after a scan read is
+    handed over after that scan's result arrives.
+    """
+
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     unpark: set[str] = field(default_factory=set)
+    ready: deque[outbox.OutboxRow] = field(default_factory=deque)
+    scanning: bool = True  # the first pass picks up rows left from a previous run
+    dirty: bool = False
+    waiting_chats: frozenset[str] = frozenset()  # their new rows must queue behind
+    next_due_at: str | None = None
+    marks: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def rescan(self) -> None:
+        self.scanning = self.dirty = True
+        self.drained.clear()
+        self.wake.set()
 
 
 class OutboundDispatcher:
@@ -103,16 +134,35 @@ class OutboundDispatcher:
         self.metrics = metrics
         self._states = {name: _SenderState() for name in channels}
         for state in self._states.values():
-            state.wake.set()  # first pass picks up rows left from a previous run
+            state.wake.set()
 
     def start(self, tg: asyncio.TaskGroup) -> list[asyncio.Task[None]]:
         return [tg.create_task(self._sender(name), name=f"sender:{name}") for name in self.channels]
 
     def wake(self, channel: str) -> None:
+        """New rows were committed for `channel`: look for them in the outbox."""
         state = self._states.get(channel)
         if state is None:
             log.error("outbound_unknown_channel", target=channel)
             return
+        state.rescan()
+
+    def handoff(self, message: OutboundMessage) -> None:
+        """`message` was just committed as outbox row `message.outbox_id`: send
+        it without reading it back, unless the sender must scan anyway."""
+        state = self._states.get(message.channel)
+        if state is None:
+            log.error("outbound_unknown_channel", target=message.channel)
+            return
+        if (
+            message.outbox_id is None
+            or state.scanning
+            or message.chat_id in state.waiting_chats
+            or len(state.ready) >= _READY_MAX
+        ):
+            state.rescan()
+            return
+        state.ready.append(outbox.OutboxRow.new(message, message.outbox_id))
         state.drained.clear()
         state.wake.set()
 
@@ -120,7 +170,7 @@ class OutboundDispatcher:
         state = self._states.get(channel)
         if state is not None:
             state.unpark.add(chat_id)
-            self.wake(channel)
+            state.rescan()
 
     async def notify(self, event: ChannelEvent) -> None:
         channel = self.channels.get(event.channel)
@@ -164,40 +214,61 @@ class OutboundDispatcher:
             except Exception:
                 failures += 1
                 log.exception("sender_pass_failed", target=name, failures=failures)
+                self._states[name].rescan()
                 await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
 
     async def _pass(self, name: str) -> None:
         channel = self.channels[name]
         state = self._states[name]
         state.wake.clear()
-        if state.unpark:
-            chats, state.unpark = sorted(state.unpark), set()
-            await self.db.write(functools.partial(_unpark_all, channel=name, chats=chats))
-        rows = await self.db.read(lambda c: outbox.due_rows(c, name, now_iso()))
-        if not rows:
-            state.drained.set()
-            await self._sleep_until_due(name, state)
+        if state.ready:
+            rows = list(state.ready)
+            state.ready.clear()
+            await self._deliver(channel, rows, state, blocked=set(state.waiting_chats))
             return
-        await self._deliver(channel, rows)
+        if state.scanning:
+            await _settle(state)  # a scan must not see rows sent but not yet marked
+            if state.unpark:
+                chats, state.unpark = sorted(state.unpark), set()
+                await self.db.write(functools.partial(_unpark_all, channel=name, chats=chats))
+            state.dirty = False
+            found = await self.db.read(lambda c: outbox.scan(c, name, now_iso()))
+            state.waiting_chats, state.next_due_at = found.waiting_chats, found.next_due_at
+            if found.due:  # the query keeps per-chat order: nothing blocked yet
+                await self._deliver(channel, found.due, state, blocked=set())
+                return
+            if state.dirty:
+                return
+            state.scanning = False
+        _prune(state)
+        state.drained.set()
+        await self._sleep_until_due(state)
 
-    async def _sleep_until_due(self, name: str, state: _SenderState) -> None:
-        next_at = await self.db.read(lambda c: outbox.next_due_at(c, name))
+    async def _sleep_until_due(self, state: _SenderState) -> None:
         delay: float | None = None
-        if next_at is not None:
-            delay = max(0.0, (parse_iso(next_at) - datetime.now(UTC)).total_seconds())
+        if state.next_due_at is not None:
+            delay = max(0.0, (parse_iso(state.next_due_at) - datetime.now(UTC)).total_seconds())
         try:
             async with asyncio.timeout(delay):
                 await state.wake.wait()
         except TimeoutError:
-            pass
+            state.rescan()  # a retry came due
 
-    async def _deliver(self, channel: Channel, rows: list[outbox.OutboxRow]) -> None:
-        """Send in order; each success is queued for the next group commit at
-        once, so a crash can re-send at most what went out in the last commit."""
-        marks: list[asyncio.Future[None]] = []
-        blocked: set[str] = set()
+    async def _deliver(
+        self,
+        channel: Channel,
+        rows: list[outbox.OutboxRow],
+        state: _SenderState,
+        *,
+        blocked: set[str],
+    ) -> None:
+        """Send in order, skipping `blocked` chats (an earlier row of theirs
+        waits: the scan sends theirs in order). Each success is queued for the
+        next group commit at once, so a crash can re-send at most what went
+        out in the last commit."""
         for row in rows:
             if row.chat_id in blocked:
+                state.rescan()
                 continue
             try:
                 async with asyncio.timeout(self.send_timeout_secs):
@@ -206,6 +277,8 @@ class OutboundDispatcher:
                 raise
             except Exception as exc:
                 blocked.add(row.chat_id)
+                state.waiting_chats |= {row.chat_id}
+                state.rescan()
                 await self._record_failure(channel.name, row, exc)
                 continue
             mark = functools.partial(outbox.mark_sent, ids=[row.id])
@@ -213,11 +286,9 @@ class OutboundDispatcher:
             if queued is None:
                 await asyncio.shield(self.db.write(mark))
             else:
-                marks.append(queued)
+                state.marks.append(queued)  # commits even if this task is cancelled
             if self.metrics is not None:
                 self.metrics.outbound_sent(channel.name)
-        if marks:  # already queued: they commit even if this task is cancelled
-            await asyncio.gather(*marks)
 
     async def _record_failure(self, name: str, row: outbox.OutboxRow, exc: Exception) -> None:
         decision = classify_failure(exc, row.attempts, self.policy)
@@ -241,6 +312,25 @@ class OutboundDispatcher:
             await self.db.write(lambda c: outbox.reschedule(c, row.id, at, decision.reason))
             if self.metrics is not None:
                 self.metrics.outbound_retry(name)
+
+
+async def _settle(state: _SenderState) -> None:
+    """Wait for the marks of sent rows to commit."""
+    marks, state.marks = state.marks, []
+    for result in await asyncio.gather(*marks, return_exceptions=True):
+        if isinstance(result, BaseException):
+            log.error("outbound_mark_failed", error=repr(result))  # it will be sent again
+
+
+def _prune(state: _SenderState) -> None:
+    """Forget marks already committed (reporting any that failed)."""
+    pending: list[asyncio.Future[None]] = []
+    for mark in state.marks:
+        if not mark.done():
+            pending.append(mark)
+        elif not mark.cancelled() and mark.exception() is not None:
+            log.error("outbound_mark_failed", error=repr(mark.exception()))
+    state.marks = pending
 
 
 def _unpark_all(conn: sqlite3.Connection, *, channel: str, chats: list[str]) -> None:

@@ -106,6 +106,10 @@ class SessionManager:
         conv.turn.cancel()
         return True
 
+    def history_changed(self, channel: str, chat_id: str) -> None:
+        """The conversation's sessions or history were changed outside a turn."""
+        self.execution.opener.forget(channel, chat_id)
+
     @asynccontextmanager
     async def exclusive(self, channel: str, chat_id: str) -> AsyncIterator[None]:
         """Hold the conversation between turns: waits for a running turn to end

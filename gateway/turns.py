@@ -1,30 +1,42 @@
-"""Opening a turn in one transaction.
+"""Opening a turn: the session, its history and the new messages.
 
-The session (active, fresh or the one a recovered turn started in), its active
-history, the repair of dangling tool calls, the AGENT.md decision, the new
-system/user messages and the inbox rows → `started`: all one commit, so a turn
-costs one storage round trip before the model is called. Histories of recent
-sessions are kept in a small LRU and reused while the database says they are
-still current (same segment, same next seq), so a long chat is not re-read on
-every message.
+Histories of recent conversations are kept in a small LRU after each turn that
+ended whole. When the next message of such a conversation needs nothing but
+its user message stored (no AGENT.md injection, no repair, no other session),
+the turn opens in memory: no storage round trip before the model is called.
+Storing the user message and moving the inbox rows to `started` is then
+deferred to the turn's first write (`OpenedTurn.deferred`), which checks that
+the session is still where the cache says; if it is not, that write raises
+`StaleTurn` and the turn is run again from the database.
+
+Every other turn opens in one transaction: the session (active, fresh or the
+one a recovered turn started in), its active history, the repair of dangling
+tool calls, the AGENT.md decision, the new messages and the inbox rows →
+`started`. Whoever changes a conversation's sessions or history outside a turn
+(commands, compaction) calls `forget`; a turn opened before that is not cached.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent.messages import ChatMessage, repair_dangling_tool_calls
+from agent.messages import ChatMessage, Role, repair_dangling_tool_calls
 from agent.prompt_file import AgentPromptFile, agent_prompt_message, needs_injection
 from storage import inbox, messages, sessions
 from storage.db import Database
 from storage.sessions import SessionRecord
 
-__all__ = ["OpenedTurn", "TurnOpener"]
+__all__ = ["OpenedTurn", "StaleTurn", "TurnOpener"]
+
+
+class StaleTurn(Exception):
+    """A turn opened from the cache found the session changed underneath it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +44,23 @@ class _Cached:
     session_id: str
     segment: int
     next_seq: int
+    user_turns: int
+    prompt_turn: int | None
     history: list[ChatMessage]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OpenedTurn:
     session_id: str
     segment: int
     history: list[ChatMessage]
     repaired: int
+    user_turns: int  # the session's counters once this turn's user message is stored
+    prompt_turn: int | None
+    opened_at: int  # TurnOpener's clock, to tell whether it was forgotten since
+    # storing the opening, when the turn opened in memory: run it in the turn's
+    # first write transaction, then set it to None
+    deferred: Callable[[sqlite3.Connection], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +79,11 @@ class _Request:
 
 @dataclass(frozen=True, slots=True)
 class _Begun:
-    record: SessionRecord
+    record: SessionRecord  # as it was before this call's writes
     history: list[ChatMessage]
     repaired: int
     needs_prompt: bool  # AGENT.md must go first: load it, then call again
+    injected: bool = False
 
 
 def _begin(conn: sqlite3.Connection, *, req: _Request, prompt_text: str | None) -> _Begun:
@@ -99,7 +120,21 @@ def _begin(conn: sqlite3.Connection, *, req: _Request, prompt_text: str | None) 
         messages.append_messages(conn, record.id, added, req.run_id, user_turn_prompt=inject)
     if req.new:
         inbox.mark_started(conn, req.inbox_ids, record.id)
-    return _Begun(record, history + added, repaired, needs_prompt=False)
+    return _Begun(record, history + added, repaired, needs_prompt=False, injected=inject)
+
+
+def _store_opening(conn: sqlite3.Connection, *, req: _Request, expected: _Cached) -> None:
+    """The deferred part of a turn opened in memory."""
+    record = sessions.active_session(conn, req.channel, req.chat_id)
+    now = None if record is None else (record.id, record.segment, record.next_seq)
+    if now != (expected.session_id, expected.segment, expected.next_seq):
+        raise StaleTurn(f"expected {expected.session_id} at seq {expected.next_seq}, found {now}")
+    messages.append_messages(conn, expected.session_id, req.new, req.run_id)
+    inbox.mark_started(conn, req.inbox_ids, expected.session_id)
+
+
+def _user_turns(new: Sequence[ChatMessage]) -> int:
+    return sum(1 for m in new if m.role is Role.USER)
 
 
 Conversation = tuple[str, str]
@@ -119,6 +154,9 @@ class TurnOpener:
         self.every = reinject_every if prompt_file is not None else None
         self.capacity = capacity
         self._cache: OrderedDict[Conversation, _Cached] = OrderedDict()
+        self._clock = itertools.count()
+        self._forgotten: OrderedDict[Conversation, int] = OrderedDict()
+        self.opened_in_memory = 0
 
     async def open(
         self,
@@ -144,6 +182,20 @@ class TurnOpener:
             self.every,
             self._cache.get((channel, chat_id)),
         )
+        opened_at = next(self._clock)
+        cached = req.cached
+        if cached is not None and self._opens_in_memory(req, cached):
+            self.opened_in_memory += 1
+            return OpenedTurn(
+                cached.session_id,
+                cached.segment,
+                [*cached.history, *req.new],
+                0,
+                cached.user_turns + _user_turns(req.new),
+                cached.prompt_turn,
+                opened_at,
+                functools.partial(_store_opening, req=req, expected=cached),
+            )
         begun = await self.db.write(functools.partial(_begin, req=req, prompt_text=None))
         repaired = begun.repaired
         if begun.needs_prompt:
@@ -152,23 +204,62 @@ class TurnOpener:
             record, history = begun.record, begun.history
             last = history[-1].seq if history and history[-1].seq is not None else None
             known = _Cached(
-                record.id, record.segment, record.next_seq if last is None else last + 1, history
+                record.id,
+                record.segment,
+                record.next_seq if last is None else last + 1,
+                record.user_turns,
+                record.prompt_turn,
+                history,
             )
             again = dataclasses.replace(req, session_id=record.id, fresh=False, cached=known)
             begun = await self.db.write(functools.partial(_begin, req=again, prompt_text=text))
-        return OpenedTurn(begun.record.id, begun.record.segment, begun.history, repaired)
+        record = begun.record
+        user_turns = record.user_turns + _user_turns(req.new)
+        return OpenedTurn(
+            record.id,
+            record.segment,
+            begun.history,
+            repaired,
+            user_turns,
+            user_turns if begun.injected else record.prompt_turn,
+            opened_at,
+        )
+
+    def _opens_in_memory(self, req: _Request, cached: _Cached) -> bool:
+        """Only the user message to store: no resume, no new session, no AGENT.md."""
+        if not req.new or req.session_id is not None or req.fresh:
+            return False
+        return self.every is None or not needs_injection(
+            cached.history, cached.user_turns, cached.prompt_turn, self.every
+        )
 
     def remember(self, channel: str, chat_id: str, turn: OpenedTurn) -> None:
-        """Keep the turn's history (fully persisted, seqs assigned) for the next turn."""
+        """Keep the turn's history (fully persisted, seqs assigned) for the next
+        turn, unless the conversation was forgotten while the turn ran."""
         history = turn.history
         key = (channel, chat_id)
-        if not history or history[-1].seq is None:
+        if not history or history[-1].seq is None or turn.deferred is not None:
             self._cache.pop(key, None)
             return
-        self._cache[key] = _Cached(turn.session_id, turn.segment, history[-1].seq + 1, history)
+        if self._forgotten.get(key, -1) > turn.opened_at:
+            return
+        self._cache[key] = _Cached(
+            turn.session_id,
+            turn.segment,
+            history[-1].seq + 1,
+            turn.user_turns,
+            turn.prompt_turn,
+            history,
+        )
         self._cache.move_to_end(key)
         while len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
 
     def forget(self, channel: str, chat_id: str) -> None:
-        self._cache.pop((channel, chat_id), None)
+        """The conversation's sessions or history changed outside a turn."""
+        key = (channel, chat_id)
+        self._cache.pop(key, None)
+        self._forgotten[key] = next(self._clock)
+        self._forgotten.move_to_end(key)
+        while len(self._forgotten) > self.capacity:
+            self._forgotten.popitem(last=False)

@@ -6,9 +6,9 @@ so a whole transaction costs one thread hop instead of one per statement:
 
 - `Database.read(fn)` runs `fn` outside any write transaction.
 - `Database.write(fn)` queues `fn`; a writer task drains the queue and runs
-  every queued function in ONE transaction (each inside a SAVEPOINT, so one
-  failing function rolls back alone and raises to its own caller). The call
-  returns after COMMIT: a returned write is durable.
+  every queued function in ONE transaction (one failing function rolls back
+  alone and raises to its own caller). The call returns after COMMIT: a
+  returned write is durable.
 
 This module must never be called from a channel or the agent (DESIGN §3).
 """
@@ -99,12 +99,18 @@ class Database:
         return await self._run(fn)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` inside a group-committed transaction; returns once committed."""
+        """Run `fn` inside a group-committed transaction; returns once committed.
+        Once queued (at once, unless the queue is full) the write happens even
+        if the caller is cancelled while it waits."""
         if self._closed:
             raise StorageClosed("storage is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Job(fn, future))
-        return await future
+        job = _Job(fn, future)
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            await self._queue.put(job)
+        return await asyncio.shield(future)
 
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T] | None:
         """Queue `fn` for the next group commit without waiting; None when the
@@ -164,10 +170,34 @@ class Database:
 
 
 def _commit_batch(conn: sqlite3.Connection, *, jobs: list[_Job]) -> list[tuple[bool, Any]]:
+    """Run every job in one transaction. Jobs nearly always succeed, so they
+    first run back to back; if one raises, that attempt is rolled back and the
+    batch runs again with each job in its own SAVEPOINT, so that only the
+    failing one is lost (job functions touch nothing but the connection, so
+    running one twice is safe)."""
+    try:
+        return _run_jobs(conn, jobs, isolated=False)
+    except _JobFailed:
+        return _run_jobs(conn, jobs, isolated=True)
+
+
+class _JobFailed(Exception):
+    pass
+
+
+def _run_jobs(
+    conn: sqlite3.Connection, jobs: list[_Job], *, isolated: bool
+) -> list[tuple[bool, Any]]:
     outcomes: list[tuple[bool, Any]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
         for job in jobs:
+            if not isolated:
+                try:
+                    outcomes.append((True, job.fn(conn)))
+                except Exception as exc:
+                    raise _JobFailed from exc
+                continue
             conn.execute("SAVEPOINT job")
             try:
                 value = job.fn(conn)

@@ -29,6 +29,7 @@ __all__ = [
     "park",
     "reschedule",
     "retry_row",
+    "scan",
     "unpark",
 ]
 
@@ -65,6 +66,32 @@ class OutboxRow:
             attempt=self.attempts + 1,
             metadata=dict(self.metadata),
         )
+
+    @classmethod
+    def new(cls, message: OutboundMessage, row_id: int) -> OutboxRow:
+        """The row `enqueue(message)` just wrote, without reading it back."""
+        return cls(
+            id=row_id,
+            channel=message.channel,
+            chat_id=message.chat_id,
+            text=message.text,
+            state=OutboxState.PENDING,
+            attempts=0,
+            last_error=None,
+            created_at=now_iso(),
+            reply_to_message_id=message.reply_to_message_id,
+            session_id=message.session_id,
+            metadata=dict(message.metadata),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What a sender needs to know about its channel's open rows."""
+
+    due: list[OutboxRow]
+    waiting_chats: frozenset[str]  # chats with a parked row or one awaiting a retry
+    next_due_at: str | None  # the earliest retry time, if any
 
 
 def _row(r: sqlite3.Row) -> OutboxRow:
@@ -122,6 +149,19 @@ def next_due_at(conn: sqlite3.Connection, channel: str) -> str | None:
         (channel,),
     ).fetchone()
     return row[0] if row else None
+
+
+def scan(conn: sqlite3.Connection, channel: str, now: str) -> Scan:
+    waiting = conn.execute(
+        "SELECT DISTINCT chat_id FROM outbox WHERE channel = ? AND state IN ('pending', 'parked') "
+        "AND (state = 'parked' OR next_attempt_at > ?)",
+        (channel, now),
+    ).fetchall()
+    return Scan(
+        due_rows(conn, channel, now),
+        frozenset(r[0] for r in waiting),
+        next_due_at(conn, channel),
+    )
 
 
 def mark_sent(conn: sqlite3.Connection, ids: Sequence[int]) -> None:

@@ -95,7 +95,10 @@ async def test_compact_and_status_commands(home: Path, llm: FakeOpenAI) -> None:
         assert "(segment 1)" in status
         assert "Last compaction: never" not in status
 
+        turns_before = sum(1 for b in llm.requests if not _is_summary(b))
         await client.ask("after")
+        # one model call: the compacted history was read, not a stale cached one
+        assert sum(1 for b in llm.requests if not _is_summary(b)) == turns_before + 1
         sent = llm.requests[-1]["messages"]
         assert sent[0]["content"] == DEFAULT_AGENT_PROMPT.strip()
         assert sent[1]["role"] == "system"

@@ -139,6 +139,22 @@ async def test_rate_limit_is_honoured_and_delivery_happens_once(
     assert sent[0].message.attempt == 2
 
 
+async def test_a_reply_waits_behind_an_earlier_one_of_its_chat_awaiting_retry(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    channel = RecordingChannel()
+    channel.rate_limit_next(retry_after=1.0)
+    async with running_gateway(make_config(home, llm.base_url), extra_channels=[channel]):
+        await channel.submit("c1", "first", message_id="m1")
+        await channel.wait_attempts(1)  # refused: retry in 1 s
+        await channel.submit("c1", "second", message_id="m2")
+        await channel.submit("c2", "elsewhere", message_id="m3")
+        sent = await channel.wait_sent(3)
+    # the other chat does not wait; this chat's replies keep their order
+    assert [s.message.text for s in sent] == ["echo: elsewhere", "echo: first", "echo: second"]
+    assert len(channel.attempts) == 4
+
+
 async def test_failing_channel_does_not_delay_another(home: Path, llm: FakeOpenAI) -> None:
     bad, good = RecordingChannel("bad"), RecordingChannel("good")
     bad.fail_forever = TransientSendError("platform down")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from storage import sessions
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import conversation, make_config, running_gateway, ws_client
 
@@ -36,6 +37,7 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
 
         assert "Started new session chat-1#2" in await client.ask("/new Research")
         await client.ask("second session message")
+        assert len(llm.requests) == 2  # /new dropped the cached history: no stale first try
         listing = await client.ask("/sessions")
         assert '2. chat-1#2 "Research" — 3 messages ← current' in listing
         assert "1. chat-1 — 3 messages\n" in listing
@@ -71,3 +73,29 @@ async def test_help_lists_commands(home: Path, llm: FakeOpenAI) -> None:
     for command in ("/new", "/sessions", "/use", "/rename", "/archive", "/delete", "/stop"):
         assert command in text
     assert llm.requests == []  # commands never reach the model
+
+
+async def test_a_session_changed_behind_the_gateway_is_noticed(home: Path, llm: FakeOpenAI) -> None:
+    """The turn after a cached one opens in memory; if the chat's session was
+    changed by anything but a command (here: a write straight to storage), the
+    turn finds out before storing anything and runs again from storage."""
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        await client.ask("first")
+        assert gw.db is not None
+        await gw.db.write(
+            lambda c: sessions.create_next_session(c, "websocket", "chat-1", "chat-1")
+        )
+        assert await client.ask("second") == "echo: second"
+        rows = await gw.db.read(
+            lambda c: c.execute(
+                "SELECT session_id, content FROM messages WHERE role IN ('user', 'assistant') "
+                "ORDER BY id"
+            ).fetchall()
+        )
+    assert [tuple(r) for r in rows] == [
+        ("chat-1", "first"),
+        ("chat-1", "echo: first"),
+        ("chat-1#2", "second"),
+        ("chat-1#2", "echo: second"),
+    ]
+    assert [m["content"] for m in conversation(llm.requests[-1])] == ["second"]
