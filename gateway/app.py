@@ -245,6 +245,7 @@ class Gateway:
                 profiles,
                 tool_settings,
                 opener=TurnOpener(db, prompt_file, cfg.gateway.agent_prompt_reinject_every),
+                typing_delay_secs=cfg.gateway.typing_delay_secs,
             )
             execution.turn_latency = self.metrics.turn_latency
             sessions = SessionManager(

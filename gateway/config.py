@@ -109,6 +109,7 @@ class GatewayConfig(_Model):
     outbound_retry_max_secs: float = Field(300.0, gt=0)
     send_timeout_secs: float = Field(30.0, gt=0)
     shutdown_timeout_secs: float = Field(30.0, gt=0)
+    typing_delay_secs: float = Field(0.5, ge=0)
 
     @property
     def loopback_only(self) -> bool:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -130,6 +130,45 @@ class _Observer(TurnObserver):
         )
 
 
+class _Typing:
+    """The turn's `working` event once it has run `delay` seconds (at once for
+    0; never for None), and `idle` after it, only if `working` went out."""
+
+    def __init__(self, sink: ReplySink, working: ChannelEvent, delay: float | None) -> None:
+        self.sink = sink
+        self.working = working
+        self.delay = delay
+        self.shown = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.delay is None:
+            return
+        if self.delay == 0:
+            await self._show()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(self.delay, self._fire)
+
+    def _fire(self) -> None:
+        self._task = asyncio.create_task(self._show(), name="typing")  # awaited in stop()
+
+    async def _show(self) -> None:
+        await self.sink.notify(self.working)  # best effort, bounded by its own timeout
+        self.shown = True
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:
+            try:
+                await self._task
+            finally:
+                self._task.cancel()  # only if stop() itself was cancelled meanwhile
+        if self.shown:
+            await self.sink.notify(dataclasses.replace(self.working, kind=EventKind.IDLE))
+
+
 def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]]:
     parts: list[str] = []
     if item.reply_to:
@@ -181,6 +220,7 @@ class ExecutionService:
         *,
         opener: TurnOpener,
         after_turn: Callable[[str, str, str, AgentProfile], None] | None = None,
+        typing_delay_secs: float = 0.0,
     ) -> None:
         self.db = db
         self.sink = sink
@@ -188,6 +228,7 @@ class ExecutionService:
         self.tool_settings = tool_settings
         self.opener = opener
         self.after_turn = after_turn
+        self.typing_delay_secs = typing_delay_secs
         self.turn_latency: Callable[[str, float], None] | None = None
         self.scheduler: SchedulerService | None = None
 
@@ -225,7 +266,7 @@ class ExecutionService:
     ) -> TurnOutcome:
         first = items[0].message
         channel, chat_id = first.channel, first.chat_id
-        run_id = uuid.uuid4().hex[:12]
+        run_id = f"{random.getrandbits(48):012x}"  # for logs: unique enough, no syscall
         inbox_ids = [i.inbox_id for i in items]
         profile = self.profiles.get(channel)
         if profile is None:  # e.g. a job targeting a channel that is not enabled
@@ -261,8 +302,8 @@ class ExecutionService:
             log.warning("transcript_repaired", missing_results=turn.repaired)
 
         event = ChannelEvent(EventKind.WORKING, channel, chat_id, session_id, run_id, "", reply_to)
-        if not silent:
-            await self.sink.notify(event)
+        typing = _Typing(self.sink, event, None if silent else self.typing_delay_secs)
+        await typing.start()
         observer = _Observer(self, turn, session_id, run_id, event)
         ctx = ToolContext(
             session_id=session_id,
@@ -302,11 +343,7 @@ class ExecutionService:
             text = GENERIC_FAILURE
             outcome = TurnOutcome(ok=False, error=type(exc).__name__)
         finally:
-            if not silent:
-                idle = ChannelEvent(
-                    EventKind.IDLE, channel, chat_id, session_id, run_id, "", reply_to
-                )
-                await self.sink.notify(idle)  # best effort, bounded by its own timeout
+            await typing.stop()
         target_chat = chat_id
         if silent:
             notify = sched.get("notify_chat_id")

@@ -45,7 +45,13 @@ def make_config(home: Path, llm_base_url: str, **sections: Any) -> LoadedConfig:
             }
         },
         "models": {"default": {"model_id": "fake-model"}},
-        "gateway": {"host": "127.0.0.1", "port": 0, "shutdown_timeout_secs": 5},
+        # typing events at once, so tests see them for every turn
+        "gateway": {
+            "host": "127.0.0.1",
+            "port": 0,
+            "shutdown_timeout_secs": 5,
+            "typing_delay_secs": 0,
+        },
     }
     raw = deep_merge(raw, sections)
     config, missing = parse_config(raw, {}, source="test config")

@@ -38,3 +38,26 @@ async def test_calculator_turn_persists_in_real_order(home: Path, llm: FakeOpenA
     assert call["name"] == "calculator"
     assert rows[3]["tool_call_id"] == call["id"]
     assert rows[4]["content"] == "6 times 7 is 42."
+
+
+async def test_typing_frames_come_only_for_a_turn_slower_than_the_delay(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = make_config(home, llm.base_url, gateway={"typing_delay_secs": 1.0})
+    shown = {"ack", "working", "idle", "message"}
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+
+        async def frames_until_reply(msg_id: str) -> list[str]:
+            kinds: list[str] = []
+            while True:
+                frame = await client.recv()
+                if frame["type"] in shown:
+                    kinds.append(frame["type"])
+                if frame["type"] == "message" and frame.get("reply_to") == msg_id:
+                    return kinds
+
+        quick = await client.send("quick")
+        assert await frames_until_reply(quick) == ["ack", "message"]
+        llm.delay = 1.5
+        slow = await client.send("slow")
+        assert await frames_until_reply(slow) == ["ack", "working", "idle", "message"]
