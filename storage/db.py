@@ -9,6 +9,8 @@ so a whole transaction costs one thread hop instead of one per statement:
   every queued function in ONE transaction (one failing function rolls back
   alone and raises to its own caller). The call returns after COMMIT: a
   returned write is durable.
+- Checkpoints (WAL → database file, with fsyncs) run every second on a
+  second connection in another thread, never in front of a commit.
 
 This module must never be called from a channel or the agent (DESIGN §3).
 """
@@ -51,13 +53,22 @@ class _Job:
 
 
 class Database:
-    def __init__(self, path: Path | str, *, write_queue_capacity: int = 4096) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        write_queue_capacity: int = 4096,
+        checkpoint_interval_secs: float = 1.0,
+    ) -> None:
         self.path = Path(path)
         self._conn: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Job | None] = asyncio.Queue(write_queue_capacity)
         self._writer: asyncio.Task[None] | None = None
+        self._checkpointer: asyncio.Task[None] | None = None
+        self._checkpoint_interval = checkpoint_interval_secs
         self._closed = False
         self.schema_version = 0
+        self.checkpoints = 0
 
     # -- lifecycle ---------------------------------------------------------
     async def open(self) -> Database:
@@ -74,6 +85,10 @@ class Database:
             self._conn = None
             raise
         self._writer = asyncio.create_task(self._write_loop(), name="storage-writer")
+        if str(self.path) != ":memory:":
+            self._checkpointer = asyncio.create_task(
+                self._checkpoint_loop(), name="storage-checkpointer"
+            )
         return self
 
     async def close(self) -> None:
@@ -81,6 +96,9 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            await asyncio.gather(self._checkpointer, return_exceptions=True)
         if self._writer is not None:
             await self._queue.put(None)
             await self._writer
@@ -138,6 +156,22 @@ class Database:
         raw: sqlite3.Connection = conn._conn
         result: T = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
         return result
+
+    async def _checkpoint_loop(self) -> None:
+        """Copy the WAL into the database file from a second connection on
+        another thread, so the writer never waits for a checkpoint's fsyncs
+        (its own automatic checkpoints are off; see `_prepare`)."""
+        conn = await asyncio.to_thread(_checkpoint_connection, self.path)
+        try:
+            while True:
+                await asyncio.sleep(self._checkpoint_interval)
+                try:
+                    await asyncio.to_thread(_checkpoint, conn)
+                    self.checkpoints += 1
+                except sqlite3.Error as exc:  # e.g. busy: the next round catches up
+                    log.warning("storage_checkpoint_failed", error=str(exc))
+        finally:
+            await asyncio.to_thread(conn.close)
 
     async def _write_loop(self) -> None:
         stopping = False
@@ -216,10 +250,23 @@ def _run_jobs(
     return outcomes
 
 
+def _checkpoint_connection(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
 def _prepare(conn: sqlite3.Connection) -> int:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    # checkpoints run on their own connection (Database._checkpoint_loop); an
+    # automatic one would stall every commit queued behind it for its fsyncs
+    conn.execute("PRAGMA wal_autocheckpoint=0")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=5000")
     current: int = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -66,3 +66,23 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(SchemaTooNew, match="newer than this picobot understands"):
         await Database(path).open()
+
+
+async def test_checkpoints_reach_the_database_file_without_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "picobot.db"
+    async with Database(path, checkpoint_interval_secs=0.05) as db:
+        assert await db.read(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+        for key in ("a", "b", "c"):
+            await db.write(lambda c, key=key: _insert(c, key))
+        seen = db.checkpoints
+        async with asyncio.timeout(10):
+            while db.checkpoints < seen + 2:  # one full round after the last commit
+                await asyncio.sleep(0.02)
+        # the database file alone, without its WAL, holds the committed rows
+        alone = tmp_path / "alone.db"
+        alone.write_bytes(path.read_bytes())
+        copy = sqlite3.connect(alone)
+        try:
+            assert _keys(copy) == ["a", "b", "c"]
+        finally:
+            copy.close()
