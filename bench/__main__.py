@@ -21,7 +21,7 @@ async def main(args: argparse.Namespace) -> None:
     if args.scenario in ("all", "fanout"):
         runs.append(await fanout.run(chats=args.chats))
     if args.scenario in ("all", "sustained"):
-        for clients in args.clients:  # 1 client: latency alone; 8: throughput under load
+        for clients in args.clients:  # 1 client: latency alone; more: throughput under load
             runs.append(await sustained.run(clients=clients, seconds=args.seconds))
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     for result in runs:
@@ -37,6 +37,6 @@ if __name__ == "__main__":
         "scenario", nargs="?", default="all", choices=["all", "fanout", "sustained"]
     )
     parser.add_argument("--chats", type=int, default=200)
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8, 16])
     parser.add_argument("--seconds", type=float, default=10.0)
     asyncio.run(main(parser.parse_args()))

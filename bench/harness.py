@@ -104,4 +104,18 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "calibration_ms": calibration_ms(),
     }
+
+
+def calibration_ms() -> float:
+    """A fixed pure-Python workload (best of 5), to compare machines: figures
+    scale roughly with it."""
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i % 7
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)

@@ -15,7 +15,9 @@ from bench.harness import ask, connect, percentiles
 CHAT_LENGTH = 100  # messages per chat before a client moves on to a fresh chat
 
 
-async def client(url: str, index: int, until: float, warmup_until: float, out: list[float]) -> None:
+async def client(
+    url: str, index: int, until: float, warmup_until: float, out: list[float], sent: list[int]
+) -> None:
     n = 0
     while True:
         ws = await connect(url, f"load-{index}-{time.time_ns()}")
@@ -26,6 +28,7 @@ async def client(url: str, index: int, until: float, warmup_until: float, out: l
                     return
                 n += 1
                 latency = await ask(ws, f"m{n}", "ping")
+                sent[0] += 1
                 if now >= warmup_until:
                     out.append(latency)
         finally:
@@ -58,8 +61,20 @@ async def main(url: str, clients: int, seconds: float) -> None:
     warmup_until = start + min(1.0, seconds / 5)
     until = warmup_until + seconds
     samples: list[float] = []
-    await asyncio.gather(*(client(url, i, until, warmup_until, samples) for i in range(clients)))
-    print(json.dumps({"messages": len(samples), "seconds": seconds, **percentiles(samples)}))
+    sent = [0]  # every message answered, warm-up included
+    await asyncio.gather(
+        *(client(url, i, until, warmup_until, samples, sent) for i in range(clients))
+    )
+    print(
+        json.dumps(
+            {
+                "messages": len(samples),
+                "seconds": seconds,
+                "answered_in_all": sent[0],
+                **percentiles(samples),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

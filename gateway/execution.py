@@ -90,7 +90,7 @@ class AgentProfile:
 class ReplySink(Protocol):
     def wake(self, channel: str) -> None: ...
 
-    def handoff(self, message: OutboundMessage) -> None: ...
+    def handoff(self, message: OutboundMessage, row_id: int) -> None: ...
 
     async def notify(self, event: ChannelEvent) -> None: ...
 
@@ -112,9 +112,7 @@ class _Observer(TurnObserver):
     deltas: list[str] = field(default_factory=list)
 
     async def on_messages(self, new: Sequence[ChatMessage]) -> None:
-        await self.service.write(
-            self.turn, lambda c: messages.append_messages(c, self.session_id, new, self.run_id)
-        )
+        await self.service.store(self.turn, self.run_id, new)
 
     async def on_delta(self, text: str) -> None:
         await self.service.sink.notify(
@@ -232,18 +230,27 @@ class ExecutionService:
         self.turn_latency: Callable[[str, float], None] | None = None
         self.scheduler: SchedulerService | None = None
 
-    async def write(self, turn: OpenedTurn, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A write of `turn`, preceded in the same transaction by the storing of
-        its opening when that was deferred (see gateway.turns)."""
+    async def store(
+        self,
+        turn: OpenedTurn,
+        run_id: str,
+        new: Sequence[ChatMessage],
+        then: Callable[[sqlite3.Connection], T | None] = lambda c: None,
+        *,
+        finishing: bool = False,
+    ) -> T | None:
+        """Append `new` to the turn's session, then run `then`: one transaction,
+        which first stores the turn's opening if that was deferred."""
         deferred = turn.deferred
-        if deferred is None:
-            return await self.db.write(fn)
 
-        def both(c: sqlite3.Connection) -> T:
-            deferred(c)
-            return fn(c)
+        def fn(c: sqlite3.Connection) -> T | None:
+            if deferred is not None:
+                deferred.store(c, new, finishing=finishing)
+            elif new:
+                messages.append_messages(c, turn.session_id, new, run_id)
+            return then(c)
 
-        result = await self.db.write(both)
+        result = await self.db.write(fn)
         turn.deferred = None
         return result
 
@@ -388,12 +395,11 @@ class ExecutionService:
         )
 
         def finish(c: sqlite3.Connection) -> int | None:
-            if reply is not None:
-                messages.append_messages(c, session_id, [reply], run_id)
             row_id = outbox.enqueue(c, out, inbox_ids[-1]) if text else None
             inbox.mark_done(c, inbox_ids)
             return row_id
 
-        row_id = await self.write(turn, finish)
+        new = [reply] if reply is not None else []
+        row_id = await self.store(turn, run_id, new, finish, finishing=True)
         if row_id is not None:
-            self.sink.handoff(dataclasses.replace(out, outbox_id=row_id))
+            self.sink.handoff(out, row_id)

@@ -147,22 +147,21 @@ class OutboundDispatcher:
             return
         state.rescan()
 
-    def handoff(self, message: OutboundMessage) -> None:
-        """`message` was just committed as outbox row `message.outbox_id`: send
-        it without reading it back, unless the sender must scan anyway."""
+    def handoff(self, message: OutboundMessage, row_id: int) -> None:
+        """`message` was just committed as outbox row `row_id`: send it without
+        reading it back, unless the sender must scan anyway."""
         state = self._states.get(message.channel)
         if state is None:
             log.error("outbound_unknown_channel", target=message.channel)
             return
         if (
-            message.outbox_id is None
-            or state.scanning
+            state.scanning
             or message.chat_id in state.waiting_chats
             or len(state.ready) >= _READY_MAX
         ):
             state.rescan()
             return
-        state.ready.append(outbox.OutboxRow.new(message, message.outbox_id))
+        state.ready.append(outbox.OutboxRow.new(message, row_id))
         state.drained.clear()
         state.wake.set()
 

@@ -4,10 +4,10 @@ Histories of recent conversations are kept in a small LRU after each turn that
 ended whole. When the next message of such a conversation needs nothing but
 its user message stored (no AGENT.md injection, no repair, no other session),
 the turn opens in memory: no storage round trip before the model is called.
-Storing the user message and moving the inbox rows to `started` is then
-deferred to the turn's first write (`OpenedTurn.deferred`), which checks that
-the session is still where the cache says; if it is not, that write raises
-`StaleTurn` and the turn is run again from the database.
+Storing the user message (and moving the inbox rows to `started`) is then
+deferred to the turn's first write (`DeferredOpening`), which checks that the
+session is still the chat's active one, where the cache says; if it is not,
+that write raises `StaleTurn` and the turn is run again from the database.
 
 Every other turn opens in one transaction: the session (active, fresh or the
 one a recovered turn started in), its active history, the repair of dangling
@@ -23,7 +23,7 @@ import functools
 import itertools
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.messages import ChatMessage, Role, repair_dangling_tool_calls
@@ -32,7 +32,7 @@ from storage import inbox, messages, sessions
 from storage.db import Database
 from storage.sessions import SessionRecord
 
-__all__ = ["OpenedTurn", "StaleTurn", "TurnOpener"]
+__all__ = ["DeferredOpening", "OpenedTurn", "StaleTurn", "TurnOpener"]
 
 
 class StaleTurn(Exception):
@@ -58,9 +58,9 @@ class OpenedTurn:
     user_turns: int  # the session's counters once this turn's user message is stored
     prompt_turn: int | None
     opened_at: int  # TurnOpener's clock, to tell whether it was forgotten since
-    # storing the opening, when the turn opened in memory: run it in the turn's
-    # first write transaction, then set it to None
-    deferred: Callable[[sqlite3.Connection], None] | None = None
+    # set when the turn opened in memory: the turn's first write stores it
+    # (ExecutionService.store), then sets it to None
+    deferred: DeferredOpening | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +123,29 @@ def _begin(conn: sqlite3.Connection, *, req: _Request, prompt_text: str | None) 
     return _Begun(record, history + added, repaired, needs_prompt=False, injected=inject)
 
 
-def _store_opening(conn: sqlite3.Connection, *, req: _Request, expected: _Cached) -> None:
-    """The deferred part of a turn opened in memory."""
-    record = sessions.active_session(conn, req.channel, req.chat_id)
-    now = None if record is None else (record.id, record.segment, record.next_seq)
-    if now != (expected.session_id, expected.segment, expected.next_seq):
-        raise StaleTurn(f"expected {expected.session_id} at seq {expected.next_seq}, found {now}")
-    messages.append_messages(conn, expected.session_id, req.new, req.run_id)
-    inbox.mark_started(conn, req.inbox_ids, expected.session_id)
+@dataclass(frozen=True, slots=True)
+class DeferredOpening:
+    """What a turn opened in memory has still to store, in its first write."""
+
+    req: _Request
+    expected: _Cached
+
+    def store(
+        self, conn: sqlite3.Connection, then: Sequence[ChatMessage], *, finishing: bool
+    ) -> None:
+        """The new messages, then `then`, in one append; inbox rows → `started`
+        unless the turn is finishing in this same transaction."""
+        req, expected = self.req, self.expected
+        position = messages.bound_position(conn, req.channel, req.chat_id, expected.session_id)
+        if position is None or position[:2] != (expected.segment, expected.next_seq):
+            raise StaleTurn(
+                f"expected {expected.session_id} at seq {expected.next_seq}, found {position}"
+            )
+        messages.append_messages(
+            conn, expected.session_id, [*req.new, *then], req.run_id, position=position
+        )
+        if not finishing:
+            inbox.mark_started(conn, req.inbox_ids, expected.session_id)
 
 
 def _user_turns(new: Sequence[ChatMessage]) -> int:
@@ -194,7 +209,7 @@ class TurnOpener:
                 cached.user_turns + _user_turns(req.new),
                 cached.prompt_turn,
                 opened_at,
-                functools.partial(_store_opening, req=req, expected=cached),
+                DeferredOpening(req, cached),
             )
         begun = await self.db.write(functools.partial(_begin, req=req, prompt_text=None))
         repaired = begun.repaired

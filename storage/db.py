@@ -66,6 +66,7 @@ class Database:
         self._writer: asyncio.Task[None] | None = None
         self._checkpointer: asyncio.Task[None] | None = None
         self._checkpoint_interval = checkpoint_interval_secs
+        self._stop_checkpoints = asyncio.Event()
         self._closed = False
         self.schema_version = 0
         self.checkpoints = 0
@@ -97,8 +98,8 @@ class Database:
             return
         self._closed = True
         if self._checkpointer is not None:
-            self._checkpointer.cancel()
-            await asyncio.gather(self._checkpointer, return_exceptions=True)
+            self._stop_checkpoints.set()
+            await self._checkpointer
         if self._writer is not None:
             await self._queue.put(None)
             await self._writer
@@ -163,8 +164,12 @@ class Database:
         (its own automatic checkpoints are off; see `_prepare`)."""
         conn = await asyncio.to_thread(_checkpoint_connection, self.path)
         try:
-            while True:
-                await asyncio.sleep(self._checkpoint_interval)
+            while not self._closed:
+                try:  # close() sets _closed and wakes us; never cancelled mid-checkpoint
+                    async with asyncio.timeout(self._checkpoint_interval):
+                        await self._stop_checkpoints.wait()
+                except TimeoutError:
+                    pass
                 try:
                     await asyncio.to_thread(_checkpoint, conn)
                     self.checkpoints += 1

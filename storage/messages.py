@@ -12,6 +12,7 @@ from storage.clock import now_iso, parse_iso
 __all__ = [
     "INSERT_MESSAGE",
     "append_messages",
+    "bound_position",
     "count_messages",
     "load_active_history",
     "load_segment",
@@ -47,6 +48,20 @@ def message_row(
     )
 
 
+def bound_position(
+    conn: sqlite3.Connection, channel: str, chat_id: str, session_id: str
+) -> tuple[int, int, int] | None:
+    """(segment, next_seq, user_turns) of `session_id` if it is the chat's
+    active session, else None."""
+    row = conn.execute(
+        "SELECT s.segment, s.next_seq, s.user_turns FROM chat_bindings b "
+        "JOIN sessions s ON s.id = b.session_id "
+        "WHERE b.channel = ? AND b.chat_id = ? AND b.session_id = ?",
+        (channel, chat_id, session_id),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
 def append_messages(
     conn: sqlite3.Connection,
     session_id: str,
@@ -54,25 +69,32 @@ def append_messages(
     run_id: str | None = None,
     *,
     user_turn_prompt: bool = False,
+    position: tuple[int, int, int] | None = None,
 ) -> list[int]:
     """Append to the session's active segment; assigns and returns the seqs.
 
     `user_turn_prompt` records that AGENT.md was injected at this user turn.
+    `position` is the session's (segment, next_seq, user_turns) when the
+    caller has just read it.
     """
-    row = conn.execute(
-        "SELECT segment, next_seq, user_turns FROM sessions WHERE id = ?", (session_id,)
-    ).fetchone()
-    if row is None:
-        raise KeyError(f"no session {session_id!r}")
-    segment, seq, user_turns = row["segment"], row["next_seq"], row["user_turns"]
+    if position is None:
+        row = conn.execute(
+            "SELECT segment, next_seq, user_turns FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"no session {session_id!r}")
+        position = (row[0], row[1], row[2])
+    segment, seq, user_turns = position
     seqs: list[int] = []
+    rows = []
     for message in messages:
-        conn.execute(INSERT_MESSAGE, message_row(session_id, seq, segment, message, run_id))
+        rows.append(message_row(session_id, seq, segment, message, run_id))
         message.seq = seq
         seqs.append(seq)
         seq += 1
         if message.role is Role.USER:
             user_turns += 1
+    conn.executemany(INSERT_MESSAGE, rows)
     conn.execute(
         "UPDATE sessions SET next_seq = ?, user_turns = ?, updated_at = ?"
         + (", prompt_turn = ?" if user_turn_prompt else "")
