@@ -108,6 +108,11 @@ class ChannelRuntime(Protocol):
         """Tell the dispatcher that parked messages for `chat_id` can go now."""
         ...
 
+    def register_secret(self, value: str) -> None:
+        """Keep `value` (a credential the channel obtained at run time, such as
+        a token from a QR login) out of every log line from now on."""
+        ...
+
 
 class Channel(ABC):
     """Lifecycle: `setup` (routes; before the HTTP server starts) → `start`

@@ -36,6 +36,7 @@ from gateway.context import Compactor
 from gateway.execution import AgentProfile, ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
+from gateway.logging import register_secrets
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
@@ -79,6 +80,9 @@ class _Runtime:
     def recipient_online(self, chat_id: str) -> None:
         if self.dispatcher is not None:
             self.dispatcher.recipient_online(self.channel, chat_id)
+
+    def register_secret(self, value: str) -> None:
+        register_secrets([value])
 
 
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:

@@ -220,6 +220,7 @@ class OutboundDispatcher:
         channel = self.channels[name]
         state = self._states[name]
         state.wake.clear()
+        _prune(state)
         if state.ready:
             rows = list(state.ready)
             state.ready.clear()
@@ -239,7 +240,6 @@ class OutboundDispatcher:
             if state.dirty:
                 return
             state.scanning = False
-        _prune(state)
         state.drained.set()
         await self._sleep_until_due(state)
 

@@ -49,12 +49,16 @@ class TestRuntime:
         self.media_dir = media_dir
         self.received: list[InboundMessage] = []
         self.online: list[str] = []
+        self.secrets: list[str] = []
         self._seen: set[tuple[str, str]] = set()
         self._arrived = asyncio.Condition()
         self.base_url = ""
 
     def recipient_online(self, chat_id: str) -> None:
         self.online.append(chat_id)
+
+    def register_secret(self, value: str) -> None:
+        self.secrets.append(value)
 
     async def wait_for_messages(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         async with asyncio.timeout(timeout), self._arrived:

@@ -95,6 +95,8 @@ class WechatChannel(Channel):
         self.not_ready_reason = reason
 
     def _apply_credentials(self, creds: Credentials) -> None:
+        if self._runtime is not None:
+            self._runtime.register_secret(creds.bot_token)
         if self._client is not None:
             self._client.with_token(creds.bot_token)
             self._client.with_base_url(creds.baseurl or self.config.base_url)

@@ -254,11 +254,13 @@ async def test_without_credentials_start_returns_not_ready_then_picks_up_a_login
         channel = WechatChannel(make_config(fake))
         async with wechat_runtime(channel, tmp_path) as rt:
             assert channel.not_ready_reason == NOT_LOGGED_IN_REASON
+            assert rt.secrets == []
             write_credentials(tmp_path, fake)
             await fake.add_message(ALICE, "first")
             [message] = await rt.wait_for_messages(1)
             assert message.text == "first"
             assert channel.ready
+            assert fake.token in rt.secrets  # the token from the login is kept out of logs
 
 
 async def test_allow_from_refuses_others_and_still_moves_the_cursor(tmp_path: Path) -> None:

@@ -155,6 +155,27 @@ async def test_a_reply_waits_behind_an_earlier_one_of_its_chat_awaiting_retry(
     assert len(channel.attempts) == 4
 
 
+async def test_handed_over_and_scanned_replies_are_each_sent_once_in_order(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Turn replies reach the sender in memory, command answers by a scan of
+    the outbox; interleaved across chats, each row still goes out once."""
+    channel = RecordingChannel()
+    loaded = make_config(home, llm.base_url, gateway={"queue_mode": "followup"})
+    async with running_gateway(loaded, extra_channels=[channel]):
+        for i in range(40):
+            text = "/help" if i % 5 == 0 else f"m{i}"
+            await channel.submit(f"c{i % 4}", text, message_id=f"id{i}")
+        await channel.wait_sent(40)
+        await asyncio.sleep(0.3)  # nothing more may follow
+    ids = [s.message.outbox_id for s in channel.sent]
+    assert len(ids) == len(set(ids)) == 40
+    for chat in ("c0", "c1", "c2", "c3"):
+        echoes = [t for t in channel.texts(chat) if t.startswith("echo: ")]
+        expected = [f"echo: m{i}" for i in range(40) if i % 4 == int(chat[1]) and i % 5]
+        assert echoes == expected
+
+
 async def test_failing_channel_does_not_delay_another(home: Path, llm: FakeOpenAI) -> None:
     bad, good = RecordingChannel("bad"), RecordingChannel("good")
     bad.fail_forever = TransientSendError("platform down")
