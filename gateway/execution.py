@@ -56,6 +56,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
+_DELTA_INTERVAL_SECS = 0.05
 GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
 
 
@@ -109,22 +110,28 @@ class _Observer(TurnObserver):
     session_id: str
     run_id: str
     event: ChannelEvent
-    deltas: list[str] = field(default_factory=list)
+    deltas: list[str] = field(default_factory=list)  # streamed text not yet passed on
+    delta_sent_at: float = 0.0
 
     async def on_messages(self, new: Sequence[ChatMessage]) -> None:
         await self.service.store(self.turn, self.run_id, new)
 
     async def on_delta(self, text: str) -> None:
+        """Streamed text goes on at most every `_DELTA_INTERVAL_SECS`, pieces
+        that came sooner joined: a fast model's tokens cost a few events a
+        second, not one each."""
+        self.deltas.append(text)
+        if time.monotonic() - self.delta_sent_at >= _DELTA_INTERVAL_SECS:
+            await self.flush_deltas()
+
+    async def flush_deltas(self) -> None:
+        if not self.deltas:
+            return
+        text = "".join(self.deltas)
+        self.deltas.clear()
+        self.delta_sent_at = time.monotonic()
         await self.service.sink.notify(
-            ChannelEvent(
-                EventKind.DELTA,
-                self.event.channel,
-                self.event.chat_id,
-                self.session_id,
-                self.run_id,
-                text,
-                self.event.reply_to_message_id,
-            )
+            dataclasses.replace(self.event, kind=EventKind.DELTA, text=text)
         )
 
 
@@ -328,6 +335,7 @@ class ExecutionService:
         outcome: TurnOutcome
         try:
             result = await loop.run(history, ctx, observer)
+            await observer.flush_deltas()  # the deltas add up to the whole reply
             reply = result.reply
             text = reply.content.strip() or "(the model returned an empty reply)"
             outcome = TurnOutcome(ok=True)

@@ -18,7 +18,6 @@ tool calls, the AGENT.md decision, the new messages and the inbox rows →
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import sqlite3
@@ -82,11 +81,11 @@ class _Begun:
     record: SessionRecord  # as it was before this call's writes
     history: list[ChatMessage]
     repaired: int
-    needs_prompt: bool  # AGENT.md must go first: load it, then call again
-    injected: bool = False
+    injected: bool
 
 
 def _begin(conn: sqlite3.Connection, *, req: _Request, prompt_text: str | None) -> _Begun:
+    """`prompt_text` is AGENT.md as just read; None when there is no prompt file."""
     if req.session_id is not None:
         record = sessions.get_session(conn, req.session_id)
     elif req.fresh:
@@ -106,13 +105,11 @@ def _begin(conn: sqlite3.Connection, *, req: _Request, prompt_text: str | None) 
     repaired = len(added)
     inject = False
     if req.new:
-        inject = req.every is not None and needs_injection(
-            history, record.user_turns, record.prompt_turn, req.every
+        inject = (
+            req.every is not None
+            and prompt_text is not None
+            and needs_injection(history, record.user_turns, record.prompt_turn, req.every)
         )
-        if inject and prompt_text is None:
-            if added:
-                messages.append_messages(conn, record.id, added, req.run_id)
-            return _Begun(record, history + added, repaired, needs_prompt=True)
         if inject and prompt_text is not None:
             added.append(agent_prompt_message(prompt_text))
         added.extend(req.new)
@@ -120,7 +117,7 @@ def _begin(conn: sqlite3.Connection, *, req: _Request, prompt_text: str | None) 
         messages.append_messages(conn, record.id, added, req.run_id, user_turn_prompt=inject)
     if req.new:
         inbox.mark_started(conn, req.inbox_ids, record.id)
-    return _Begun(record, history + added, repaired, needs_prompt=False, injected=inject)
+    return _Begun(record, history + added, repaired, injected=inject)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,30 +208,17 @@ class TurnOpener:
                 opened_at,
                 DeferredOpening(req, cached),
             )
-        begun = await self.db.write(functools.partial(_begin, req=req, prompt_text=None))
-        repaired = begun.repaired
-        if begun.needs_prompt:
-            assert self.prompt_file is not None
-            text = await self.prompt_file.load()
-            record, history = begun.record, begun.history
-            last = history[-1].seq if history and history[-1].seq is not None else None
-            known = _Cached(
-                record.id,
-                record.segment,
-                record.next_seq if last is None else last + 1,
-                record.user_turns,
-                record.prompt_turn,
-                history,
-            )
-            again = dataclasses.replace(req, session_id=record.id, fresh=False, cached=known)
-            begun = await self.db.write(functools.partial(_begin, req=again, prompt_text=text))
+        # off the cache the turn may well need AGENT.md (a new session, a due
+        # re-injection): read it first, so the opening is one transaction
+        text = await self.prompt_file.load() if self.prompt_file and req.new else None
+        begun = await self.db.write(functools.partial(_begin, req=req, prompt_text=text))
         record = begun.record
         user_turns = record.user_turns + _user_turns(req.new)
         return OpenedTurn(
             record.id,
             record.segment,
             begun.history,
-            repaired,
+            begun.repaired,
             user_turns,
             user_turns if begun.injected else record.prompt_turn,
             opened_at,

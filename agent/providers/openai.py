@@ -16,8 +16,6 @@ from typing import Any
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from pydantic import BaseModel
 
 from agent.messages import ChatMessage, Role, ToolCall, Usage
 from agent.providers.base import (
@@ -36,6 +34,15 @@ from agent.providers.sdk import SdkProvider
 __all__ = ["OpenAIProvider", "to_openai_messages", "to_openai_tools"]
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+# Requests and responses stay plain JSON: the body is posted as it is built
+# (`client.post`, the SDK's documented way to make custom requests) and chunks
+# are read as dicts (`cast_to=object`). The typed `chat.completions.create`
+# walks every message and tool schema again to transform it, and building a
+# model per streamed chunk costs more still: milliseconds of CPU per call on a
+# small machine, which bounds how many turns run at once.
+_PATH = "/chat/completions"
 
 
 async def _user_message(message: ChatMessage) -> dict[str, Any]:
@@ -88,13 +95,30 @@ def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def _reasoning_of(model: BaseModel) -> str | None:
-    extra = model.model_extra or {}
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _reasoning_of(part: dict[str, Any]) -> str | None:
     for key in _REASONING_FIELDS:
-        value = extra.get(key)
+        value = part.get(key)
         if isinstance(value, str):
             return value
     return None
+
+
+def _usage_of(raw: object) -> Usage | None:
+    usage = _obj(raw)
+    if not usage:
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return Usage(
+        prompt if isinstance(prompt, int) else 0, completion if isinstance(completion, int) else 0
+    )
 
 
 @dataclass(slots=True)
@@ -109,7 +133,8 @@ class _PartialCall:
 
 
 class _StreamAssembler:
-    """Collects chunks into one response, forwarding text deltas as they come."""
+    """Collects chunks (plain JSON objects) into one response, forwarding text
+    deltas as they come."""
 
     def __init__(self, on_delta: DeltaSink) -> None:
         self._on_delta = on_delta
@@ -119,25 +144,29 @@ class _StreamAssembler:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
 
-    async def feed(self, chunk: ChatCompletionChunk) -> None:
-        if chunk.usage is not None:
-            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-        for choice in chunk.choices:
-            delta = choice.delta
+    async def feed(self, raw: object) -> None:
+        chunk = _obj(raw)
+        self.usage = _usage_of(chunk.get("usage")) or self.usage
+        for choice in map(_obj, chunk.get("choices") or ()):
+            delta = _obj(choice.get("delta"))
             reasoning = _reasoning_of(delta)
             if reasoning:
                 self.reasoning.append(reasoning)
-            for part in delta.tool_calls or ():
-                partial = self.calls.setdefault(part.index, _PartialCall())
-                partial.id = partial.id or (part.id or "")
-                if part.function is not None:
-                    partial.name = partial.name or (part.function.name or "")
-                    partial.arguments += part.function.arguments or ""
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-            if delta.content:
-                self.text.append(delta.content)
-                await self._on_delta(delta.content)
+            for part in map(_obj, delta.get("tool_calls") or ()):
+                index = part.get("index")
+                partial = self.calls.setdefault(
+                    index if isinstance(index, int) else 0, _PartialCall()
+                )
+                partial.id = partial.id or _text(part.get("id"))
+                function = _obj(part.get("function"))
+                partial.name = partial.name or _text(function.get("name"))
+                partial.arguments += _text(function.get("arguments"))
+            if choice.get("finish_reason"):
+                self.finish_reason = _text(choice.get("finish_reason"))
+            content = _text(delta.get("content"))
+            if content:
+                self.text.append(content)
+                await self._on_delta(content)
 
     def response(self) -> LLMResponse:
         calls = tuple(self.calls[i].finish(i) for i in sorted(self.calls))
@@ -150,23 +179,27 @@ class _StreamAssembler:
         )
 
 
-def _parse_completion(completion: ChatCompletion, provider: str) -> LLMResponse:
-    if not completion.choices:
+def _parse_completion(raw: object, provider: str) -> LLMResponse:
+    choices = _obj(raw).get("choices")
+    if not isinstance(choices, list) or not choices:
         raise ProviderError(f"provider '{provider}' returned no choices")
-    choice = completion.choices[0]
-    message = choice.message
+    choice = _obj(choices[0])
+    message = _obj(choice.get("message"))
     calls = tuple(
-        ToolCall(c.id, c.function.name, c.function.arguments or "{}")
-        for c in message.tool_calls or ()
-        if c.type == "function"
+        _PartialCall(
+            _text(call.get("id")),
+            _text(_obj(call.get("function")).get("name")),
+            _text(_obj(call.get("function")).get("arguments")),
+        ).finish(i)
+        for i, call in enumerate(map(_obj, message.get("tool_calls") or ()))
+        if call.get("type", "function") == "function"
     )
-    usage = completion.usage
     return LLMResponse(
-        content=message.content or "",
+        content=_text(message.get("content")),
         tool_calls=calls,
         reasoning_content=_reasoning_of(message),
-        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
-        finish_reason=choice.finish_reason,
+        usage=_usage_of(_obj(raw).get("usage")),
+        finish_reason=_text(choice.get("finish_reason")) or None,
     )
 
 
@@ -220,7 +253,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         async def once(sink: DeltaSink | None) -> LLMResponse:
             try:
                 if sink is None:
-                    completion = await client.chat.completions.create(**params)
+                    completion = await client.post(_PATH, body=params, cast_to=object)
                     return _parse_completion(completion, self.name)
                 return await self._stream(client, params, sink)
             except (openai.OpenAIError, httpx2.TransportError) as exc:
@@ -232,8 +265,12 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         self, client: openai.AsyncOpenAI, params: dict[str, Any], sink: DeltaSink
     ) -> LLMResponse:
         assembler = _StreamAssembler(sink)
-        stream = await client.chat.completions.create(
-            **params, stream=True, stream_options={"include_usage": True}
+        stream = await client.post(
+            _PATH,
+            body={**params, "stream": True, "stream_options": {"include_usage": True}},
+            cast_to=object,
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
         )
         async with stream:
             async for chunk in stream:
