@@ -99,3 +99,23 @@ async def test_a_session_changed_behind_the_gateway_is_noticed(home: Path, llm: 
         ("chat-1#2", "echo: second"),
     ]
     assert [m["content"] for m in conversation(llm.requests[-1])] == ["second"]
+
+
+async def test_a_chats_next_turns_open_from_the_cached_history(home: Path, llm: FakeOpenAI) -> None:
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        for text in ("one", "two", "three"):
+            await client.ask(text)
+        assert gw.sessions is not None
+        assert gw.sessions.execution.opener.opened_in_memory == 2  # all but the first
+        assert gw.db is not None
+        seqs = await gw.db.read(
+            lambda c: [r[0] for r in c.execute("SELECT seq FROM messages ORDER BY id")]
+        )
+    assert seqs == list(range(1, 8))  # AGENT.md, then three questions and answers, in order
+    assert [m["content"] for m in conversation(llm.requests[-1])] == [
+        "one",
+        "echo: one",
+        "two",
+        "echo: two",
+        "three",
+    ]
