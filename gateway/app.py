@@ -238,6 +238,7 @@ class Gateway:
                     cfg.gateway.outbound_retry_max_secs,
                 ),
                 send_timeout_secs=cfg.gateway.send_timeout_secs,
+                rescan_secs=cfg.gateway.outbox_rescan_secs,
                 metrics=self.metrics,
             )
             self.dispatcher = dispatcher

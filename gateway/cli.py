@@ -151,14 +151,16 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     from storage.db import Database
 
     async def run() -> int:
-        async with Database(_load(args).storage_path) as db:
+        loaded = _load(args)
+        async with Database(loaded.storage_path) as db:
             if args.action == "retry":
                 ok = await db.write(lambda c: outbox.retry_row(c, args.id))
                 if not ok:
                     print(f"outbox row {args.id} is not failed or parked; nothing to retry")
                     return 1
                 print(
-                    f"outbox row {args.id} queued again; a running gateway sends it within its next pass"
+                    f"outbox row {args.id} queued again; a running gateway sends it within "
+                    f"{loaded.config.gateway.outbox_rescan_secs:g} seconds"
                 )
                 return 0
             rows = await db.read(lambda c: outbox.list_rows(c, failed_only=args.failed))

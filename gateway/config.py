@@ -108,6 +108,7 @@ class GatewayConfig(_Model):
     outbound_retry_base_secs: float = Field(1.0, gt=0)
     outbound_retry_max_secs: float = Field(300.0, gt=0)
     send_timeout_secs: float = Field(30.0, gt=0)
+    outbox_rescan_secs: float = Field(30.0, gt=0)
     shutdown_timeout_secs: float = Field(30.0, gt=0)
     typing_delay_secs: float = Field(0.5, ge=0)
 

@@ -245,9 +245,11 @@ class ExecutionService:
         then: Callable[[sqlite3.Connection], T | None] = lambda c: None,
         *,
         finishing: bool = False,
+        on_commit: Callable[[T | None], None] | None = None,
     ) -> T | None:
         """Append `new` to the turn's session, then run `then`: one transaction,
-        which first stores the turn's opening if that was deferred."""
+        which first stores the turn's opening if that was deferred. `on_commit`
+        runs after the commit even if this turn is cancelled meanwhile."""
         deferred = turn.deferred
 
         def fn(c: sqlite3.Connection) -> T | None:
@@ -257,7 +259,7 @@ class ExecutionService:
                 messages.append_messages(c, turn.session_id, new, run_id)
             return then(c)
 
-        result = await self.db.write(fn)
+        result = await self.db.write(fn, on_commit=on_commit)
         turn.deferred = None
         return result
 
@@ -407,7 +409,9 @@ class ExecutionService:
             inbox.mark_done(c, inbox_ids)
             return row_id
 
+        def hand_over(row_id: int | None) -> None:
+            if row_id is not None:
+                self.sink.handoff(out, row_id)
+
         new = [reply] if reply is not None else []
-        row_id = await self.store(turn, run_id, new, finish, finishing=True)
-        if row_id is not None:
-            self.sink.handoff(out, row_id)
+        await self.store(turn, run_id, new, finish, finishing=True, on_commit=hand_over)

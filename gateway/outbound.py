@@ -125,12 +125,14 @@ class OutboundDispatcher:
         policy: RetryPolicy,
         *,
         send_timeout_secs: float = 30.0,
+        rescan_secs: float = 30.0,
         metrics: DeliveryMetrics | None = None,
     ) -> None:
         self.db = db
         self.channels = channels
         self.policy = policy
         self.send_timeout_secs = send_timeout_secs
+        self.rescan_secs = rescan_secs  # rows nobody handed over: `outbox retry` from the CLI
         self.metrics = metrics
         self._states = {name: _SenderState() for name in channels}
         for state in self._states.values():
@@ -244,14 +246,15 @@ class OutboundDispatcher:
         await self._sleep_until_due(state)
 
     async def _sleep_until_due(self, state: _SenderState) -> None:
-        delay: float | None = None
+        delay = self.rescan_secs
         if state.next_due_at is not None:
-            delay = max(0.0, (parse_iso(state.next_due_at) - datetime.now(UTC)).total_seconds())
+            due_in = (parse_iso(state.next_due_at) - datetime.now(UTC)).total_seconds()
+            delay = max(0.0, min(delay, due_in))
         try:
             async with asyncio.timeout(delay):
                 await state.wake.wait()
         except TimeoutError:
-            state.rescan()  # a retry came due
+            state.rescan()  # a retry came due, or it is time to look anyway
 
     async def _deliver(
         self,

@@ -117,13 +117,21 @@ class Database:
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._run(fn)
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        on_commit: Callable[[T], None] | None = None,
+    ) -> T:
         """Run `fn` inside a group-committed transaction; returns once committed.
         Once queued (at once, unless the queue is full) the write happens even
-        if the caller is cancelled while it waits."""
+        if the caller is cancelled while it waits, and so does `on_commit`,
+        called with the result right after the commit."""
         if self._closed:
             raise StorageClosed("storage is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if on_commit is not None:
+            future.add_done_callback(functools.partial(_after_commit, on_commit))
         job = _Job(fn, future)
         try:
             self._queue.put_nowait(job)
@@ -206,6 +214,14 @@ class Database:
                     job.future.set_result(value)
                 else:
                     job.future.set_exception(value)
+
+
+def _after_commit(callback: Callable[[T], None], future: asyncio.Future[T]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        try:
+            callback(future.result())
+        except Exception:
+            log.exception("storage_on_commit_failed")
 
 
 def _commit_batch(conn: sqlite3.Connection, *, jobs: list[_Job]) -> list[tuple[bool, Any]]:

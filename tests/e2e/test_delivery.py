@@ -245,6 +245,40 @@ async def test_permanent_error_is_not_retried_and_cli_can_requeue(
     assert sent[0].message.text == "echo: hi"
 
 
+async def test_a_row_requeued_while_the_gateway_runs_is_sent_by_the_next_rescan(
+    home: Path, llm: FakeOpenAI, capsys: Any
+) -> None:
+    channel = RecordingChannel()
+    channel.fail_permanently()
+    loaded = make_config(home, llm.base_url, gateway={"outbox_rescan_secs": 0.5})
+    config_file = home / "config.json"
+    config_file.write_text(
+        json.dumps(
+            {"storage": {"path": str(loaded.storage_path)}, "gateway": {"outbox_rescan_secs": 0.5}}
+        )
+    )
+    async with running_gateway(loaded, extra_channels=[channel]) as gw:
+        await channel.submit("c1", "hi", message_id="m1")
+        await channel.wait_attempts(1)
+        assert gw.dispatcher is not None
+        assert gw.db is not None
+        await gw.dispatcher.flush(5)  # the failure is recorded
+        row_id = await gw.db.read(
+            lambda c: c.execute("SELECT id FROM outbox WHERE state = 'failed'").fetchone()[0]
+        )
+        channel.fail_forever = None
+        capsys.readouterr()
+        assert (
+            await asyncio.to_thread(
+                picobot_main, ["outbox", "retry", str(row_id), "--config", str(config_file)]
+            )
+            == 0
+        )
+        assert "sends it within 0.5 seconds" in capsys.readouterr().out
+        sent = await channel.wait_sent(1, timeout=5)  # no message, command or restart needed
+    assert sent[0].message.outbox_id == row_id
+
+
 async def test_reply_waits_for_a_disconnected_client_and_arrives_once(
     home: Path, llm: FakeOpenAI
 ) -> None:
