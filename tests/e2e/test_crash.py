@@ -120,6 +120,59 @@ async def test_sigkill_mid_flight_then_restart_answers_each_message_once(
     assert users == 20  # the recovered turns did not store the question twice
 
 
+async def test_sigkill_during_turns_opened_from_the_cache_then_restart_answers_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Second messages open from the cached history, so nothing of their turn is
+    stored until it finishes; killed meanwhile, they are answered once after
+    the restart and the transcript holds each question once."""
+    env = child_env(home)
+    config = _config(llm)
+    gw = await spawn_gateway(config, home, env)
+    clients = [await Client.connect(gw, f"cached-{i}") for i in range(10)]
+    await asyncio.gather(*(c.send(f"a{i}", f"first {i}") for i, c in enumerate(clients)))
+    await asyncio.gather(*(c.collect(1, timeout=20) for c in clients))
+    llm.delay = 2.0
+    await asyncio.gather(*(c.send(f"b{i}", f"second {i}") for i, c in enumerate(clients)))
+    await llm.wait_requests(20, timeout=30)
+    gw.proc.kill()
+    assert await gw.proc.wait() == -signal.SIGKILL
+    for c in clients:
+        await c.ws.close()
+
+    gw2 = await spawn_gateway(config, home, env)
+    clients = []
+    try:
+        clients = [await Client.connect(gw2, f"cached-{i}") for i in range(10)]
+        results = await asyncio.gather(*(c.collect(1, timeout=40, linger=0.5) for c in clients))
+    finally:
+        for c in clients:
+            await c.ws.close()
+        assert await gw2.stop() == 0
+    for i, replies in enumerate(results):
+        assert [(r["reply_to"], r["text"]) for r in replies] == [(f"b{i}", f"echo: second {i}")]
+    assert gw2.events("inbox_recovered")[0]["rows"] == 10
+
+    async with Database(home / "storage" / "sessions.db") as db:
+        transcripts = await db.read(
+            lambda c: c.execute(
+                "SELECT session_id, group_concat(role || ':' || content, '|') FROM "
+                "(SELECT * FROM messages WHERE role != 'system' ORDER BY seq) GROUP BY session_id"
+            ).fetchall()
+        )
+        unfinished = await db.read(
+            lambda c: c.execute("SELECT COUNT(*) FROM inbox WHERE state != 'done'").fetchone()[0]
+        )
+    assert sorted(tuple(r) for r in transcripts) == sorted(
+        (
+            f"cached-{i}",
+            f"user:first {i}|assistant:echo: first {i}|user:second {i}|assistant:echo: second {i}",
+        )
+        for i in range(10)
+    )
+    assert unfinished == 0
+
+
 async def test_sigterm_finishes_turns_flushes_and_exits_zero(home: Path, llm: FakeOpenAI) -> None:
     llm.delay = 1.0
     gw = await spawn_gateway(_config(llm), home, child_env(home))
