@@ -70,6 +70,32 @@ class Client:
                 self.replies.append(frame)
 
 
+async def _kill_restart_and_collect(
+    gw: GatewayProcess,
+    clients: list[Client],
+    config: dict[str, Any],
+    home: Path,
+    env: dict[str, str],
+) -> tuple[GatewayProcess, list[list[dict[str, Any]]]]:
+    """SIGKILL `gw` (no clean-up at all), start a gateway again on the same home,
+    reconnect every client's chat and collect one reply each (and any extras),
+    then stop it cleanly."""
+    gw.proc.kill()
+    assert await gw.proc.wait() == -signal.SIGKILL
+    for c in clients:
+        await c.ws.close()
+    gw2 = await spawn_gateway(config, home, env)
+    again: list[Client] = []
+    try:
+        again = [await Client.connect(gw2, c.chat_id) for c in clients]
+        results = await asyncio.gather(*(c.collect(1, timeout=40, linger=0.5) for c in again))
+    finally:
+        for c in again:
+            await c.ws.close()
+        assert await gw2.stop() == 0
+    return gw2, list(results)
+
+
 async def test_sigkill_mid_flight_then_restart_answers_each_message_once(
     home: Path, llm: FakeOpenAI
 ) -> None:
@@ -80,20 +106,7 @@ async def test_sigkill_mid_flight_then_restart_answers_each_message_once(
     clients = [await Client.connect(gw, f"crash-{i}") for i in range(20)]
     await asyncio.gather(*(c.send(f"q{i}", f"question {i}") for i, c in enumerate(clients)))
     await llm.wait_requests(20, timeout=30)  # every turn is waiting on the LLM
-    gw.proc.kill()  # SIGKILL: no clean-up at all
-    assert await gw.proc.wait() == -signal.SIGKILL
-    for c in clients:
-        await c.ws.close()
-
-    gw2 = await spawn_gateway(config, home, env)
-    clients = []
-    try:
-        clients = [await Client.connect(gw2, f"crash-{i}") for i in range(20)]
-        results = await asyncio.gather(*(c.collect(1, timeout=40, linger=0.5) for c in clients))
-    finally:
-        for c in clients:
-            await c.ws.close()
-        assert await gw2.stop() == 0
+    gw2, results = await _kill_restart_and_collect(gw, clients, config, home, env)
     for i, replies in enumerate(results):
         assert [(r["reply_to"], r["text"]) for r in replies] == [(f"q{i}", f"echo: question {i}")]
     assert gw2.events("inbox_recovered")[0]["rows"] == 20
@@ -135,20 +148,7 @@ async def test_sigkill_during_turns_opened_from_the_cache_then_restart_answers_o
     llm.delay = 2.0
     await asyncio.gather(*(c.send(f"b{i}", f"second {i}") for i, c in enumerate(clients)))
     await llm.wait_requests(20, timeout=30)
-    gw.proc.kill()
-    assert await gw.proc.wait() == -signal.SIGKILL
-    for c in clients:
-        await c.ws.close()
-
-    gw2 = await spawn_gateway(config, home, env)
-    clients = []
-    try:
-        clients = [await Client.connect(gw2, f"cached-{i}") for i in range(10)]
-        results = await asyncio.gather(*(c.collect(1, timeout=40, linger=0.5) for c in clients))
-    finally:
-        for c in clients:
-            await c.ws.close()
-        assert await gw2.stop() == 0
+    gw2, results = await _kill_restart_and_collect(gw, clients, config, home, env)
     for i, replies in enumerate(results):
         assert [(r["reply_to"], r["text"]) for r in replies] == [(f"b{i}", f"echo: second {i}")]
     assert gw2.events("inbox_recovered")[0]["rows"] == 10
