@@ -170,7 +170,12 @@ class Database:
         """Copy the WAL into the database file from a second connection on
         another thread, so the writer never waits for a checkpoint's fsyncs
         (its own automatic checkpoints are off; see `_prepare`)."""
-        conn = await asyncio.to_thread(_checkpoint_connection, self.path)
+        try:
+            conn = await asyncio.to_thread(_checkpoint_connection, self.path)
+        except sqlite3.Error as exc:  # then the writer checkpoints after all
+            log.error("storage_checkpointer_unavailable", error=str(exc))
+            await self._run(_automatic_checkpoints)
+            return
         try:
             while not self._closed:
                 try:  # close() sets _closed and wakes us; never cancelled mid-checkpoint
@@ -275,6 +280,10 @@ def _checkpoint_connection(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout=5000")
     return conn
+
+
+def _automatic_checkpoints(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_autocheckpoint=1000")  # SQLite's default
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:

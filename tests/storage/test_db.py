@@ -86,3 +86,24 @@ async def test_checkpoints_reach_the_database_file_without_the_writer(tmp_path: 
             assert _keys(copy) == ["a", "b", "c"]
         finally:
             copy.close()
+
+
+async def test_without_a_checkpoint_connection_the_writer_checkpoints_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage.db
+
+    def refuse(path: Path) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(storage.db, "_checkpoint_connection", refuse)
+    async with Database(tmp_path / "picobot.db") as db:
+
+        def automatic(c: sqlite3.Connection) -> int:
+            return int(c.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+        async with asyncio.timeout(10):
+            while await db.read(automatic) == 0:
+                await asyncio.sleep(0.02)
+        assert await db.read(automatic) == 1000
+        await db.write(lambda c: _insert(c, "still writable"))
