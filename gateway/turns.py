@@ -1,9 +1,10 @@
 """Opening a turn: the session, its history and the new messages.
 
 Histories of recent conversations are kept in a small LRU after each turn that
-ended whole. When the next message of such a conversation needs nothing but
-its user message stored (no AGENT.md injection, no repair, no other session),
-the turn opens in memory: no storage round trip before the model is called.
+ended whole. When the next message of such a conversation comes within ten
+minutes and needs nothing but its user message stored (no AGENT.md injection,
+no repair, no other session), the turn opens in memory: no storage round trip
+before the model is called.
 Storing the user message (and moving the inbox rows to `started`) is then
 deferred to the turn's first write (`DeferredOpening`), which checks that the
 session is still the chat's active one, where the cache says; if it is not,
@@ -21,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sqlite3
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ class _Cached:
     user_turns: int
     prompt_turn: int | None
     history: list[ChatMessage]
+    at: float  # time.monotonic() when cached
 
 
 @dataclass(slots=True)
@@ -160,11 +163,13 @@ class TurnOpener:
         reinject_every: int,
         *,
         capacity: int = 128,
+        in_memory_for_secs: float = 600.0,
     ) -> None:
         self.db = db
         self.prompt_file = prompt_file
         self.every = reinject_every if prompt_file is not None else None
         self.capacity = capacity
+        self.in_memory_for_secs = in_memory_for_secs  # after a turn, for the next one
         self._cache: OrderedDict[Conversation, _Cached] = OrderedDict()
         self._clock = itertools.count()
         self._forgotten: OrderedDict[Conversation, int] = OrderedDict()
@@ -228,6 +233,8 @@ class TurnOpener:
         """Only the user message to store: no resume, no new session, no AGENT.md."""
         if not req.new or req.session_id is not None or req.fresh:
             return False
+        if time.monotonic() - cached.at > self.in_memory_for_secs:
+            return False  # a chat idle this long may have been archived meanwhile
         return self.every is None or not needs_injection(
             cached.history, cached.user_turns, cached.prompt_turn, self.every
         )
@@ -249,6 +256,7 @@ class TurnOpener:
             turn.user_turns,
             turn.prompt_turn,
             history,
+            time.monotonic(),
         )
         self._cache.move_to_end(key)
         while len(self._cache) > self.capacity:

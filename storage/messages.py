@@ -52,11 +52,11 @@ def bound_position(
     conn: sqlite3.Connection, channel: str, chat_id: str, session_id: str
 ) -> tuple[int, int, int] | None:
     """(segment, next_seq, user_turns) of `session_id` if it is the chat's
-    active session, else None."""
+    active session (bound to the chat, not archived), else None."""
     row = conn.execute(
         "SELECT s.segment, s.next_seq, s.user_turns FROM chat_bindings b "
         "JOIN sessions s ON s.id = b.session_id "
-        "WHERE b.channel = ? AND b.chat_id = ? AND b.session_id = ?",
+        "WHERE b.channel = ? AND b.chat_id = ? AND b.session_id = ? AND s.status = 'active'",
         (channel, chat_id, session_id),
     ).fetchone()
     return None if row is None else (row[0], row[1], row[2])

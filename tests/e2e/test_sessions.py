@@ -119,3 +119,20 @@ async def test_a_chats_next_turns_open_from_the_cached_history(home: Path, llm: 
         "echo: two",
         "three",
     ]
+
+
+async def test_a_session_archived_by_the_idle_cleanup_is_not_continued(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        await client.ask("first")
+        assert gw.db is not None
+        # what the scheduler's idle-session cleanup does (storage.cleanup)
+        await gw.db.write(lambda c: c.execute("UPDATE sessions SET status = 'archived'"))
+        assert await client.ask("second") == "echo: second"
+        rows = await gw.db.read(
+            lambda c: c.execute(
+                "SELECT session_id, content FROM messages WHERE role = 'user' ORDER BY id"
+            ).fetchall()
+        )
+    assert [tuple(r) for r in rows] == [("chat-1", "first"), ("chat-1#2", "second")]
