@@ -107,7 +107,6 @@ class TurnOutcome:
 class _Observer(TurnObserver):
     service: ExecutionService
     turn: OpenedTurn
-    session_id: str
     run_id: str
     event: ChannelEvent
     deltas: list[str] = field(default_factory=list)  # streamed text not yet passed on
@@ -320,7 +319,7 @@ class ExecutionService:
         event = ChannelEvent(EventKind.WORKING, channel, chat_id, session_id, run_id, "", reply_to)
         typing = _Typing(self.sink, event, None if silent else self.typing_delay_secs)
         await typing.start()
-        observer = _Observer(self, turn, session_id, run_id, event)
+        observer = _Observer(self, turn, run_id, event)
         ctx = ToolContext(
             session_id=session_id,
             channel=channel,

@@ -31,26 +31,6 @@ _BATCH_MAX = 256
 Outcome = int | None | Exception
 
 
-def _record_batch(conn: sqlite3.Connection, *, batch: list[InboundMessage]) -> list[Outcome]:
-    conn.execute("SAVEPOINT batch")
-    try:
-        outcomes: list[Outcome] = [inbox.record_inbound(conn, m) for m in batch]
-    except Exception:  # one bad message must not sink the others: one at a time
-        conn.execute("ROLLBACK TO batch")
-        outcomes = []
-        for message in batch:
-            conn.execute("SAVEPOINT one")
-            try:
-                outcomes.append(inbox.record_inbound(conn, message))
-                conn.execute("RELEASE one")
-            except Exception as exc:
-                conn.execute("ROLLBACK TO one")
-                conn.execute("RELEASE one")
-                outcomes.append(exc)
-    conn.execute("RELEASE batch")
-    return outcomes
-
-
 class InboundProcessor:
     def __init__(
         self,
@@ -91,8 +71,10 @@ class InboundProcessor:
                     queue.task_done()
 
     async def _process(self, batch: list[InboundMessage]) -> None:
-        try:
-            outcomes = await self.db.write(functools.partial(_record_batch, batch=batch))
+        try:  # one job each: a bad message fails alone, the batch shares a commit
+            outcomes: list[Outcome] = await self.db.write_each(
+                [functools.partial(inbox.record_inbound, message=m) for m in batch]
+            )
         except Exception as exc:
             log.exception("inbox_write_failed", batch=len(batch))
             outcomes = [exc] * len(batch)

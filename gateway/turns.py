@@ -131,10 +131,10 @@ class DeferredOpening:
     expected: _Cached
 
     def store(
-        self, conn: sqlite3.Connection, then: Sequence[ChatMessage], *, finishing: bool
+        self, conn: sqlite3.Connection, more: Sequence[ChatMessage], *, finishing: bool
     ) -> None:
-        """The new messages, then `then`, in one append; inbox rows → `started`
-        unless the turn is finishing in this same transaction."""
+        """The new messages and `more` after them, in one append; inbox rows →
+        `started` unless the turn is finishing in this same transaction."""
         req, expected = self.req, self.expected
         position = messages.bound_position(conn, req.channel, req.chat_id, expected.session_id)
         if position is None or position[:2] != (expected.segment, expected.next_seq):
@@ -142,7 +142,7 @@ class DeferredOpening:
                 f"expected {expected.session_id} at seq {expected.next_seq}, found {position}"
             )
         messages.append_messages(
-            conn, expected.session_id, [*req.new, *then], req.run_id, position=position
+            conn, expected.session_id, [*req.new, *more], req.run_id, position=position
         )
         if not finishing:
             inbox.mark_started(conn, req.inbox_ids, expected.session_id)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -132,12 +132,30 @@ class Database:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if on_commit is not None:
             future.add_done_callback(functools.partial(_after_commit, on_commit))
-        job = _Job(fn, future)
+        await self._enqueue(_Job(fn, future))
+        return await asyncio.shield(future)
+
+    async def write_each(
+        self, fns: Sequence[Callable[[sqlite3.Connection], T]]
+    ) -> list[T | Exception]:
+        """`write` for several functions at once, each its own job: they share
+        a commit, and each result is its value or the exception that rolled
+        that one back alone."""
+        if self._closed:
+            raise StorageClosed("storage is closed")
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[T]] = []
+        for fn in fns:
+            futures.append(loop.create_future())
+            await self._enqueue(_Job(fn, futures[-1]))
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        return [r if not isinstance(r, BaseException) else _as_exception(r) for r in results]
+
+    async def _enqueue(self, job: _Job) -> None:
         try:
             self._queue.put_nowait(job)
         except asyncio.QueueFull:
             await self._queue.put(job)
-        return await asyncio.shield(future)
 
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T] | None:
         """Queue `fn` for the next group commit without waiting; None when the
@@ -219,6 +237,12 @@ class Database:
                     job.future.set_result(value)
                 else:
                     job.future.set_exception(value)
+
+
+def _as_exception(exc: BaseException) -> Exception:
+    if isinstance(exc, Exception):
+        return exc
+    raise exc  # cancellation and the like are not a job's result
 
 
 def _after_commit(callback: Callable[[T], None], future: asyncio.Future[T]) -> None:

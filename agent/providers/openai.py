@@ -185,18 +185,17 @@ def _parse_completion(raw: object, provider: str) -> LLMResponse:
         raise ProviderError(f"provider '{provider}' returned no choices")
     choice = _obj(choices[0])
     message = _obj(choice.get("message"))
-    calls = tuple(
-        _PartialCall(
-            _text(call.get("id")),
-            _text(_obj(call.get("function")).get("name")),
-            _text(_obj(call.get("function")).get("arguments")),
-        ).finish(i)
-        for i, call in enumerate(map(_obj, message.get("tool_calls") or ()))
-        if call.get("type", "function") == "function"
-    )
+    calls: list[ToolCall] = []
+    for i, call in enumerate(map(_obj, message.get("tool_calls") or ())):
+        if call.get("type", "function") == "function":
+            function = _obj(call.get("function"))
+            partial = _PartialCall(
+                _text(call.get("id")), _text(function.get("name")), _text(function.get("arguments"))
+            )
+            calls.append(partial.finish(i))
     return LLMResponse(
         content=_text(message.get("content")),
-        tool_calls=calls,
+        tool_calls=tuple(calls),
         reasoning_content=_reasoning_of(message),
         usage=_usage_of(_obj(raw).get("usage")),
         finish_reason=_text(choice.get("finish_reason")) or None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,45 @@ async def test_without_a_checkpoint_connection_the_writer_checkpoints_itself(
                 await asyncio.sleep(0.02)
         assert await db.read(automatic) == 1000
         await db.write(lambda c: _insert(c, "still writable"))
+
+
+async def test_write_each_shares_a_commit_and_a_failure_stays_alone(tmp_path: Path) -> None:
+    async with Database(tmp_path / "db.sqlite") as db:
+
+        def failing(conn: sqlite3.Connection) -> str:
+            _insert(conn, "half-done")
+            raise ValueError("boom")
+
+        def insert(key: str) -> Callable[[sqlite3.Connection], str]:
+            def fn(conn: sqlite3.Connection) -> str:
+                _insert(conn, key)
+                return key
+
+            return fn
+
+        results = await db.write_each([insert("a"), failing, insert("b")])
+        assert results[0] == "a"
+        assert isinstance(results[1], ValueError)
+        assert results[2] == "b"
+        assert await db.read(_keys) == ["a", "b"]
+
+
+async def test_on_commit_runs_even_when_the_caller_is_cancelled(tmp_path: Path) -> None:
+    async with Database(tmp_path / "db.sqlite") as db:
+        committed: list[str] = []
+
+        def slow_insert(conn: sqlite3.Connection) -> str:
+            _insert(conn, "k")
+            time.sleep(0.2)  # on the storage thread: the caller is cancelled meanwhile
+            return "k"
+
+        caller = asyncio.create_task(db.write(slow_insert, on_commit=committed.append))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        async with asyncio.timeout(5):
+            while not committed:
+                await asyncio.sleep(0.01)
+        assert committed == ["k"]
+        assert await db.read(_keys) == ["k"]
