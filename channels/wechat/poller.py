@@ -130,8 +130,12 @@ class UpdatePoller:
             channel=self._name,
         )
         self._expired = True
+        # The file first: once the status says so, a restart also knows.
+        try:
+            await self._watch.mark_expired()
+        except OSError as exc:
+            log.warning("wechat credentials not marked expired", channel=self._name, error=str(exc))
         self._set_status(EXPIRED_REASON)
-        await self._watch.mark_expired()
 
     async def _failed(self, exc: ILinkError, failures: int) -> int:
         failures += 1

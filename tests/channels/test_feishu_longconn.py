@@ -29,9 +29,15 @@ async def fake() -> AsyncIterator[FakeFeishu]:
         yield server
 
 
+# Pings every 0.1 s make a connection "silent" after 0.3 s, which a slow CI
+# machine can reach while rendering one traceback; only the tests about pings
+# and silence use them.
+FAST_PINGS = 0.1
+
+
 def ws_channel(fake: FakeFeishu, **overrides: Any) -> FeishuChannel:
     settings: dict[str, Any] = {
-        "ws_ping_interval_secs": 0.1,
+        "ws_ping_interval_secs": 5.0,
         "ws_reconnect_base_secs": 0.05,
         "ws_reconnect_max_secs": 0.2,
         **overrides,
@@ -59,7 +65,7 @@ async def test_p2p_message_recorded_then_acked(fake: FakeFeishu, tmp_path: Path)
 
 
 async def test_pings_are_sent_at_the_configured_interval(fake: FakeFeishu, tmp_path: Path) -> None:
-    channel = ws_channel(fake)
+    channel = ws_channel(fake, ws_ping_interval_secs=FAST_PINGS)
     async with channel_runtime(channel, tmp_path):
         await fake.wait_until(lambda: fake._conns[-1].pings >= 3)
         assert channel.ready
@@ -104,7 +110,7 @@ async def test_same_event_four_times_recorded_once(fake: FakeFeishu, tmp_path: P
 
 
 async def test_silent_connection_is_detected_and_replaced(fake: FakeFeishu, tmp_path: Path) -> None:
-    channel = ws_channel(fake)
+    channel = ws_channel(fake, ws_ping_interval_secs=FAST_PINGS)
     async with channel_runtime(channel, tmp_path) as rt:
         assert fake.connections == 1
         fake.go_silent()
