@@ -32,13 +32,15 @@ async def fs() -> AsyncIterator[FakeFeishu]:
 
 
 def feishu_config(home: Path, llm: FakeOpenAI, fs: FakeFeishu, **overrides: Any) -> LoadedConfig:
-    section = config_dict(
-        fs.base_url,
-        ws_ping_interval_secs=0.2,
-        ws_reconnect_base_secs=0.05,
-        ws_reconnect_max_secs=0.2,
+    settings: dict[str, Any] = {
+        # Slow pings: with fast ones a slow machine could see a busy connection
+        # as silent. The silence test sets its own.
+        "ws_ping_interval_secs": 5.0,
+        "ws_reconnect_base_secs": 0.05,
+        "ws_reconnect_max_secs": 0.2,
         **overrides,
-    )
+    }
+    section = config_dict(fs.base_url, **settings)
     return make_config(
         home,
         llm.base_url,
@@ -142,7 +144,7 @@ async def test_typing_reaction_while_the_turn_runs(
 async def test_silent_long_connection_recovers_and_next_event_is_answered(
     home: Path, llm: FakeOpenAI, fs: FakeFeishu
 ) -> None:
-    async with running_gateway(feishu_config(home, llm, fs)) as gw:
+    async with running_gateway(feishu_config(home, llm, fs, ws_ping_interval_secs=0.2)) as gw:
         fs.go_silent()
         await fs.wait_until(lambda: fs.connections == 2 and fs.live_connections == 1, 5)
         await fs.push_event(message_event("still there?"))
