@@ -6,11 +6,10 @@ clients run in their own processes; the gateway gets the event loop to itself.""
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from typing import Any
 
-from bench.harness import gateway
+from bench.harness import gateway, run_load
 
 
 async def run(chats: int = 200, llm_latency: float = 1.0) -> dict[str, Any]:
@@ -27,20 +26,7 @@ async def run(chats: int = 200, llm_latency: float = 1.0) -> dict[str, Any]:
     base_url = (await asyncio.wait_for(fake.stdout.readline(), 30)).decode().strip()
     try:
         async with gateway(base_url, max_concurrent_runs=chats) as gw:
-            url = f"ws://127.0.0.1:{gw.port}/ws"
-            load = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "bench.load",
-                url,
-                str(chats),
-                "fanout",
-                stdout=asyncio.subprocess.PIPE,
-            )
-            out, _ = await load.communicate()
-            if load.returncode != 0:
-                raise RuntimeError(f"load generator failed with {load.returncode}")
-            result = json.loads(out)
+            result = await run_load(f"ws://127.0.0.1:{gw.port}/ws", chats, "fanout")
     finally:
         fake.stdin.close()
         await fake.wait()

@@ -9,6 +9,7 @@ import os
 import platform
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -86,6 +87,18 @@ async def ask(ws: websockets.ClientConnection, msg_id: str, text: str) -> float:
         frame = json.loads(await ws.recv())
         if frame["type"] == "message" and frame.get("reply_to") == msg_id:
             return time.perf_counter() - t0
+
+
+async def run_load(url: str, *args: object) -> dict[str, Any]:
+    """Run the load generator (`bench.load URL ...`) in its own process; its JSON."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.load", url, *map(str, args), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed with {proc.returncode}")
+    result: dict[str, Any] = json.loads(out)
+    return result
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
