@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import aiohttp
 import pytest
+import structlog
+import structlog.testing
 
 from channels.base import PermanentSendError, RateLimited, TransientSendError
 from channels.wechat import WechatChannel
@@ -324,6 +327,36 @@ async def test_getupdates_errors_retry_then_back_off(tmp_path: Path) -> None:
             await fake.add_message(ALICE, "recovered")
             [message] = await rt.wait_for_messages(1)
             assert message.text == "recovered"
+            await eventually(lambda: channel.ready)
+
+
+async def test_credentials_that_cannot_be_marked_expired_are_a_warning_not_a_poller_failure(
+    tmp_path: Path,
+) -> None:
+    async with FakeWechat() as fake:
+        cred_path = write_credentials(tmp_path, fake)
+        # save_credentials writes a temp file beside the real one, then renames
+        # it; a directory in the temp file's place makes that write fail.
+        blocker = cred_path.with_name(f".{cred_path.name}.{os.getpid()}.tmp")
+        blocker.mkdir()
+        channel = WechatChannel(make_config(fake, session_pause_secs=60))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            with structlog.testing.capture_logs() as logs:
+                await fake.script_updates({"ret": -14, "errcode": -14, "errmsg": "session timeout"})
+                await eventually(lambda: channel.not_ready_reason == EXPIRED_REASON)
+            events = [e["event"] for e in logs]
+            assert "wechat credentials not marked expired" in events
+            assert "wechat poller failed" not in events  # no crash and restart
+            saved = load_credentials(cred_path)
+            assert saved is not None
+            assert not saved.expired
+
+            blocker.rmdir()
+            fake.token = "ilinkbot_new"
+            write_credentials(tmp_path, fake)
+            await fake.add_message(ALICE, "after")
+            [message] = await rt.wait_for_messages(1)
+            assert message.text == "after"
             await eventually(lambda: channel.ready)
 
 
