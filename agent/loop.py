@@ -4,7 +4,8 @@ The loop owns no storage. Every assistant message that carries tool calls, and
 every batch of tool results, is handed to the `TurnObserver` (which persists
 it) before the next provider call, so the transcript is written in real order.
 The final assistant message is returned, not observed: the caller persists it
-together with the outbound reply in one transaction.
+together with the outbound reply in one transaction. What each request holds
+around the history is `agent.context`'s business (`PreparedContext`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from agent.context import PreparedContext, cut_tool_result
 from agent.messages import CANCELLED_RESULT, ChatMessage, Role
 from agent.providers.base import LLMProvider, LLMRequest
 from agent.tools.base import ToolContext, ToolRegistry
@@ -38,9 +40,7 @@ class LoopSettings:
     max_tokens: int | None = None
     max_tool_iterations: int = 100
     tool_result_max_chars: int = 20_000
-    context_tool_result_trim_chars: int = 2_000
     stream: bool = False
-    system_prompt: str | None = None  # operator extras, sent first, never persisted
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,42 +49,18 @@ class TurnResult:
     tool_rounds: int
 
 
-def _cut(text: str, limit: int, what: str) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n…[{what} cut: {len(text) - limit} more characters]"
-
-
-def _trimmed(message: ChatMessage, limit: int) -> ChatMessage:
-    return ChatMessage(
-        Role.TOOL,
-        _cut(message.content, limit, "old tool result"),
-        tool_call_id=message.tool_call_id,
-        name=message.name,
-    )
-
-
 class AgentLoop:
     def __init__(self, provider: LLMProvider, tools: ToolRegistry, settings: LoopSettings) -> None:
         self.provider = provider
         self.tools = tools
         self.settings = settings
 
-    def _context(self, history: Sequence[ChatMessage], turn_start: int) -> list[ChatMessage]:
-        """What the model sees: tool results of earlier turns trimmed."""
-        limit = self.settings.context_tool_result_trim_chars
-        prefix = (
-            [ChatMessage.system(self.settings.system_prompt)] if self.settings.system_prompt else []
-        )
-        tool = Role.TOOL
-        older = [
-            _trimmed(m, limit) if m.role is tool and len(m.content) > limit else m
-            for m in history[:turn_start]
-        ]
-        return [*prefix, *older, *history[turn_start:]]
-
     async def run(
-        self, history: list[ChatMessage], ctx: ToolContext, observer: TurnObserver
+        self,
+        history: list[ChatMessage],
+        ctx: ToolContext,
+        observer: TurnObserver,
+        context: PreparedContext,
     ) -> TurnResult:
         """Run one turn on `history` (which ends with the new user message).
 
@@ -100,7 +76,7 @@ class AgentLoop:
         for round_ in range(s.max_tool_iterations + 1):
             request = LLMRequest(
                 model=s.model,
-                messages=self._context(history, turn_start),
+                messages=context.messages(history, turn_start),
                 tools=specs,
                 temperature=s.temperature,
                 max_tokens=s.max_tokens,
@@ -130,9 +106,7 @@ class AgentLoop:
                 await observer.on_messages(cancelled)
                 raise
             messages = [
-                ChatMessage.tool_result(
-                    r.call, _cut(r.content, s.tool_result_max_chars, "tool result")
-                )
+                ChatMessage.tool_result(r.call, cut_tool_result(r.content, s.tool_result_max_chars))
                 for r in results
             ]
             history.extend(messages)

@@ -1,69 +1,76 @@
 """The composition root: builds every part from the configuration and runs them
 under one TaskGroup. The only module that imports and wires everything.
 
-Start-up: storage → channels' routes → HTTP server → senders, recovery,
-processor → channels start → ready. Shutdown (request_stop, SIGTERM): ingress
-off (bus closed) → inbound drained → running turns finish or are checkpointed
-within `gateway.shutdown_timeout_secs` → outbox flushed → channels stopped →
-HTTP server down → storage closed last.
+Every part is built here with its collaborators and hooks as constructor
+arguments, then started in order as a `Service` on one `AsyncExitStack`
+(gateway.lifecycle): storage → HTTP server → channels → outbound senders →
+sessions → compaction → command lanes → inbound (recovery first) → scheduler
+→ ready. They stop in reverse order, also when one fails to start: scheduler
+→ ingress off (bus closed) and inbound drained → running turns finish or are
+checkpointed within `gateway.shutdown_timeout_secs` → outbox flushed →
+channels stopped → HTTP server down → storage closed last.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from aiohttp import web
 
+from agent.context import ContextBuilder, ContextSettings
 from agent.loop import LoopSettings
 from agent.prompt_file import AgentPromptFile
 from agent.providers import create_provider
 from agent.providers.base import LLMProvider, ProviderSettings
-from agent.tools.base import ToolRegistry, ToolSettings
+from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, ChannelSettings, HttpMount, StateStore
+from gateway.agents import AgentDirectory, AgentProfile
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
-from gateway.commands import CommandHandler
+from gateway.commands import CommandRegistry
 from gateway.config import Config, LoadedConfig
 from gateway.context import Compactor
-from gateway.execution import AgentProfile, ExecutionService
+from gateway.execution import ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
+from gateway.lifecycle import Readiness, Service, Stage, StartupError, start_services
 from gateway.logging import register_secrets
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
 from gateway.scheduling import PipelineHost, TurnWaiters
-from gateway.sessions import SessionManager
+from gateway.session_commands import SessionCommands
+from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
 from scheduler.service import Scheduler
-from storage import channel_state, outbox
 from storage.db import Database
+from storage.store import Store
 
 __all__ = ["Gateway"]
 
 log = structlog.get_logger(__name__)
 
 
-class _DbState:
+class _ChannelState:
     """StateStore for one channel on the channel_state table."""
 
-    def __init__(self, db: Database, channel: str) -> None:
-        self._db = db
+    def __init__(self, store: Store, channel: str) -> None:
+        self._store = store
         self._channel = channel
 
     async def get(self, key: str) -> str | None:
-        return await self._db.read(lambda c: channel_state.get_state(c, self._channel, key))
+        return await self._store.channel_state(self._channel, key)
 
     async def set(self, key: str, value: str) -> None:
-        await self._db.write(lambda c: channel_state.set_state(c, self._channel, key, value))
+        await self._store.set_channel_state(self._channel, key, value)
 
 
 @dataclass(slots=True)
@@ -122,9 +129,10 @@ def build_profile(
         max_tokens=model.max_tokens,
         max_tool_iterations=agent.max_tool_iterations,
         tool_result_max_chars=agent.tool_result_max_chars,
-        context_tool_result_trim_chars=agent.context_tool_result_trim_chars,
         stream=stream,
-        system_prompt=agent.system_prompt,
+    )
+    context = ContextBuilder(
+        ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars)
     )
     summary = config.models[agent.compaction.summary_model or agent.model]
     return AgentProfile(
@@ -132,6 +140,7 @@ def build_profile(
         providers[agent.provider],
         loop,
         tools,
+        context,
         model.supports_vision,
         context_window_tokens=model.context_window_tokens,
         compaction=agent.compaction,
@@ -147,17 +156,23 @@ class Gateway:
         *,
         extra_channels: Sequence[Channel] = (),
         providers: Mapping[str, LLMProvider] | None = None,
+        commands: CommandRegistry | None = None,
     ) -> None:
+        """`commands`: a registry to add the built-in commands to (an embedding
+        program's own commands first); a fresh one by default."""
         self.loaded = loaded
         self.config = loaded.config
         self.bus = MessageBus(self.config.gateway.inbound_queue_capacity)
         self.metrics = Metrics()
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
+        self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
+        self._readiness = Readiness()
         self.port: int | None = None
         self.db: Database | None = None
+        self.store: Store | None = None
         self.sessions: SessionManager | None = None
         self.dispatcher: OutboundDispatcher | None = None
         self.processor: InboundProcessor | None = None
@@ -172,204 +187,309 @@ class Gateway:
         self._stop.set()
 
     def readiness(self) -> list[str]:
-        reasons = [f"channel {c.name}: {c.not_ready_reason}" for c in self.channels if not c.ready]
-        if self.db is None:
-            reasons.append("storage: not open")
-        if not self.started.is_set():
-            reasons.append("gateway: starting")
-        elif self.scheduler is not None and not self.scheduler.running:
-            reasons.append("scheduler: not running")
-        return reasons
+        """Why the gateway is not ready (what /ready reports); empty when it is."""
+        return self._readiness.reasons()
 
     async def run(self) -> None:
-        cfg = self.config
+        """Run until `request_stop`; raises `StartupError` if a part fails to start."""
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise ValueError(f"two channels share a name: {names}")
-        async with AsyncExitStack() as stack:
-            db = await Database(self.loaded.storage_path).open()
-            stack.push_async_callback(db.close)  # closed last
-            self.db = db
-            built = dict(self._providers_override or build_providers(self.loaded))
-            providers: dict[str, LLMProvider] = {
-                name: MeteredProvider(p, self.metrics) for name, p in built.items()
-            }
-            for provider in providers.values():
-                stack.push_async_callback(provider.aclose)
-            workspace = self.loaded.workspace
-            workspace.mkdir(parents=True, exist_ok=True)
-            tool_settings = ToolSettings(
-                workspace=workspace,
-                restrict_to_workspace=cfg.tools.restrict_to_workspace,
-                read_max_bytes=cfg.tools.read_max_bytes,
-                exec_timeout_secs=cfg.tools.exec_timeout_secs,
-                exec_output_max_chars=cfg.tools.exec_output_max_chars,
-                http_timeout_secs=cfg.tools.http.timeout_secs,
-                http_max_bytes=cfg.tools.http.max_response_bytes,
-                http_allow_private=cfg.tools.http.allow_private,
-            )
-            registry = build_registry(
-                tool_settings,
-                cfg.time.timezone,
-                cfg.tools.disabled,
-                cfg.tools.timeout_secs,
-                other_known=["scheduler_manage"],
-            )
-            if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
-                registry.register(SchedulerManageTool())
-            enabled = cfg.channels.enabled()
-            profiles = {
-                c.name: build_profile(
-                    cfg,
-                    enabled[c.name].agent if c.name in enabled else "default",
-                    providers,
-                    registry,
-                    enabled.get(c.name),
-                    stream=c.capabilities.can_stream,
-                )
-                for c in self.channels
-            }
-            dispatcher = OutboundDispatcher(
-                db,
-                {c.name: c for c in self.channels},
-                RetryPolicy(
-                    cfg.gateway.outbound_max_attempts,
-                    cfg.gateway.outbound_retry_base_secs,
-                    cfg.gateway.outbound_retry_max_secs,
-                ),
-                send_timeout_secs=cfg.gateway.send_timeout_secs,
-                rescan_secs=cfg.gateway.outbox_rescan_secs,
-                metrics=self.metrics,
-            )
-            self.dispatcher = dispatcher
-            prompt_file = AgentPromptFile(self.loaded.agent_dir)
-            await prompt_file.ensure()
-            execution = ExecutionService(
-                db,
-                dispatcher,
-                profiles,
-                tool_settings,
-                opener=TurnOpener(db, prompt_file, cfg.gateway.agent_prompt_reinject_every),
-                typing_delay_secs=cfg.gateway.typing_delay_secs,
-            )
-            execution.turn_latency = self.metrics.turn_latency
-            sessions = SessionManager(
-                execution,
-                max_concurrent_runs=cfg.gateway.max_concurrent_runs,
-                queue_mode=cfg.gateway.queue_mode,
-                max_pending=cfg.gateway.max_pending_per_session,
-            )
-            self.sessions = sessions
-            waiters = TurnWaiters()
-            sessions.on_turn_done = waiters.turn_done
-            scheduler: Scheduler | None = None
-            if cfg.scheduler.enabled:
-                scheduler = Scheduler(
-                    cfg.scheduler,
-                    db,
-                    PipelineHost(self.bus, dispatcher, waiters),
-                    default_zone=cfg.time.zone,
-                    on_run_status=self.metrics.scheduler_run,
-                )
-                execution.scheduler = scheduler
-            self.scheduler = scheduler
-            compactor = Compactor(db, sessions, dispatcher.wake)
-            self.compactor = compactor
-            execution.after_turn = compactor.after_turn
-            commands = CommandHandler(db, sessions, dispatcher.wake)
-            commands.compact_hook = lambda item, sid: compactor.request(
-                item, sid, profiles[item.message.channel]
-            )
-            commands.status_hook = lambda stats, ch: Compactor.status_line(stats, profiles[ch])
-            processor = InboundProcessor(self.bus, db, sessions, commands)
-            processor.on_accepted = self.metrics.inbound
-            self.processor = processor
-
-            app = build_http_app(HttpProbes(self.readiness, self._render_metrics))
-            mount = AppMount(app)
-            media_dir = self.loaded.media_dir
-            for channel in self.channels:
-                channel.setup(
-                    _Runtime(
-                        self.bus,
-                        _DbState(db, channel.name),
-                        mount,
-                        media_dir,
-                        channel.name,
-                        dispatcher,
-                    )
-                )
-            runner = web.AppRunner(app, handle_signals=False, access_log=None)
-            await runner.setup()
-            stack.push_async_callback(runner.cleanup)
-            site = web.TCPSite(runner, cfg.gateway.host, cfg.gateway.port)
-            await site.start()
-            self.port = runner.addresses[0][1]
-
-            async with asyncio.TaskGroup() as tg:
-                sessions.attach(tg)
-                for channel in self.channels:
-                    await self._start_channel(channel)  # before senders: recovered rows need it
-                services = dispatcher.start(tg)
-                services.append(tg.create_task(compactor.run(), name="compactor"))
-                await processor.recover()
-                services.append(tg.create_task(processor.run(), name="inbound-processor"))
-                if scheduler is not None:
-                    await scheduler.start()
+        try:
+            async with AsyncExitStack() as stack:
+                db = await Database(self.loaded.storage_path).open()
+                stack.push_async_callback(db.close)  # closed last
+                self.db = db
+                providers = await self._providers(stack)
+                services = await self._build(Store(db), providers)
+                tg = await stack.enter_async_context(asyncio.TaskGroup())
+                await start_services(stack, tg, services)
                 self.started.set()
-                log.info("gateway_started", host=cfg.gateway.host, port=self.port, channels=names)
+                log.info(
+                    "gateway_started", host=self.config.gateway.host, port=self.port, channels=names
+                )
                 await self._stop.wait()
-                await self._shutdown()
-                for task in services:  # the long-running loops are all that is left
-                    task.cancel()
-            log.info("gateway_stopped")
-
-    @staticmethod
-    async def _start_channel(channel: Channel) -> None:
-        """A channel that fails to start is reported not ready; the others run."""
-        try:
-            await channel.start()
-        except asyncio.CancelledError:
+                log.info("gateway_stopping")
+                self._deadline = time.monotonic() + self.config.gateway.shutdown_timeout_secs
+        except ExceptionGroup as group:  # the TaskGroup wraps what its body raised
+            failed = [e for e in group.exceptions if isinstance(e, StartupError)]
+            if failed:
+                raise failed[0] from None
             raise
-        except Exception as exc:
-            log.exception("channel_start_failed", target=channel.name)
-            channel.not_ready_reason = f"failed to start: {type(exc).__name__}"
+        log.info("gateway_stopped")
 
-    async def _shutdown(self) -> None:
-        assert self.sessions is not None
-        assert self.dispatcher is not None
-        deadline = time.monotonic() + self.config.gateway.shutdown_timeout_secs
-        log.info("gateway_stopping")
-        if self.scheduler is not None:
-            await self.scheduler.stop(
-                grace_secs=min(5.0, self.config.gateway.shutdown_timeout_secs / 3)
+    async def _providers(self, stack: AsyncExitStack) -> dict[str, LLMProvider]:
+        built = dict(self._providers_override or build_providers(self.loaded))
+        providers: dict[str, LLMProvider] = {
+            name: MeteredProvider(p, self.metrics) for name, p in built.items()
+        }
+        for provider in providers.values():
+            stack.push_async_callback(provider.aclose)
+        return providers
+
+    def _left(self, at_least: float) -> float:
+        """Seconds left of the shutdown budget (at least `at_least`)."""
+        return max(at_least, self._deadline - time.monotonic())
+
+    async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
+        """Every part, wired; returned in start order."""
+        cfg = self.config
+        self.store = store
+        self._deadline = time.monotonic() + cfg.gateway.shutdown_timeout_secs
+        workspace = self.loaded.workspace
+        workspace.mkdir(parents=True, exist_ok=True)
+        tool_settings = ToolSettings(
+            workspace=workspace,
+            restrict_to_workspace=cfg.tools.restrict_to_workspace,
+            read_max_bytes=cfg.tools.read_max_bytes,
+            exec_timeout_secs=cfg.tools.exec_timeout_secs,
+            exec_output_max_chars=cfg.tools.exec_output_max_chars,
+            http_timeout_secs=cfg.tools.http.timeout_secs,
+            http_max_bytes=cfg.tools.http.max_response_bytes,
+            http_allow_private=cfg.tools.http.allow_private,
+        )
+        registry = build_registry(
+            tool_settings,
+            cfg.time.timezone,
+            cfg.tools.disabled,
+            cfg.tools.timeout_secs,
+            other_known=["scheduler_manage"],
+        )
+        if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
+            registry.register(SchedulerManageTool())
+        enabled = cfg.channels.enabled()
+        by_name = {c.name: c for c in self.channels}
+
+        def profile(agent: str, channel: str) -> AgentProfile:
+            return build_profile(
+                cfg,
+                agent,
+                providers,
+                registry,
+                enabled.get(channel),
+                stream=by_name[channel].capabilities.can_stream,
             )
-        self.bus.close()
-        try:
-            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
-                await self.bus.inbound.join()
-        except TimeoutError:
-            log.warning("shutdown_inbound_not_drained", queued=self.bus.inbound.qsize())
-        await self.sessions.shutdown(max(0.1, deadline - time.monotonic()))
-        flushed = await self.dispatcher.flush(max(1.0, deadline - time.monotonic()))
-        if not flushed:
-            log.warning("shutdown_outbox_not_flushed")
+
+        agents = AgentDirectory(
+            {
+                c.name: enabled[c.name].agent if c.name in enabled else "default"
+                for c in self.channels
+            },
+            frozenset(cfg.agents),
+            profile,
+        )
+        dispatcher = OutboundDispatcher(
+            store,
+            by_name,
+            RetryPolicy(
+                cfg.gateway.outbound_max_attempts,
+                cfg.gateway.outbound_retry_base_secs,
+                cfg.gateway.outbound_retry_max_secs,
+            ),
+            send_timeout_secs=cfg.gateway.send_timeout_secs,
+            rescan_secs=cfg.gateway.outbox_rescan_secs,
+            metrics=self.metrics,
+        )
+        self.dispatcher = dispatcher
+        waiters = TurnWaiters()
+        scheduler: Scheduler | None = None
+        if cfg.scheduler.enabled:
+            scheduler = Scheduler(
+                cfg.scheduler,
+                store.db,
+                PipelineHost(self.bus, dispatcher, waiters),
+                default_zone=cfg.time.zone,
+                on_run_status=self.metrics.scheduler_run,
+            )
+        self.scheduler = scheduler
+        prompt_file = AgentPromptFile(self.loaded.agent_dir)
+        await prompt_file.ensure()
+        opener = TurnOpener(store, prompt_file, cfg.gateway.agent_prompt_reinject_every)
+        gates = ConversationGates()
+        compactor = Compactor(store, gates, opener.forget, dispatcher.wake)
+        self.compactor = compactor
+        execution = ExecutionService(
+            store,
+            dispatcher,
+            agents,
+            tool_settings,
+            opener=opener,
+            services=ToolServices(scheduler=scheduler),
+            after_turn=compactor.after_turn,
+            turn_latency=self.metrics.turn_latency,
+            typing_delay_secs=cfg.gateway.typing_delay_secs,
+        )
+        sessions = SessionManager(
+            execution,
+            gates,
+            max_concurrent_runs=cfg.gateway.max_concurrent_runs,
+            queue_mode=cfg.gateway.queue_mode,
+            max_pending=cfg.gateway.max_pending_per_session,
+            on_turn_done=waiters.turn_done,
+        )
+        self.sessions = sessions
+        SessionCommands(
+            store,
+            sessions,
+            self.commands,
+            history_changed=opener.forget,
+            compact=lambda item, sid: compactor.request(
+                item, sid, agents.resolve(item.message.channel)
+            ),
+            status_line=lambda stats, ch: Compactor.status_line(stats, agents.resolve(ch)),
+        )
+        processor = InboundProcessor(
+            self.bus,
+            store,
+            sessions,
+            self.commands,
+            dispatcher.wake,
+            on_accepted=self.metrics.inbound,
+        )
+        self.processor = processor
+
+        app = build_http_app(HttpProbes(self.readiness, self._render_metrics))
+        mount = AppMount(app)
         for channel in self.channels:
-            try:
-                await channel.stop()
-            except Exception:
-                log.exception("channel_stop_failed", target=channel.name)
+            channel.setup(
+                _Runtime(
+                    self.bus,
+                    _ChannelState(store, channel.name),
+                    mount,
+                    self.loaded.media_dir,
+                    channel.name,
+                    dispatcher,
+                )
+            )
+        self._readiness.add("storage", lambda: None if self.db is not None else "not open")
+        for channel in self.channels:
+            self._readiness.add(f"channel {channel.name}", _not_ready_reason(channel))
+        self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")
+        if scheduler is not None:
+            self._readiness.add(
+                "scheduler",
+                lambda: "not running" if self.started.is_set() and not scheduler.running else None,
+            )
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        services: list[Service] = [
+            Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup)
+        ]
+        services += [_channel_service(c) for c in self.channels]
+        services += [
+            _TaskService(
+                "outbound",
+                dispatcher.start,
+                lambda: self._flush(dispatcher),
+            ),
+            Stage("sessions", sessions.start, lambda: sessions.stop(self._left(0.1))),
+            _TaskService(
+                "compaction", lambda tg: [tg.create_task(compactor.run(), name="compactor")]
+            ),
+            Stage("command lanes", processor.lanes.start, processor.lanes.stop),
+            _InboundService(processor, self.bus, self._left),
+        ]
+        if scheduler is not None:
+            services.append(
+                Stage(
+                    "scheduler",
+                    lambda tg: scheduler.start(),
+                    lambda: scheduler.stop(
+                        grace_secs=min(5.0, cfg.gateway.shutdown_timeout_secs / 3)
+                    ),
+                )
+            )
+        return services
+
+    async def _serve_http(self, runner: web.AppRunner) -> None:
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.gateway.host, self.config.gateway.port)
+        await site.start()
+        self.port = runner.addresses[0][1]
+
+    async def _flush(self, dispatcher: OutboundDispatcher) -> None:
+        if not await dispatcher.flush(self._left(1.0)):
+            log.warning("shutdown_outbox_not_flushed")
 
     async def _render_metrics(self) -> tuple[bytes, str]:
-        if self.db is not None:
-            counts = await self.db.read(outbox.outbox_counts)
+        if self.store is not None:
+            counts = await self.store.outbox_counts()
             self.metrics.set_outbox(
                 counts.get("pending", 0), counts.get("failed", 0), counts.get("parked", 0)
             )
         if self.sessions is not None:
             self.metrics.set_active_sessions(self.sessions.active_conversations)
-            self.metrics.set_queue_depth("inbound", self.bus.inbound.qsize())
+            self.metrics.set_queue_depth("inbound", self.bus.depth)
             self.metrics.set_queue_depth("session_pending", self.sessions.pending_messages)
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
         return self.metrics.render()
+
+
+def _not_ready_reason(channel: Channel) -> Callable[[], str | None]:
+    return lambda: channel.not_ready_reason
+
+
+def _channel_service(channel: Channel) -> Service:
+    async def start(tg: asyncio.TaskGroup) -> None:
+        await channel.start()
+
+    return Stage(f"channel {channel.name}", start, channel.stop)
+
+
+class _TaskService:
+    """A part whose work is tasks in the root's TaskGroup: stopped by cancelling
+    them once `before_stop` (e.g. a flush) has run."""
+
+    def __init__(
+        self,
+        name: str,
+        spawn: Callable[[asyncio.TaskGroup], list[asyncio.Task[None]]],
+        before_stop: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.name = name
+        self._spawn = spawn
+        self._before_stop = before_stop
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        self._tasks = self._spawn(tg)
+
+    async def stop(self) -> None:
+        if self._before_stop is not None:
+            await self._before_stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with suppress(asyncio.CancelledError):
+                await task
+
+
+class _InboundService:
+    """Recovery, then the processor; stopping closes the bus and drains it."""
+
+    name = "inbound"
+
+    def __init__(
+        self, processor: InboundProcessor, bus: MessageBus, left: Callable[[float], float]
+    ) -> None:
+        self.processor = processor
+        self.bus = bus
+        self.left = left
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        await self.processor.recover()
+        self._task = tg.create_task(self.processor.run(), name="inbound-processor")
+
+    async def stop(self) -> None:
+        self.bus.close()
+        if self._task is None:
+            return
+        try:
+            async with asyncio.timeout(self.left(0.1)):
+                await asyncio.shield(self._task)
+        except TimeoutError:
+            log.warning("shutdown_inbound_not_drained", queued=self.bus.depth)
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task

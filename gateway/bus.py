@@ -4,6 +4,12 @@ A leaf module: it imports no project module. Channels publish
 `InboundMessage`s with `MessageBus.submit`, which returns only once the gateway
 has durably recorded the message (or recognised it as a duplicate), so a
 channel can acknowledge its platform after `submit` returns and not before.
+
+Every inbound message carries a `TurnRequest`: who asked (a chat, a scheduled
+job, a sub-agent, the web UI), which agent answers, which session and where
+the reply goes. It is stored with the inbox row, so a turn recovered after a
+crash runs exactly as it was asked for. Control data never travels in
+`metadata`, which holds only what a platform said about the message.
 """
 
 from __future__ import annotations
@@ -12,19 +18,24 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
+    "CHAT_REQUEST",
     "BusClosed",
     "ChannelEvent",
     "ChatType",
+    "Delivery",
     "EventKind",
     "InboundMessage",
     "MediaKind",
     "MediaRef",
     "MessageBus",
+    "Origin",
     "OutboundMessage",
     "Receipt",
+    "SessionPolicy",
+    "TurnRequest",
     "reply_handle",
 ]
 
@@ -58,6 +69,62 @@ class MediaRef:
     name: str | None = None
 
 
+class Origin(StrEnum):
+    """Who asked for the turn."""
+
+    CHAT = "chat"  # a person in a channel
+    SCHEDULER = "scheduler"  # an agent_task / silent_agent_task job
+    SUBAGENT = "subagent"
+    WEB = "web"
+
+
+class SessionPolicy(StrEnum):
+    ACTIVE = "active"  # the conversation's active session
+    FRESH = "fresh"  # a new session, made the active one
+
+
+class Delivery(StrEnum):
+    REPLY = "reply"  # the reply goes to the chat
+    FAILURES_ONLY = "failures_only"  # nothing on success; a failure notice to `notify_chat_id`
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """What a turn was asked to do; stored with the inbox row it came with."""
+
+    origin: Origin = Origin.CHAT
+    agent: str | None = None  # agents.<name>; None: the channel's agent
+    session: SessionPolicy = SessionPolicy.ACTIVE
+    delivery: Delivery = Delivery.REPLY
+    notify_chat_id: str | None = None  # FAILURES_ONLY: where the notice goes (None: the chat)
+    system_prompt: str | None = None  # stored as a marked system message before the question
+    job_id: str | None = None  # the scheduled job that asked, named in failure notices
+
+    def to_dict(self) -> dict[str, str]:
+        """The stored form: only what differs from a plain chat message."""
+        out: dict[str, str] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if value is not None and value != getattr(CHAT_REQUEST, name):
+                out[name] = str(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TurnRequest:
+        return cls(
+            origin=Origin(data.get("origin", Origin.CHAT)),
+            agent=data.get("agent"),
+            session=SessionPolicy(data.get("session", SessionPolicy.ACTIVE)),
+            delivery=Delivery(data.get("delivery", Delivery.REPLY)),
+            notify_chat_id=data.get("notify_chat_id"),
+            system_prompt=data.get("system_prompt"),
+            job_id=data.get("job_id"),
+        )
+
+
+CHAT_REQUEST: Final = TurnRequest()
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -73,7 +140,8 @@ class InboundMessage:
     media: tuple[MediaRef, ...] = ()
     reply_to: str | None = None  # quoted text the user replied to, as context
     mentions: tuple[str, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)  # platform facts, never control
+    request: TurnRequest = CHAT_REQUEST
     received_at: datetime = field(default_factory=_now)
     # The platform's handle to reply to this message when it differs from the
     # dedup key `message_id` (Feishu: event id vs. om_ message id).
@@ -119,25 +187,69 @@ class ChannelEvent:
 
 
 class MessageBus:
-    """Bounded inbound queue with durable receipts."""
+    """Bounded inbound queue with durable receipts and real close semantics.
+
+    `submit` waits for room (at most `inbound_capacity` messages queued), then
+    for the receipt. `close` refuses new messages; the consumer still gets
+    every message queued before it, then `None` from `get`.
+    """
 
     def __init__(self, inbound_capacity: int = 1024) -> None:
-        self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(inbound_capacity)
+        # the queue itself is unbounded so that close() can always append its
+        # sentinel; the capacity is enforced by `_room`
+        self._queue: asyncio.Queue[InboundMessage | None] = asyncio.Queue()
+        self._room = asyncio.Semaphore(inbound_capacity)
         self._closed = False
 
     @property
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def depth(self) -> int:
+        """Messages queued and not yet taken."""
+        return self._queue.qsize() - (1 if self._closed and self._queue.qsize() else 0)
+
     def close(self) -> None:
         """Refuse new messages; those already queued are still processed."""
-        self._closed = True
+        if not self._closed:
+            self._closed = True
+            self._queue.put_nowait(None)
 
     async def submit(self, message: InboundMessage) -> Receipt:
         """Queue `message` and wait until it is durably recorded."""
+        self._check_open()
+        await self._room.acquire()
+        try:
+            self._check_open()  # it may have closed while we waited for room
+        except BusClosed:
+            self._room.release()
+            raise
+        message.receipt = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(message)
+        return await message.receipt
+
+    def _check_open(self) -> None:
         if self._closed:
             raise BusClosed("the gateway is shutting down")
-        loop = asyncio.get_running_loop()
-        message.receipt = loop.create_future()
-        await self.inbound.put(message)
-        return await message.receipt
+
+    async def get(self) -> InboundMessage | None:
+        """The next message; None once the bus is closed and drained."""
+        message = await self._queue.get()
+        if message is None:
+            self._queue.put_nowait(None)  # every later get() ends too
+            return None
+        self._room.release()
+        return message
+
+    def get_nowait(self) -> InboundMessage | None:
+        """The next message if one is queued now; None when empty or closed."""
+        try:
+            message = self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+        if message is None:
+            self._queue.put_nowait(None)  # nothing is queued after the sentinel
+            return None
+        self._room.release()
+        return message

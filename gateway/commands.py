@@ -1,219 +1,196 @@
-"""Chat commands (/new, /sessions, /use, /rename, /archive, /delete, /stop, /status, /help).
+"""Chat commands: a registry of handlers, run off the ingest path.
 
 A command is an inbound message like any other: recorded in the inbox first,
-answered through the outbox, and its inbox row closed in the same commit as
-its reply. Unknown `/words` are not commands; they go to the agent.
+answered through the outbox, its inbox row closed in the same commit as its
+reply (`Store.answer`). Unknown `/words` are not commands; they go to the agent.
+
+Commands run in `CommandLanes`, one lane per conversation, in the gateway's
+TaskGroup, so a slow command (a big `/status`) never holds up the inbound
+loop and so never delays another chat's ack. Within a conversation order is
+kept: a message that arrives while that chat's commands are queued waits
+behind them (so "/new" then "hello" puts "hello" in the new session).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Final
 
 import structlog
 
 from gateway.bus import OutboundMessage, reply_handle
-from gateway.execution import WorkItem, session_base_id
-from gateway.sessions import SessionManager
-from storage import inbox, messages, outbox, sessions
-from storage.db import Database
-from storage.sessions import SessionRecord, SessionStatus
+from gateway.work import WorkItem
+from storage.store import Store
 
-__all__ = ["COMMANDS", "CommandHandler", "parse_command"]
+__all__ = [
+    "ANSWERED_ELSEWHERE",
+    "Command",
+    "CommandCall",
+    "CommandLanes",
+    "CommandRegistry",
+]
 
 log = structlog.get_logger(__name__)
 
-COMMANDS: Mapping[str, str] = {
-    "help": "list the commands",
-    "new": "/new [TITLE]: start a new session and switch to it",
-    "sessions": "list this chat's sessions",
-    "use": "/use N (or an id or title): switch to another session",
-    "rename": "/rename TITLE: rename the current session",
-    "archive": "archive the current session and start a new one",
-    "delete": "/delete [N or id]: delete a session (default: the current one) for good",
-    "stop": "cancel the running task",
-    "status": "show the current session's size and context use",
-    "compact": "compact the current session's history now",
-}
+
+class _AnsweredElsewhere:
+    """A handler's result when another part answers the command when it is
+    done (the compactor for /compact)."""
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """('new', 'title') for '/new title'; None when the text is not a known command."""
-    stripped = text.strip()
-    if not stripped.startswith("/"):
-        return None
-    head, _, rest = stripped[1:].partition(" ")
-    name = head.split("@", 1)[0].lower()  # Telegram appends @botname in groups
-    return (name, rest.strip()) if name in COMMANDS else None
+ANSWERED_ELSEWHERE: Final = _AnsweredElsewhere()
+
+# What a handler returns: the reply text; None to close the command without a
+# reply (/stop: the stopped turn says so itself); or ANSWERED_ELSEWHERE.
+CommandReply = str | _AnsweredElsewhere | None
 
 
 @dataclass(frozen=True, slots=True)
-class SessionStats:
-    record: SessionRecord
-    message_count: int
-    chars: int
+class CommandCall:
+    item: WorkItem
+    args: str
+
+    @property
+    def channel(self) -> str:
+        return self.item.message.channel
+
+    @property
+    def chat_id(self) -> str:
+        return self.item.message.chat_id
 
 
-# Pluggable pieces owned by other features. A compact hook queues the work and
-# answers the command itself when done; False means it could not be queued.
-CompactHook = Callable[[WorkItem, str], bool]
-StatusHook = Callable[[SessionStats, str], str]
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    help: str
+    handler: Callable[[CommandCall], Awaitable[CommandReply]]
+    admin_only: bool = False  # for access control: only admins may run it
 
 
-def _pick(records: list[SessionRecord], ref: str) -> SessionRecord | None:
-    if ref.isdigit() and 1 <= int(ref) <= len(records):
-        return records[int(ref) - 1]
-    for record in records:
-        if ref in (record.id, record.title):
-            return record
-    return None
+class CommandRegistry:
+    def __init__(self) -> None:
+        self._commands: dict[str, Command] = {}
+
+    def add(self, command: Command) -> None:
+        if command.name in self._commands:
+            raise ValueError(f"command /{command.name} registered twice")
+        self._commands[command.name] = command
+
+    def __iter__(self) -> Iterator[Command]:
+        return iter(self._commands.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._commands
+
+    def parse(self, text: str) -> tuple[Command, str] | None:
+        """(command, args) for '/new title'; None when the text is no known command."""
+        stripped = text.strip()
+        if not stripped.startswith("/"):
+            return None
+        head, _, rest = stripped[1:].partition(" ")
+        name = head.split("@", 1)[0].lower()  # Telegram appends @botname in groups
+        command = self._commands.get(name)
+        return (command, rest.strip()) if command is not None else None
+
+    def help_text(self) -> str:
+        return "Commands:\n" + "\n".join(f"/{c.name} — {c.help}" for c in self)
 
 
-def _describe(records: list[SessionRecord], active: SessionRecord | None) -> str:
-    if not records:
-        return "No sessions yet in this chat. Send a message to start one."
-    lines = ["Sessions in this chat:"]
-    for n, r in enumerate(records, 1):
-        title = f' "{r.title}"' if r.title else ""
-        status = " (archived)" if r.status is SessionStatus.ARCHIVED else ""
-        current = " ← current" if active is not None and r.id == active.id else ""
-        lines.append(f"{n}. {r.id}{title} — {r.message_count} messages{status}{current}")
-    lines.append("Switch with /use N.")
-    return "\n".join(lines)
+@dataclass(slots=True)
+class _Lane:
+    key: tuple[str, str]
+    # (item, command and args); no command: a message to hand to its session
+    steps: deque[tuple[WorkItem, tuple[Command, str] | None]] = field(default_factory=deque)
+    worker: asyncio.Task[None] | None = None
 
 
-class CommandHandler:
+Dispatch = Callable[[WorkItem], Awaitable[None]]
+
+
+class CommandLanes:
     def __init__(
-        self, db: Database, sessions_: SessionManager, wake: Callable[[str], None]
+        self,
+        registry: CommandRegistry,
+        store: Store,
+        wake: Callable[[str], None],
+        dispatch: Dispatch,
+        *,
+        max_queued: int = 20,
     ) -> None:
-        self.db = db
-        self.sessions = sessions_
+        """`dispatch` hands a plain message to its session (see InboundProcessor)."""
+        self.registry = registry
+        self.store = store
         self.wake = wake
-        self.compact_hook: CompactHook | None = None
-        self.status_hook: StatusHook | None = None
+        self.dispatch = dispatch
+        self.max_queued = max_queued
+        self._lanes: dict[tuple[str, str], _Lane] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        self.ran = 0
 
-    async def handle(self, item: WorkItem, name: str, args: str) -> None:
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        self._tg = tg
+
+    async def stop(self) -> None:
+        """Wait for the queued steps (the inbound side is closed by then)."""
+        workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+        await asyncio.gather(*workers, return_exceptions=True)
+
+    def busy(self, key: tuple[str, str]) -> bool:
+        return key in self._lanes
+
+    def queue(self, item: WorkItem, command: tuple[Command, str] | None) -> bool:
+        """Queue a command (or a message behind one) for its conversation;
+        False when that conversation already has `max_queued` steps waiting."""
+        if self._tg is None:
+            raise RuntimeError("CommandLanes.start() has not run")
+        key = item.conversation
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(key)
+        elif len(lane.steps) >= self.max_queued and not item.resume:
+            return False
+        lane.steps.append((item, command))
+        if lane.worker is None:
+            lane.worker = self._tg.create_task(self._work(lane), name=f"commands:{key[0]}:{key[1]}")
+        return True
+
+    async def _work(self, lane: _Lane) -> None:
+        try:
+            while lane.steps:
+                item, command = lane.steps.popleft()
+                try:
+                    if command is None:
+                        await self.dispatch(item)
+                    else:
+                        await self.run(item, *command)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # the row stays unfinished in the inbox and is retried at next start
+                    log.exception("command_failed", channel=item.message.channel)
+        finally:
+            lane.worker = None
+            del self._lanes[lane.key]
+
+    async def run(self, item: WorkItem, command: Command, args: str) -> None:
+        log.info("command", command=command.name, channel=item.message.channel)
+        reply = await command.handler(CommandCall(item, args))
+        self.ran += 1
+        if isinstance(reply, _AnsweredElsewhere):
+            return
+        await self.answer(item, reply)
+
+    async def answer(self, item: WorkItem, text: str | None) -> None:
+        """Close the command's inbox row with `text` as its reply (if any)."""
         m = item.message
-        log.info("command", command=name, channel=m.channel)
-        reply: str | None
-        if name == "stop":
-            stopped = self.sessions.stop_turn(m.channel, m.chat_id)
-            reply = None if stopped else "Nothing is running."
-        elif name == "help":
-            reply = "Commands:\n" + "\n".join(f"/{k} — {v}" for k, v in COMMANDS.items())
-        elif name == "compact":
-            reply = await self._compact(item)
-            if reply is None:
-                return  # the compactor answers when it is done
-        elif name == "status":
-            reply = await self._status(m.channel, m.chat_id)
-        elif name in {"delete", "archive"} and self.sessions.is_busy(m.channel, m.chat_id):
-            reply = "A task is running in this chat; /stop it or wait, then try again."
-        else:
-            reply = await self.db.write(
-                lambda c: self._session_command(c, name, args, m.channel, m.chat_id)
-            )
-            self.sessions.history_changed(m.channel, m.chat_id)
-        # /stop's confirmation comes from the stopped turn itself
-        await self._answer(item, reply)
-
-    async def _answer(self, item: WorkItem, text: str | None) -> None:
-        m = item.message
-
-        def finish(c: sqlite3.Connection) -> None:
-            if text:
-                out = OutboundMessage(
-                    m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m)
-                )
-                outbox.enqueue(c, out, item.inbox_id)
-            inbox.mark_done(c, [item.inbox_id])
-
-        await self.db.write(finish)
-        if text:
+        out = (
+            OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+            if text
+            else None
+        )
+        await self.store.answer([item.inbox_id], out)
+        if out is not None:
             self.wake(m.channel)
-
-    async def _compact(self, item: WorkItem) -> str | None:
-        m = item.message
-        if self.compact_hook is None:
-            return "Compaction is not available in this gateway."
-        record = await self.db.read(lambda c: sessions.active_session(c, m.channel, m.chat_id))
-        if record is None:
-            return "Nothing to compact yet."
-        if not self.compact_hook(item, record.id):
-            return "Compaction is busy right now; try again in a minute."
-        return None
-
-    async def _status(self, channel: str, chat_id: str) -> str:
-        def read(c: sqlite3.Connection) -> SessionStats | None:
-            record = sessions.active_session(c, channel, chat_id)
-            if record is None:
-                return None
-            history = messages.load_active_history(c, record.id)
-            chars = sum(len(h.content) + len(h.reasoning_content or "") for h in history)
-            chars += sum(len(t.arguments) for h in history for t in h.tool_calls)
-            return SessionStats(record, len(history), chars)
-
-        stats = await self.db.read(read)
-        if stats is None:
-            return "No session yet in this chat. Send a message to start one."
-        busy = "running a task" if self.sessions.is_busy(channel, chat_id) else "idle"
-        r = stats.record
-        lines = [
-            f"Session {r.id}" + (f' "{r.title}"' if r.title else ""),
-            f"Messages in the active history: {stats.message_count} (segment {r.segment})",
-            f"User turns: {r.user_turns}; state: {busy}",
-            f"Last compaction: {r.compacted_at or 'never'}",
-        ]
-        if self.status_hook is not None:
-            lines.append(self.status_hook(stats, channel))
-        return "\n".join(lines)
-
-    def _session_command(
-        self, c: sqlite3.Connection, name: str, args: str, channel: str, chat_id: str
-    ) -> str:
-        base = session_base_id(channel, chat_id)
-        active = sessions.active_session(c, channel, chat_id)
-        if name == "new":
-            record = sessions.create_next_session(c, channel, chat_id, base, args or None)
-            return f"Started new session {record.id}" + (f' "{args}"' if args else "") + "."
-        if name == "sessions":
-            return _describe(sessions.list_sessions(c, channel, chat_id), active)
-        if name == "use":
-            if not args:
-                return "Usage: /use N, or a session id or title (see /sessions)."
-            target = _pick(sessions.list_sessions(c, channel, chat_id), args)
-            if target is None:
-                return f"No session {args!r} in this chat. See /sessions."
-            sessions.bind_session(c, channel, chat_id, target.id)
-            if target.status is SessionStatus.ARCHIVED:
-                sessions.set_session_status(c, target.id, SessionStatus.ACTIVE)
-            return f"Switched to session {target.id}."
-        if name == "rename":
-            if not args:
-                return "Usage: /rename TITLE."
-            if active is None:
-                active = sessions.ensure_active_session(c, channel, chat_id, base)
-            sessions.rename_session(c, active.id, args)
-            return f'Renamed session {active.id} to "{args}".'
-        if name == "archive":
-            if active is None:
-                return "No session to archive."
-            sessions.set_session_status(c, active.id, SessionStatus.ARCHIVED)
-            fresh = sessions.create_next_session(c, channel, chat_id, base)
-            return f"Archived session {active.id}; now in new session {fresh.id}."
-        if name == "delete":
-            records = sessions.list_sessions(c, channel, chat_id)
-            target = _pick(records, args) if args else active
-            if target is None:
-                return (
-                    f"No session {args!r} in this chat. See /sessions."
-                    if args
-                    else "No session to delete."
-                )
-            sessions.delete_session(c, target.id)
-            if active is not None and target.id == active.id:
-                fresh = sessions.create_next_session(c, channel, chat_id, base)
-                return f"Deleted session {target.id}; now in new session {fresh.id}."
-            return f"Deleted session {target.id}."
-        raise ValueError(f"unhandled command {name!r}")

@@ -11,7 +11,6 @@ compaction changes nothing.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,14 +23,13 @@ from agent.compaction import (
     tokens_for_chars,
     trigger_tokens,
 )
+from gateway.agents import AgentProfile
 from gateway.bus import OutboundMessage, reply_handle
-from gateway.commands import SessionStats
-from gateway.execution import AgentProfile, WorkItem
-from gateway.sessions import SessionManager
-from storage import inbox, messages, outbox, sessions
-from storage.clock import now_iso
-from storage.compaction import CompactionConflict, commit_compaction
-from storage.db import Database
+from gateway.sessions import ConversationGates
+from gateway.work import WorkItem
+from storage.compaction import CompactionConflict
+from storage.conversations import SessionStats
+from storage.store import Store
 
 __all__ = ["Compactor"]
 
@@ -50,14 +48,16 @@ class _Job:
 class Compactor:
     def __init__(
         self,
-        db: Database,
-        sessions_: SessionManager,
+        store: Store,
+        gates: ConversationGates,
+        history_changed: Callable[[str, str], None],
         wake: Callable[[str], None],
         *,
         capacity: int = 256,
     ) -> None:
-        self.db = db
-        self.sessions = sessions_
+        self.store = store
+        self.gates = gates
+        self.history_changed = history_changed  # (channel, chat_id): drop cached history
         self.wake = wake
         self._queue: asyncio.Queue[_Job] = asyncio.Queue(capacity)
         self._queued: set[str] = set()
@@ -119,12 +119,7 @@ class Compactor:
     async def _compact(self, job: _Job) -> str:
         p = job.profile
         forced = job.command is not None
-        record, history = await self.db.read(
-            lambda c: (
-                sessions.get_session(c, job.session_id),
-                messages.load_active_history(c, job.session_id),
-            )
-        )
+        record, history = await self.store.history_snapshot(job.session_id)
         if record is None:
             return "Nothing to compact yet."
         state = self._states.get(job.session_id)
@@ -149,21 +144,12 @@ class Compactor:
             self._states[job.session_id] = (record.segment, CompactionState.after(result))
             return "Compaction would not make the history smaller; it was left as it is."
         last_seq = history[-1].seq if history else None
-
-        def commit(c: sqlite3.Connection) -> int:
-            return commit_compaction(
-                c,
-                job.session_id,
-                record.segment,
-                result.new_history,
-                now_iso(),
-                snapshot_last_seq=last_seq,
-            )
-
         try:
-            async with self.sessions.exclusive(job.channel, job.chat_id):
-                segment = await self.db.write(commit)
-                self.sessions.history_changed(job.channel, job.chat_id)
+            async with self.gates.hold((job.channel, job.chat_id)):
+                segment = await self.store.commit_compaction(
+                    job.session_id, record.segment, result.new_history, last_seq
+                )
+                self.history_changed(job.channel, job.chat_id)
         except CompactionConflict as exc:
             log.info("compaction_conflict", session_id=job.session_id, reason=str(exc))
             return "The history changed while compacting; nothing was changed. Try again."
@@ -177,13 +163,8 @@ class Compactor:
 
     async def _answer(self, item: WorkItem, text: str) -> None:
         m = item.message
-
-        def finish(c: sqlite3.Connection) -> None:
-            out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
-            outbox.enqueue(c, out, item.inbox_id)
-            inbox.mark_done(c, [item.inbox_id])
-
-        await asyncio.shield(self.db.write(finish))
+        out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+        await self.store.answer([item.inbox_id], out)
         self.wake(m.channel)
 
     # -- /status -------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""AgentExecutionService: one turn of one conversation, from inbox rows to outbox rows.
+"""ExecutionService: one turn of one conversation, from inbox rows to outbox rows.
+
+A turn runs in three phases: open (the session, its history and the new
+messages: gateway.turns), run (the agent loop, typing and streaming), and
+finish (the reply and the inbox rows closed in one commit). What the turn was
+asked for — which agent, which session, where the reply goes — comes from the
+inbound message's `TurnRequest`, stored with its inbox row.
 
 Order of writes (each a committed transaction before the next step):
   1. the user message + inbox rows → `started`
@@ -18,94 +24,70 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from agent.loop import AgentLoop, LoopSettings, TurnObserver
+from agent.context import TurnFacts
+from agent.loop import AgentLoop, TurnObserver
 from agent.messages import ChatMessage, Marker
-from agent.providers.base import (
-    LLMProvider,
-    ProviderAuthError,
-    ProviderConfigError,
-    ProviderError,
-    ProviderRateLimited,
-    ProviderUnavailable,
-)
-from agent.tools.base import SchedulerService, ToolContext, ToolRegistry, ToolSettings
+from agent.providers.base import ProviderError
+from agent.tools.base import NO_SERVICES, ToolContext, ToolServices, ToolSettings
+from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.bus import (
     ChannelEvent,
+    Delivery,
     EventKind,
-    InboundMessage,
-    MediaKind,
     OutboundMessage,
+    SessionPolicy,
+    TurnRequest,
     reply_handle,
 )
-from gateway.config import CompactionConfig
+from gateway.replies import (
+    EMPTY_REPLY,
+    GENERIC_FAILURE,
+    STOPPED_REPLY,
+    build_user_message,
+    scheduled_failure,
+    unknown_agent,
+    user_facing_error,
+)
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener
-from storage import inbox, messages, outbox
-from storage.db import Database
+from gateway.work import ReplySink, TurnOutcome, WorkItem, session_base_id
+from storage.store import Store
+from storage.turns import Opening
 
-__all__ = ["AgentProfile", "ExecutionService", "ReplySink", "WorkItem", "session_base_id"]
+__all__ = ["ExecutionService"]
 
 log = structlog.get_logger(__name__)
-T = TypeVar("T")
 
-STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
-GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
 _DELTA_INTERVAL_SECS = 0.05  # streamed pieces closer together than this go out joined
 
-
-def session_base_id(channel: str, chat_id: str) -> str:
-    """DESIGN §5: the terminal channel's session id is the chat id itself."""
-    return chat_id if channel == "websocket" else f"{channel}:{chat_id}"
+AfterTurn = Callable[[str, str, str, AgentProfile], None]  # session, channel, chat, profile
 
 
 @dataclass(frozen=True, slots=True)
-class WorkItem:
-    inbox_id: int
-    message: InboundMessage
-    resume: bool = False  # the user message is already in the transcript
-    session_id: str | None = None  # known when resuming
+class _Plan:
+    """A turn before it opens: what was asked, and by whom."""
 
+    items: Sequence[WorkItem]
+    request: TurnRequest
+    channel: str
+    chat_id: str
+    run_id: str
+    reply_to: str
 
-@dataclass(frozen=True, slots=True)
-class AgentProfile:
-    """Everything a turn on one channel needs from its configured agent."""
-
-    name: str
-    provider: LLMProvider
-    loop: LoopSettings
-    tools: ToolRegistry
-    supports_vision: bool = True
-    context_window_tokens: int = 128_000
-    compaction: CompactionConfig = field(default_factory=CompactionConfig)
-    summary_model: str = ""  # model id for compaction summaries (default: the agent's)
-    summary_timeout_secs: float = 120.0
-
-
-class ReplySink(Protocol):
-    def wake(self, channel: str) -> None: ...
-
-    def handoff(self, message: OutboundMessage, row_id: int) -> None: ...
-
-    async def notify(self, event: ChannelEvent) -> None: ...
-
-
-@dataclass(slots=True)
-class TurnOutcome:
-    ok: bool
-    stopped: bool = False
-    error: str | None = None
+    @property
+    def inbox_ids(self) -> tuple[int, ...]:
+        return tuple(i.inbox_id for i in self.items)
 
 
 @dataclass(slots=True)
 class _Observer(TurnObserver):
-    service: ExecutionService
+    store: Store
+    sink: ReplySink
     turn: OpenedTurn
     run_id: str
     event: ChannelEvent
@@ -113,7 +95,9 @@ class _Observer(TurnObserver):
     delta_sent_at: float = 0.0
 
     async def on_messages(self, new: Sequence[ChatMessage]) -> None:
-        await self.service.store(self.turn, self.run_id, new)
+        turn = self.turn
+        await self.store.append_turn(turn.session_id, self.run_id, new, turn.deferred)
+        turn.deferred = None
 
     async def on_delta(self, text: str) -> None:
         """Streamed text goes on at most every `_DELTA_INTERVAL_SECS`, pieces
@@ -129,9 +113,7 @@ class _Observer(TurnObserver):
         text = "".join(self.deltas)
         self.deltas.clear()
         self.delta_sent_at = time.monotonic()
-        await self.service.sink.notify(
-            dataclasses.replace(self.event, kind=EventKind.DELTA, text=text)
-        )
+        await self.sink.notify(dataclasses.replace(self.event, kind=EventKind.DELTA, text=text))
 
 
 class _Typing:
@@ -173,244 +155,221 @@ class _Typing:
             await self.sink.notify(dataclasses.replace(self.working, kind=EventKind.IDLE))
 
 
-def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]]:
-    parts: list[str] = []
-    if item.reply_to:
-        parts.append(f"[Replying to: {item.reply_to}]")
-    if item.text:
-        parts.append(item.text)
-    images: list[str] = []
-    for media in item.media:
-        if media.kind is MediaKind.IMAGE and vision:
-            images.append(media.path)
-        else:
-            label = media.name or media.kind.value
-            parts.append(f"[Attached {media.kind.value}: {label} at {media.path}]")
-    return "\n".join(parts), tuple(images)
-
-
-def build_user_message(items: Sequence[WorkItem], vision: bool) -> ChatMessage:
-    """One user message per turn; messages collected while busy are numbered."""
-    if len(items) == 1:
-        text, images = _user_text(items[0].message, vision)
-        return ChatMessage.user(text, images)
-    chunks = [f"[{len(items)} messages arrived while you were busy; answer them together.]"]
-    all_images: list[str] = []
-    for n, item in enumerate(items, 1):
-        text, images = _user_text(item.message, vision)
-        chunks.append(f"[{n}] {text}")
-        all_images.extend(images)
-    return ChatMessage.user("\n\n".join(chunks), tuple(all_images))
-
-
-def user_facing_error(exc: ProviderError) -> str:
-    """Short, safe text for the chat; details go to the log."""
-    if isinstance(exc, ProviderConfigError):
-        return f"The gateway is not set up to answer yet: {exc}"
-    if isinstance(exc, ProviderAuthError):
-        return "The model provider rejected the gateway's API key. Ask the operator to check it."
-    if isinstance(exc, ProviderRateLimited | ProviderUnavailable):
-        return "The model provider is unavailable right now, even after retrying. Please try again later."
-    return "The model provider could not answer this request. The gateway log has the details."
-
-
 class ExecutionService:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         sink: ReplySink,
-        profiles: Mapping[str, AgentProfile],
+        agents: AgentDirectory,
         tool_settings: ToolSettings,
         *,
         opener: TurnOpener,
-        after_turn: Callable[[str, str, str, AgentProfile], None] | None = None,
+        services: ToolServices = NO_SERVICES,
+        after_turn: AfterTurn | None = None,
+        turn_latency: Callable[[str, float], None] | None = None,
         typing_delay_secs: float = 0.0,
     ) -> None:
-        self.db = db
+        self.store = store
         self.sink = sink
-        self.profiles = profiles  # by channel name
+        self.agents = agents
         self.tool_settings = tool_settings
         self.opener = opener
+        self.services = services
         self.after_turn = after_turn
+        self.turn_latency = turn_latency
         self.typing_delay_secs = typing_delay_secs
-        self.turn_latency: Callable[[str, float], None] | None = None
-        self.scheduler: SchedulerService | None = None
-
-    async def store(
-        self,
-        turn: OpenedTurn,
-        run_id: str,
-        new: Sequence[ChatMessage],
-        then: Callable[[sqlite3.Connection], T | None] = lambda c: None,
-        *,
-        finishing: bool = False,
-        on_commit: Callable[[T | None], None] | None = None,
-    ) -> T | None:
-        """Append `new` to the turn's session, then run `then`: one transaction,
-        which first stores the turn's opening if that was deferred. `on_commit`
-        runs after the commit even if this turn is cancelled meanwhile."""
-        deferred = turn.deferred
-
-        def fn(c: sqlite3.Connection) -> T | None:
-            if deferred is not None:
-                deferred.store(c, new, finishing=finishing)
-            elif new:
-                messages.append_messages(c, turn.session_id, new, run_id)
-            return then(c)
-
-        result = await self.db.write(fn, on_commit=on_commit)
-        turn.deferred = None
-        return result
 
     async def run_turn(
         self, items: Sequence[WorkItem], *, stop_requested: Callable[[], bool]
     ) -> TurnOutcome:
-        message = items[0].message
+        channel, chat_id = items[0].conversation
         try:
             return await self._run_turn(items, stop_requested)
         except StaleTurn as exc:  # nothing of it was stored: run it again from storage
             log.error("turn_cache_stale", reason=str(exc))
-            self.opener.forget(message.channel, message.chat_id)
+            self.opener.forget(channel, chat_id)
             return await self._run_turn(items, stop_requested)
         except BaseException:  # whatever it stored, the cached history is not it
-            self.opener.forget(message.channel, message.chat_id)
+            self.opener.forget(channel, chat_id)
             raise
 
     async def _run_turn(
         self, items: Sequence[WorkItem], stop_requested: Callable[[], bool]
     ) -> TurnOutcome:
         first = items[0].message
-        channel, chat_id = first.channel, first.chat_id
-        run_id = f"{random.getrandbits(48):012x}"  # for logs: unique enough, no syscall
-        inbox_ids = [i.inbox_id for i in items]
-        profile = self.profiles.get(channel)
-        if profile is None:  # e.g. a job targeting a channel that is not enabled
-            log.error("turn_for_unknown_channel", channel=channel, chat_id=chat_id)
-            await self.db.write(lambda c: inbox.mark_done(c, inbox_ids))
-            return TurnOutcome(ok=False, error=f"no enabled channel named {channel!r}")
-        sched: dict[str, Any] = first.metadata.get("scheduler") or {}
-        silent = bool(sched.get("silent"))
-        structlog.contextvars.bind_contextvars(channel=channel, run_id=run_id)
+        plan = _Plan(
+            items,
+            first.request,
+            first.channel,
+            first.chat_id,
+            f"{random.getrandbits(48):012x}",  # for logs: unique enough, no syscall
+            reply_handle(items[-1].message),
+        )
+        structlog.contextvars.bind_contextvars(channel=plan.channel, run_id=plan.run_id)
         started = time.monotonic()
-        reply_to = reply_handle(items[-1].message)
-        resume = items[0].resume
+        try:
+            profile = self.agents.resolve(plan.channel, plan.request.agent)
+        except UnknownAgent as exc:
+            return await self._refuse(plan, exc)
+        turn = await self._open(plan, profile)
+        reply, text, outcome = await self._run(plan, profile, turn, stop_requested)
+        await self._finish(plan, turn, reply, self._deliver(plan, outcome, text))
+        if outcome.ok:
+            self.opener.remember(plan.channel, plan.chat_id, turn)
+        else:
+            self.opener.forget(plan.channel, plan.chat_id)
+        elapsed = time.monotonic() - started
+        if self.turn_latency is not None:
+            self.turn_latency(plan.channel, elapsed)
+        log.info("turn_done", ok=outcome.ok, secs=round(elapsed, 3), messages=len(items))
+        if self.after_turn is not None and outcome.ok:
+            self.after_turn(turn.session_id, plan.channel, plan.chat_id, profile)
+        return outcome
+
+    # -- phases ------------------------------------------------------------------
+    async def _open(self, plan: _Plan, profile: AgentProfile) -> OpenedTurn:
+        resume = plan.items[0].resume
+        request = plan.request
         new: list[ChatMessage] = []
         if not resume:
-            if sched.get("system_prompt"):
+            if request.system_prompt:
                 new.append(
-                    ChatMessage.system(str(sched["system_prompt"]), Marker.SCHEDULED_SYSTEM_PROMPT)
+                    ChatMessage.system(request.system_prompt, Marker.SCHEDULED_SYSTEM_PROMPT)
                 )
-            new.append(build_user_message(items, profile.supports_vision))
+            new.append(build_user_message(plan.items, profile.supports_vision))
         turn = await self.opener.open(
-            channel=channel,
-            chat_id=chat_id,
-            base_id=session_base_id(channel, chat_id),
-            resume_session=items[0].session_id if resume else None,
-            fresh=bool(sched.get("fresh_session")) and not resume,
-            new=new,
-            inbox_ids=inbox_ids,
-            run_id=run_id,
+            Opening(
+                plan.channel,
+                plan.chat_id,
+                session_base_id(plan.channel, plan.chat_id),
+                plan.items[0].session_id if resume else None,
+                request.session is SessionPolicy.FRESH and not resume,
+                tuple(new),
+                plan.inbox_ids,
+                plan.run_id,
+            )
         )
-        session_id, history = turn.session_id, turn.history
-        structlog.contextvars.bind_contextvars(session_id=session_id)
+        structlog.contextvars.bind_contextvars(session_id=turn.session_id)
         if turn.repaired:
             log.warning("transcript_repaired", missing_results=turn.repaired)
+        return turn
 
-        event = ChannelEvent(EventKind.WORKING, channel, chat_id, session_id, run_id, "", reply_to)
+    async def _run(
+        self,
+        plan: _Plan,
+        profile: AgentProfile,
+        turn: OpenedTurn,
+        stop_requested: Callable[[], bool],
+    ) -> tuple[ChatMessage | None, str, TurnOutcome]:
+        """The agent loop with typing and streaming around it: the reply (None
+        when the turn failed), the text for the chat, and the outcome."""
+        first = plan.items[0].message
+        event = ChannelEvent(
+            EventKind.WORKING, plan.channel, plan.chat_id, turn.session_id, plan.run_id, "",
+            plan.reply_to,
+        )  # fmt: skip
+        silent = plan.request.delivery is Delivery.FAILURES_ONLY
         typing = _Typing(self.sink, event, None if silent else self.typing_delay_secs)
         await typing.start()
-        observer = _Observer(self, turn, run_id, event)
+        observer = _Observer(self.store, self.sink, turn, plan.run_id, event)
         ctx = ToolContext(
-            session_id=session_id,
-            channel=channel,
-            chat_id=chat_id,
+            session_id=turn.session_id,
+            channel=plan.channel,
+            chat_id=plan.chat_id,
             sender_id=first.sender_id,
             settings=self.tool_settings,
             message_id=first.message_id,
-            run_id=run_id,
-            scheduler=self.scheduler,
+            run_id=plan.run_id,
+            services=self.services,
         )
-        loop = AgentLoop(profile.provider, profile.tools, profile.loop)
-        reply: ChatMessage | None = None
-        text: str
-        outcome: TurnOutcome
         try:
-            result = await loop.run(history, ctx, observer)
+            context = await profile.context.prepare(
+                TurnFacts(
+                    turn.session_id, plan.channel, plan.chat_id, first.sender_id, profile.name
+                )
+            )
+            loop = AgentLoop(profile.provider, profile.tools, profile.loop)
+            result = await loop.run(turn.history, ctx, observer, context)
             await observer.flush_deltas()  # the deltas add up to the whole reply
             reply = result.reply
-            text = reply.content.strip() or "(the model returned an empty reply)"
-            outcome = TurnOutcome(ok=True)
+            return reply, reply.content.strip() or EMPTY_REPLY, TurnOutcome(ok=True)
         except asyncio.CancelledError:
             if not stop_requested():
                 log.info("turn_checkpointed")  # shutdown: recovery re-runs it
                 raise
             log.info("turn_stopped")
-            self.opener.forget(channel, chat_id)
-            await self._finish(turn, items, run_id, None, STOPPED_REPLY, channel, chat_id, reply_to)
+            self.opener.forget(plan.channel, plan.chat_id)
+            await self._finish(plan, turn, None, (plan.chat_id, STOPPED_REPLY))
             raise
         except StaleTurn:
             raise
         except ProviderError as exc:
             log.error("turn_failed_provider", error=str(exc), error_type=type(exc).__name__)
             text = user_facing_error(exc)
-            outcome = TurnOutcome(ok=False, error=text)
+            return None, text, TurnOutcome(ok=False, error=text)
         except Exception as exc:
             log.exception("turn_failed")
-            text = GENERIC_FAILURE
-            outcome = TurnOutcome(ok=False, error=type(exc).__name__)
+            return None, GENERIC_FAILURE, TurnOutcome(ok=False, error=type(exc).__name__)
         finally:
             await typing.stop()
-        target_chat = chat_id
-        if silent:
-            notify = sched.get("notify_chat_id")
-            target_chat = str(notify) if notify else chat_id
-            text = (
-                "" if outcome.ok else (f"Scheduled task {sched.get('job_id', '?')} failed: {text}")
-            )
-        await self._finish(turn, items, run_id, reply, text, channel, target_chat, reply_to)
-        if outcome.ok:
-            self.opener.remember(channel, chat_id, turn)
-        else:
-            self.opener.forget(channel, chat_id)
-        elapsed = time.monotonic() - started
-        if self.turn_latency is not None:
-            self.turn_latency(channel, elapsed)
-        log.info("turn_done", ok=outcome.ok, secs=round(elapsed, 3), messages=len(items))
-        if self.after_turn is not None and outcome.ok:
-            self.after_turn(session_id, channel, chat_id, profile)
-        return outcome
+
+    @staticmethod
+    def _deliver(plan: _Plan, outcome: TurnOutcome, text: str) -> tuple[str, str]:
+        """(chat, text) the reply goes to under the request's delivery policy;
+        an empty text sends nothing."""
+        request = plan.request
+        if request.delivery is Delivery.FAILURES_ONLY:
+            notice = "" if outcome.ok else scheduled_failure(request.job_id, text)
+            return request.notify_chat_id or plan.chat_id, notice
+        return plan.chat_id, text
 
     async def _finish(
         self,
+        plan: _Plan,
         turn: OpenedTurn,
-        items: Sequence[WorkItem],
-        run_id: str,
         reply: ChatMessage | None,
-        text: str,
-        channel: str,
-        chat_id: str,
-        reply_to: str,
+        delivery: tuple[str, str],
     ) -> None:
         """The final assistant message, its outbox row and inbox → done: one commit."""
-        inbox_ids = [i.inbox_id for i in items]
-        session_id = turn.session_id
-        out = OutboundMessage(
-            channel=channel,
-            chat_id=chat_id,
-            text=text,
-            reply_to_message_id=reply_to,
-            session_id=session_id,
-            metadata={"run_id": run_id},
+        chat_id, text = delivery
+        out = (
+            OutboundMessage(
+                channel=plan.channel,
+                chat_id=chat_id,
+                text=text,
+                reply_to_message_id=plan.reply_to,
+                session_id=turn.session_id,
+                metadata={"run_id": plan.run_id},
+            )
+            if text
+            else None
         )
 
-        def finish(c: sqlite3.Connection) -> int | None:
-            row_id = outbox.enqueue(c, out, inbox_ids[-1]) if text else None
-            inbox.mark_done(c, inbox_ids)
-            return row_id
-
         def hand_over(row_id: int | None) -> None:
-            if row_id is not None:
+            if out is not None and row_id is not None:
                 self.sink.handoff(out, row_id)
 
-        new = [reply] if reply is not None else []
-        await self.store(turn, run_id, new, finish, finishing=True, on_commit=hand_over)
+        await self.store.finish_turn(
+            turn.session_id,
+            plan.run_id,
+            reply,
+            turn.deferred,
+            out,
+            plan.inbox_ids,
+            on_commit=hand_over,
+        )
+        turn.deferred = None
+
+    async def _refuse(self, plan: _Plan, exc: UnknownAgent) -> TurnOutcome:
+        """A turn for an agent or channel this gateway does not have: nothing
+        runs; the asker is told where that is possible."""
+        log.error("turn_refused", reason=str(exc), chat_id=plan.chat_id)
+        out = None
+        if plan.channel in self.agents.channel_agents and plan.request.agent is not None:
+            outcome = TurnOutcome(ok=False, error=unknown_agent(plan.request.agent))
+            chat_id, text = self._deliver(plan, outcome, outcome.error or "")
+            out = OutboundMessage(plan.channel, chat_id, text, reply_to_message_id=plan.reply_to)
+        row_id = await self.store.answer(plan.inbox_ids, out)
+        if out is not None and row_id is not None:
+            self.sink.handoff(out, row_id)
+        return TurnOutcome(ok=False, error=str(exc))

@@ -1,26 +1,26 @@
-"""InboundProcessor: bus → durable inbox → commands or the session's queue.
+"""InboundProcessor: bus → durable inbox → the session's queue (or a command lane).
 
 Messages are taken from the bus in batches and recorded in one commit; only
 then is each channel's receipt resolved (ack after durable). A duplicate
-(channel, message id) resolves as DUPLICATE and produces nothing.
+(channel, message id) resolves as DUPLICATE and produces nothing. Routing
+never waits on storage for a plain message: it is handed to its session's
+queue at once; commands, and messages queued behind a chat's commands, go to
+that chat's command lane (gateway.commands), which runs off this loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import sqlite3
 from collections.abc import Callable
 
 import structlog
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
-from gateway.commands import CommandHandler, parse_command
-from gateway.execution import WorkItem
+from gateway.commands import CommandLanes, CommandRegistry
 from gateway.sessions import SessionManager
-from storage import inbox, outbox
-from storage.db import Database
+from gateway.work import WorkItem
 from storage.inbox import InboxState
+from storage.store import Store
 
 __all__ = ["InboundProcessor"]
 
@@ -28,28 +28,31 @@ log = structlog.get_logger(__name__)
 
 _BATCH_MAX = 256
 
-Outcome = int | None | Exception
-
 
 class InboundProcessor:
     def __init__(
         self,
         bus: MessageBus,
-        db: Database,
+        store: Store,
         sessions: SessionManager,
-        commands: CommandHandler,
+        registry: CommandRegistry,
+        wake: Callable[[str], None],
+        *,
+        on_accepted: Callable[[str], None] | None = None,
     ) -> None:
         self.bus = bus
-        self.db = db
+        self.store = store
         self.sessions = sessions
-        self.commands = commands
+        self.registry = registry
+        self.wake = wake
+        self.lanes = CommandLanes(registry, store, wake, self.dispatch)
+        self.on_accepted = on_accepted  # metrics, by channel
         self.accepted = 0
         self.duplicates = 0
-        self.on_accepted: Callable[[str], None] | None = None  # metrics, by channel
 
     async def recover(self) -> int:
         """Re-route inbox rows a previous run left unfinished; returns how many."""
-        entries = await self.db.read(inbox.unfinished_entries)
+        entries = await self.store.unfinished_inbox()
         for entry in entries:
             resume = entry.state is InboxState.STARTED
             item = WorkItem(entry.id, entry.message, resume=resume, session_id=entry.session_id)
@@ -59,22 +62,17 @@ class InboundProcessor:
         return len(entries)
 
     async def run(self) -> None:
-        queue = self.bus.inbound
-        while True:
-            batch = [await queue.get()]
-            while len(batch) < _BATCH_MAX and not queue.empty():
-                batch.append(queue.get_nowait())
-            try:
-                await self._process(batch)
-            finally:
-                for _ in batch:
-                    queue.task_done()
+        """Until the bus is closed and drained."""
+        bus = self.bus
+        while (first := await bus.get()) is not None:
+            batch = [first]
+            while len(batch) < _BATCH_MAX and (more := bus.get_nowait()) is not None:
+                batch.append(more)
+            await self._process(batch)
 
     async def _process(self, batch: list[InboundMessage]) -> None:
         try:  # one job each: a bad message fails alone, the batch shares a commit
-            outcomes: list[Outcome] = await self.db.write_each(
-                [functools.partial(inbox.record_inbound, message=m) for m in batch]
-            )
+            outcomes = await self.store.record_inbound(batch)
         except Exception as exc:
             log.exception("inbox_write_failed", batch=len(batch))
             outcomes = [exc] * len(batch)
@@ -100,33 +98,41 @@ class InboundProcessor:
             await self._route(WorkItem(outcome, message))
 
     async def _route(self, item: WorkItem) -> None:
-        command = None if item.resume else parse_command(item.message.text)
+        """Waits for nothing but in the rare case of a chat flooding commands:
+        what needs storage runs in the conversation's command lane."""
+        command = None if item.resume else self.registry.parse(item.message.text)
         try:
-            if command is not None:
-                await self.commands.handle(item, *command)
-            elif not self.sessions.dispatch(item, force=item.resume):
-                await self._refuse_overflow(item)
+            if (
+                command is None
+                and not self.lanes.busy(item.conversation)
+                and self.sessions.dispatch(item, force=item.resume)
+            ):
+                return
+            if not self.lanes.queue(item, command):
+                await self._refuse(item, (
+                    f"I'm still working through {self.lanes.max_queued} earlier commands in "
+                    "this chat. This one was not run: please send it again in a moment."
+                ))  # fmt: skip
         except asyncio.CancelledError:
             raise
         except Exception:
             # the row stays unfinished in the inbox and is retried at next start
             log.exception("inbound_route_failed", channel=item.message.channel)
 
+    async def dispatch(self, item: WorkItem) -> None:
+        """Hand a plain message to its session; refuse it if that queue is full."""
+        if not self.sessions.dispatch(item, force=item.resume):
+            await self._refuse_overflow(item)
+
     async def _refuse_overflow(self, item: WorkItem) -> None:
-        m = item.message
-        log.warning("session_queue_full", channel=m.channel, chat_id=m.chat_id)
-        text = (
+        await self._refuse(item, (
             f"I'm still working on {self.sessions.max_pending} earlier messages in this chat. "
             "This one was not queued: please wait for my reply and send it again."
-        )
+        ))  # fmt: skip
 
-        def refuse(c: sqlite3.Connection) -> None:
-            outbox.enqueue(
-                c,
-                OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m)),
-                item.inbox_id,
-            )
-            inbox.mark_done(c, [item.inbox_id])
-
-        await self.db.write(refuse)
-        self.commands.wake(m.channel)
+    async def _refuse(self, item: WorkItem, text: str) -> None:
+        m = item.message
+        log.warning("inbound_refused", channel=m.channel, chat_id=m.chat_id, reason=text[:60])
+        out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+        await self.store.answer([item.inbox_id], out)
+        self.wake(m.channel)

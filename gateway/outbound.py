@@ -10,9 +10,7 @@ channel error type. Typing/streaming events bypass the outbox (`notify`).
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
-import sqlite3
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,8 +28,8 @@ from channels.base import (
 )
 from gateway.bus import ChannelEvent, OutboundMessage
 from storage import outbox
-from storage.clock import iso, now_iso, parse_iso
-from storage.db import Database
+from storage.clock import iso, parse_iso
+from storage.store import Store
 
 __all__ = ["Decision", "OutboundDispatcher", "RetryPolicy", "classify_failure"]
 
@@ -120,7 +118,7 @@ class _SenderState:
 class OutboundDispatcher:
     def __init__(
         self,
-        db: Database,
+        store: Store,
         channels: Mapping[str, Channel],
         policy: RetryPolicy,
         *,
@@ -128,7 +126,7 @@ class OutboundDispatcher:
         rescan_secs: float = 30.0,
         metrics: DeliveryMetrics | None = None,
     ) -> None:
-        self.db = db
+        self.store = store
         self.channels = channels
         self.policy = policy
         self.send_timeout_secs = send_timeout_secs
@@ -187,7 +185,7 @@ class OutboundDispatcher:
         """Durably queue a message that is not the reply to a turn (commands, jobs)."""
         if message.channel not in self.channels:
             raise ValueError(f"no enabled channel named {message.channel!r}")
-        row_id = await self.db.write(lambda c: outbox.enqueue(c, message, inbox_id))
+        row_id = await self.store.enqueue(message, inbox_id)
         self.wake(message.channel)
         return row_id
 
@@ -232,9 +230,9 @@ class OutboundDispatcher:
             await _settle(state)  # a scan must not see rows sent but not yet marked
             if state.unpark:
                 chats, state.unpark = sorted(state.unpark), set()
-                await self.db.write(functools.partial(_unpark_all, channel=name, chats=chats))
+                await self.store.unpark(name, chats)
             state.dirty = False
-            found = await self.db.read(lambda c: outbox.scan(c, name, now_iso()))
+            found = await self.store.outbox_scan(name)
             state.waiting_chats, state.next_due_at = found.waiting_chats, found.next_due_at
             if found.due:  # the query keeps per-chat order: nothing blocked yet
                 await self._deliver(channel, found.due, state, blocked=set())
@@ -283,10 +281,9 @@ class OutboundDispatcher:
                 state.rescan()
                 await self._record_failure(channel.name, row, exc)
                 continue
-            mark = functools.partial(outbox.mark_sent, ids=[row.id])
-            queued = self.db.submit(mark)
+            queued = self.store.mark_sent_soon(row.id)
             if queued is None:
-                await asyncio.shield(self.db.write(mark))
+                await self.store.mark_sent(row.id)
             else:
                 state.marks.append(queued)  # commits even if this task is cancelled
             if self.metrics is not None:
@@ -296,10 +293,10 @@ class OutboundDispatcher:
         decision = classify_failure(exc, row.attempts, self.policy)
         if decision.action == "park":
             log.info("outbound_parked", outbox_id=row.id, chat_id=row.chat_id)
-            await self.db.write(lambda c: outbox.park(c, row.id, decision.reason))
+            await self.store.park(row.id, decision.reason)
         elif decision.action == "fail":
             log.error("outbound_failed", outbox_id=row.id, target=name, reason=decision.reason)
-            await self.db.write(lambda c: outbox.mark_failed(c, row.id, decision.reason))
+            await self.store.mark_failed(row.id, decision.reason)
             if self.metrics is not None:
                 self.metrics.outbound_failed(name)
         else:
@@ -311,7 +308,7 @@ class OutboundDispatcher:
                 delay=round(decision.delay, 2),
                 reason=decision.reason,
             )
-            await self.db.write(lambda c: outbox.reschedule(c, row.id, at, decision.reason))
+            await self.store.reschedule(row.id, at, decision.reason)
             if self.metrics is not None:
                 self.metrics.outbound_retry(name)
 
@@ -333,8 +330,3 @@ def _prune(state: _SenderState) -> None:
         elif not mark.cancelled() and mark.exception() is not None:
             log.error("outbound_mark_failed", error=repr(mark.exception()))
     state.marks = pending
-
-
-def _unpark_all(conn: sqlite3.Connection, *, channel: str, chats: list[str]) -> None:
-    for chat_id in chats:
-        outbox.unpark(conn, channel, chat_id)

@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import Sequence
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
-from gateway.execution import TurnOutcome, WorkItem
 from gateway.outbound import OutboundDispatcher
+from gateway.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
 
 __all__ = ["PipelineHost", "TurnWaiters"]
 
@@ -28,7 +28,7 @@ class TurnWaiters:
         self._waiting.pop((message.channel, message.message_id), None)
 
     def turn_done(self, batch: Sequence[WorkItem], outcome: TurnOutcome | None) -> None:
-        result = outcome or TurnOutcome(ok=False, stopped=True, error="the turn was stopped")
+        result = outcome or STOPPED_OUTCOME
         for item in batch:
             future = self._waiting.pop((item.message.channel, item.message.message_id), None)
             if future is not None and not future.done():

@@ -5,6 +5,8 @@ gateway's TaskGroup; the worker exits when its queue is empty, so idle chats
 cost nothing. A global semaphore caps concurrent turns. Messages arriving
 during a turn wait in the conversation's bounded queue: in `collect` mode the
 next turn takes them all at once, in `followup` mode one by one.
+`ConversationGates` holds a conversation between turns for whoever must
+change it without a turn running (compaction).
 """
 
 from __future__ import annotations
@@ -18,13 +20,39 @@ from dataclasses import dataclass, field
 import structlog
 
 from gateway.config import QueueMode
-from gateway.execution import ExecutionService, TurnOutcome, WorkItem
+from gateway.execution import ExecutionService
+from gateway.work import TurnOutcome, WorkItem
 
-__all__ = ["SessionManager"]
+__all__ = ["ConversationGates", "SessionManager"]
 
 log = structlog.get_logger(__name__)
 
 ConversationKey = tuple[str, str]
+TurnDone = Callable[[Sequence[WorkItem], TurnOutcome | None], None]
+
+
+class ConversationGates:
+    """One lock per conversation, kept only while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._gates: dict[ConversationKey, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        lock, users = self._gates.get(key) or (asyncio.Lock(), 0)
+        self._gates[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._gates[key]
+            if users == 1:
+                del self._gates[key]
+            else:
+                self._gates[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._gates)
 
 
 @dataclass(slots=True)
@@ -40,25 +68,31 @@ class SessionManager:
     def __init__(
         self,
         execution: ExecutionService,
+        gates: ConversationGates,
         *,
         max_concurrent_runs: int,
         queue_mode: QueueMode,
         max_pending: int,
+        on_turn_done: TurnDone | None = None,
     ) -> None:
         self.execution = execution
+        self.gates = gates
         self.queue_mode = queue_mode
         self.max_pending = max_pending
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._conversations: dict[ConversationKey, _Conversation] = {}
-        self._gates: dict[ConversationKey, asyncio.Lock] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._accepting = True
         self._idle = asyncio.Event()
         self._idle.set()
-        self.on_turn_done: Callable[[Sequence[WorkItem], TurnOutcome | None], None] | None = None
+        self.on_turn_done = on_turn_done
 
-    def attach(self, tg: asyncio.TaskGroup) -> None:
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        """Conversation workers run in `tg` from now on."""
         self._tg = tg
+
+    async def stop(self, grace_secs: float) -> None:
+        await self.shutdown(grace_secs)
 
     # -- observation ---------------------------------------------------------
     @property
@@ -106,27 +140,6 @@ class SessionManager:
         conv.turn.cancel()
         return True
 
-    def history_changed(self, channel: str, chat_id: str) -> None:
-        """The conversation's sessions or history were changed outside a turn."""
-        self.execution.opener.forget(channel, chat_id)
-
-    @asynccontextmanager
-    async def exclusive(self, channel: str, chat_id: str) -> AsyncIterator[None]:
-        """Hold the conversation between turns: waits for a running turn to end
-        and keeps the next one from starting until the block exits."""
-        key = (channel, chat_id)
-        gate = self._gates.setdefault(key, asyncio.Lock())
-        try:
-            async with gate:
-                yield
-        finally:
-            self._drop_gate(key)
-
-    def _drop_gate(self, key: ConversationKey) -> None:
-        gate = self._gates.get(key)
-        if gate is not None and not gate.locked() and key not in self._conversations:
-            del self._gates[key]
-
     # -- work ----------------------------------------------------------------
     def _take(self, conv: _Conversation) -> list[WorkItem]:
         first = conv.pending.popleft()
@@ -149,8 +162,7 @@ class SessionManager:
             while conv.pending and self._accepting:
                 batch = self._take(conv)
                 outcome: TurnOutcome | None = None
-                gate = self._gates.setdefault(conv.key, asyncio.Lock())
-                async with self._slots, gate:
+                async with self._slots, self.gates.hold(conv.key):
                     conv.stop_requested = False
                     conv.turn = asyncio.create_task(
                         self.execution.run_turn(batch, stop_requested=lambda: conv.stop_requested),
@@ -176,7 +188,6 @@ class SessionManager:
             conv.worker = None
             if not conv.pending or not self._accepting:
                 self._conversations.pop(conv.key, None)
-                self._drop_gate(conv.key)
             if not any(c.worker for c in self._conversations.values()):
                 self._idle.set()
 

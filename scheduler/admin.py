@@ -14,7 +14,6 @@ Exceptions:
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -25,7 +24,7 @@ from scheduler.clock import Clock
 from scheduler.jobs import JobSpec, JobValidationError, parse_job
 from scheduler.schedules import build_schedule
 from storage import jobs as store
-from storage.db import Database
+from storage.db import Connection, Database
 from storage.jobs import JobRecord, JobSource, RunRecord
 
 __all__ = ["JobAdmin", "JobNotEditable", "JobNotFound", "JobView", "SchedulerError", "SyncReport"]
@@ -122,14 +121,14 @@ class JobAdmin:
 
     # -- reading ---------------------------------------------------------------
     async def list_jobs(self) -> list[JobView]:
-        def read(conn: sqlite3.Connection) -> list[JobView]:
+        def read(conn: Connection) -> list[JobView]:
             last = store.last_runs(conn)
             return [JobView(r, last.get(r.id)) for r in store.list_jobs(conn)]
 
         return await self.db.read(read)
 
     async def get(self, job_id: str, *, runs: int = 10) -> JobView:
-        def read(conn: sqlite3.Connection) -> JobView | None:
+        def read(conn: Connection) -> JobView | None:
             record = store.get_job(conn, job_id)
             if record is None:
                 return None
@@ -142,9 +141,7 @@ class JobAdmin:
         return view
 
     # -- writing ---------------------------------------------------------------
-    def _upsert(
-        self, conn: sqlite3.Connection, spec: JobSpec, source: JobSource, now: datetime
-    ) -> bool:
+    def _upsert(self, conn: Connection, spec: JobSpec, source: JobSource, now: datetime) -> bool:
         """Insert or update one job; True if it was new. Same schedule keeps the timing."""
         old = store.get_job(conn, spec.id)
         if old is not None and source is JobSource.RUNTIME and old.source is not JobSource.RUNTIME:
@@ -187,7 +184,7 @@ class JobAdmin:
         config_ids = {j.id for j in config_jobs}
         builtins = [j for j in builtin_jobs if j.id not in config_ids]
 
-        def tx(conn: sqlite3.Connection) -> SyncReport:
+        def tx(conn: Connection) -> SyncReport:
             added: list[str] = []
             updated: list[str] = []
             for source, specs in ((JobSource.CONFIG, config_jobs), (JobSource.BUILTIN, builtins)):
@@ -214,7 +211,7 @@ class JobAdmin:
         return report
 
     async def delete(self, job_id: str) -> None:
-        def tx(conn: sqlite3.Connection) -> None:
+        def tx(conn: Connection) -> None:
             record = self._require(conn, job_id)
             if record.source is not JobSource.RUNTIME:
                 raise JobNotEditable(
@@ -228,7 +225,7 @@ class JobAdmin:
     async def pause(self, job_id: str) -> JobView:
         now = self.clock.now()
 
-        def tx(conn: sqlite3.Connection) -> None:
+        def tx(conn: Connection) -> None:
             record = self._require(conn, job_id)
             store.set_paused(conn, job_id, True, record.next_run_at, now)
 
@@ -239,7 +236,7 @@ class JobAdmin:
         """Unpause; a recurring job restarts its timing from now (runs missed while paused are dropped)."""
         now = self.clock.now()
 
-        def tx(conn: sqlite3.Connection) -> None:
+        def tx(conn: Connection) -> None:
             record = self._require(conn, job_id)
             if not record.paused:
                 return
@@ -257,7 +254,7 @@ class JobAdmin:
         """Ask for one run as soon as the engine sees it (even if the job is paused)."""
         now = self.clock.now()
 
-        def tx(conn: sqlite3.Connection) -> None:
+        def tx(conn: Connection) -> None:
             self._require(conn, job_id)
             store.set_run_requested(conn, job_id, now)
 
@@ -265,7 +262,7 @@ class JobAdmin:
         return await self.get(job_id)
 
     @staticmethod
-    def _require(conn: sqlite3.Connection, job_id: str) -> JobRecord:
+    def _require(conn: Connection, job_id: str) -> JobRecord:
         record = store.get_job(conn, job_id)
         if record is None:
             raise JobNotFound(job_id)

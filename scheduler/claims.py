@@ -9,7 +9,6 @@ Runs on the database thread: no awaits, no event-loop objects.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
@@ -20,6 +19,7 @@ from scheduler.jobs import JobSpec, JobValidationError, OverlapPolicy, parse_job
 from scheduler.planner import effective_misfire_policy, plan_due
 from scheduler.schedules import build_schedule
 from storage import jobs as store
+from storage.db import Connection
 from storage.jobs import JobRecord, RunCause, RunStatus
 
 __all__ = ["ClaimBatch", "ClaimedRun", "Claimer"]
@@ -62,7 +62,7 @@ class Claimer:
         self._specs[record.id] = (record.updated_at, spec)
         return spec
 
-    def claim(self, conn: sqlite3.Connection, *, now: datetime, limit: int) -> ClaimBatch:
+    def claim(self, conn: Connection, *, now: datetime, limit: int) -> ClaimBatch:
         """One transaction: claim every due run, record misfires, advance next_run_at."""
         batch = ClaimBatch()
         due = store.due_jobs(conn, now, limit)
@@ -83,7 +83,7 @@ class Claimer:
         return batch
 
     def _claim_job(
-        self, conn: sqlite3.Connection, batch: ClaimBatch, record: JobRecord, now: datetime
+        self, conn: Connection, batch: ClaimBatch, record: JobRecord, now: datetime
     ) -> None:
         spec = self._spec(record)
         if spec is None:
@@ -118,7 +118,7 @@ class Claimer:
 
     def _claim_one(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         batch: ClaimBatch,
         spec: JobSpec,
         scheduled_at: datetime,

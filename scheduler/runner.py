@@ -2,17 +2,17 @@
 
 `build_agent_message` is the contract with the gateway pipeline for agent
 tasks: a synthetic `InboundMessage` whose id makes the gateway inbox dedup the
-run durably, and whose `metadata["scheduler"]` carries the routing keys the
-pipeline honours (system_prompt, fresh_session, silent, notify_chat_id, agent).
+run durably, and whose `TurnRequest` says which agent answers, in which
+session, and where the reply (or, for a silent task, a failure notice) goes.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
-from gateway.bus import InboundMessage
+from gateway.bus import Delivery, InboundMessage, Origin, SessionPolicy, TurnRequest
 from scheduler.events import EventRegistry, InternalEvent
+from scheduler.host import SchedulerHost
 from scheduler.jobs import (
     AgentTaskJob,
     InternalEventJob,
@@ -21,9 +21,6 @@ from scheduler.jobs import (
     SilentAgentTaskJob,
 )
 from storage.jobs import to_db_time
-
-if TYPE_CHECKING:
-    from scheduler.service import SchedulerHost
 
 __all__ = ["build_agent_message", "execute_job", "failure_notice", "run_message_id"]
 
@@ -37,16 +34,15 @@ def build_agent_message(
 ) -> InboundMessage:
     silent = isinstance(spec, SilentAgentTaskJob)
     payload = spec.payload
-    routing: dict[str, Any] = {
-        **payload.metadata,
-        "job_id": spec.id,
-        "scheduled_at": to_db_time(scheduled_at),
-        "system_prompt": payload.system_prompt,
-        "fresh_session": payload.fresh_session,
-        "silent": silent,
-        "notify_chat_id": spec.target.chat_id,
-        "agent": payload.agent,
-    }
+    request = TurnRequest(
+        origin=Origin.SCHEDULER,
+        agent=payload.agent,
+        session=SessionPolicy.FRESH if payload.fresh_session else SessionPolicy.ACTIVE,
+        delivery=Delivery.FAILURES_ONLY if silent else Delivery.REPLY,
+        notify_chat_id=spec.target.chat_id if silent else None,
+        system_prompt=payload.system_prompt,
+        job_id=spec.id,
+    )
     return InboundMessage(
         channel=spec.target.channel,
         chat_id=spec.session_chat_id
@@ -55,7 +51,8 @@ def build_agent_message(
         sender_id=payload.sender_id,
         text=payload.prompt,
         message_id=run_message_id(spec.id, scheduled_at),
-        metadata={"scheduler": routing},
+        metadata=dict(payload.metadata),  # the job's own labels, for the record only
+        request=request,
         received_at=now,
     )
 

@@ -14,9 +14,9 @@ one write transaction that, per due job, decides (planner), inserts the
 `job_runs` row unique on (job_id, scheduled_at) and advances `next_run_at`, so
 two engines on one database, or overlapping looks, never run a fire time twice.
 
-The gateway is reached only through `SchedulerHost`, implemented by the
-composition root. This module must never import channels, agent or gateway
-modules other than `gateway.bus`.
+The gateway is reached only through `SchedulerHost` (`scheduler.host`),
+implemented by the composition root. This module must never import channels,
+agent or gateway modules other than `gateway.bus`.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import structlog
 
-from gateway.bus import InboundMessage
 from scheduler.admin import JobAdmin, SchedulerError
 from scheduler.builtin import builtin_jobs, register_builtin_events
 from scheduler.claims import ClaimedRun, Claimer
 from scheduler.clock import Clock, SystemClock
 from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry
+from scheduler.host import SchedulerHost
 from scheduler.jobs import JobValidationError, SilentAgentTaskJob
 from scheduler.manage import check_runtime_job, manage_action
 from scheduler.runner import execute_job, failure_notice
@@ -45,29 +45,13 @@ from storage import jobs as store
 from storage.db import Database
 from storage.jobs import RunStatus
 
-__all__ = ["ClaimedRun", "Scheduler", "SchedulerHost"]
+__all__ = ["ClaimedRun", "Scheduler"]
 
 log = structlog.get_logger(__name__)
 
 _CLAIM_BATCH: Final = 64
 _RETRY_AFTER_ERROR: Final = timedelta(seconds=5)
 _ERROR_MAX_CHARS: Final = 1000
-
-
-class SchedulerHost(Protocol):
-    """What the scheduler needs from the gateway (implemented by the composition root)."""
-
-    async def send_message(self, channel: str, chat_id: str, text: str) -> None:
-        """Queue `text` for `chat_id` durably (an outbox row) and return."""
-        ...
-
-    async def run_agent_task(self, message: InboundMessage) -> None:
-        """Run a synthetic message through the pipeline; return when its turn has finished.
-
-        Raises if the turn failed; for a silent task (metadata["scheduler"]["silent"])
-        the pipeline has sent the failure notice to notify_chat_id by then.
-        """
-        ...
 
 
 class Scheduler:

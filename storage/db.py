@@ -23,17 +23,20 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 import aiosqlite
 import structlog
 
 from storage.migrations import MIGRATIONS
 
-__all__ = ["Database", "SchemaTooNew", "StorageClosed"]
+__all__ = ["Connection", "Database", "SchemaTooNew", "StorageClosed"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+
+# the connection a transaction function receives; outside storage/ use this, never import sqlite3
+Connection: TypeAlias = sqlite3.Connection
 
 _BATCH_MAX: Final = 512
 

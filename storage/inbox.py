@@ -2,6 +2,8 @@
 
 State machine: received → started (the user message is in the transcript)
 → done (the reply is in the outbox). Rows not `done` at start-up are resumed.
+`answer` is the one way a row becomes `done`: with its reply's outbox row, in
+the same transaction.
 """
 
 from __future__ import annotations
@@ -13,12 +15,25 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gateway.bus import ChatType, InboundMessage, MediaKind, MediaRef
+from gateway.bus import (
+    CHAT_REQUEST,
+    ChatType,
+    Delivery,
+    InboundMessage,
+    MediaKind,
+    MediaRef,
+    Origin,
+    OutboundMessage,
+    SessionPolicy,
+    TurnRequest,
+)
+from storage import outbox
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
     "InboxEntry",
     "InboxState",
+    "answer",
     "inbound_from_json",
     "inbound_to_json",
     "mark_done",
@@ -58,6 +73,7 @@ def inbound_to_json(message: InboundMessage) -> str:
             "reply_to": message.reply_to,
             "mentions": list(message.mentions),
             "metadata": message.metadata,
+            "request": message.request.to_dict(),
             "received_at": message.received_at.isoformat(),
             "reply_ref": message.reply_ref,
         },
@@ -66,8 +82,30 @@ def inbound_to_json(message: InboundMessage) -> str:
     )
 
 
+def _legacy_request(metadata: dict[str, Any]) -> TurnRequest:
+    """Rows recorded before TurnRequest carried a scheduled turn's routing in
+    metadata["scheduler"]; read it once more so such a row resumes as asked."""
+    routing = metadata.pop("scheduler", None)
+    if not isinstance(routing, dict):
+        return CHAT_REQUEST
+    silent = bool(routing.get("silent"))
+    notify = routing.get("notify_chat_id")
+    return TurnRequest(
+        origin=Origin.SCHEDULER,
+        agent=routing.get("agent") or None,
+        session=SessionPolicy.FRESH if routing.get("fresh_session") else SessionPolicy.ACTIVE,
+        delivery=Delivery.FAILURES_ONLY if silent else Delivery.REPLY,
+        notify_chat_id=str(notify) if silent and notify else None,
+        system_prompt=routing.get("system_prompt") or None,
+        job_id=routing.get("job_id"),
+    )
+
+
 def inbound_from_json(text: str) -> InboundMessage:
     d: dict[str, Any] = json.loads(text)
+    metadata: dict[str, Any] = d.get("metadata", {})
+    stored = d.get("request")
+    request = TurnRequest.from_dict(stored) if stored is not None else _legacy_request(metadata)
     return InboundMessage(
         channel=d["channel"],
         chat_id=d["chat_id"],
@@ -81,7 +119,8 @@ def inbound_from_json(text: str) -> InboundMessage:
         ),
         reply_to=d.get("reply_to"),
         mentions=tuple(d.get("mentions", ())),
-        metadata=d.get("metadata", {}),
+        metadata=metadata,
+        request=request,
         received_at=parse_iso(d["received_at"]),
         reply_ref=d.get("reply_ref"),
     )
@@ -117,6 +156,16 @@ def mark_done(conn: sqlite3.Connection, inbox_ids: Sequence[int]) -> None:
         "UPDATE inbox SET state = 'done', finished_at = ? WHERE id = ?",
         [(now, i) for i in inbox_ids],
     )
+
+
+def answer(
+    conn: sqlite3.Connection, inbox_ids: Sequence[int], reply: OutboundMessage | None
+) -> int | None:
+    """Close `inbox_ids` (→ done) with `reply` queued as an outbox row tied to
+    the last of them; returns that row's id (None when there is no reply)."""
+    row_id = outbox.enqueue(conn, reply, inbox_ids[-1]) if reply is not None else None
+    mark_done(conn, inbox_ids)
+    return row_id
 
 
 def unfinished_entries(conn: sqlite3.Connection) -> list[InboxEntry]:

@@ -67,7 +67,9 @@ class TestRuntime:
 
     async def _consume(self) -> None:
         while True:
-            message = await self.bus.inbound.get()
+            message = await self.bus.get()
+            if message is None:
+                return
             key = (message.channel, message.message_id)
             duplicate = key in self._seen
             self._seen.add(key)

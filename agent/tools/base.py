@@ -13,7 +13,7 @@ import asyncio
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -34,6 +34,7 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "ToolResult",
+    "ToolServices",
     "ToolSettings",
 ]
 
@@ -66,6 +67,20 @@ class SessionMessenger(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolServices:
+    """The runtime services tools reach, wired once by the composition root.
+    None: not available in this gateway (a tool needing it says so)."""
+
+    memory: MemoryService | None = None
+    scheduler: SchedulerService | None = None
+    skills: SkillService | None = None
+    messenger: SessionMessenger | None = None
+
+
+NO_SERVICES = ToolServices()
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSettings:
     """Operator limits every tool honours (from the `tools` config section)."""
 
@@ -89,11 +104,7 @@ class ToolContext:
     message_id: str | None = None
     message_seq: int | None = None
     run_id: str | None = None
-    memory: MemoryService | None = None
-    scheduler: SchedulerService | None = None
-    skills: SkillService | None = None
-    messenger: SessionMessenger | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    services: ToolServices = NO_SERVICES
 
     @property
     def workspace(self) -> Path:

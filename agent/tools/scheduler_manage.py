@@ -1,6 +1,6 @@
 """The `scheduler_manage` tool: list, get, put, delete, pause and resume scheduled jobs.
 
-It reaches the scheduler only through `ToolContext.scheduler` (the
+It reaches the scheduler only through `ToolContext.services.scheduler` (the
 `SchedulerService` protocol); it never imports the scheduler or storage. It
 checks the arguments each action needs, fills a missing target with the
 current chat, and turns the scheduler's `{"ok": False, "error"}` answers into
@@ -46,7 +46,8 @@ class SchedulerManageTool(Tool[SchedulerManageArgs]):
     Args: ClassVar[type[ToolArgs]] = SchedulerManageArgs
 
     async def run(self, args: SchedulerManageArgs, ctx: ToolContext) -> str:
-        if ctx.scheduler is None:
+        scheduler = ctx.services.scheduler
+        if scheduler is None:
             raise ToolError("the scheduler is not enabled on this gateway")
         payload: dict[str, Any] = {}
         if args.action == "put":
@@ -55,7 +56,7 @@ class SchedulerManageTool(Tool[SchedulerManageArgs]):
             if not args.job_id:
                 raise ToolError(f"action {args.action!r} needs job_id")
             payload["job_id"] = args.job_id
-        result = await ctx.scheduler.manage(args.action, payload)
+        result = await scheduler.manage(args.action, payload)
         if not result.get("ok", False):
             raise ToolError(str(result.get("error") or "the scheduler refused the request"))
         return json.dumps(result, ensure_ascii=False, default=str)

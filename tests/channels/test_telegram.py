@@ -174,7 +174,7 @@ async def test_offset_does_not_move_before_the_update_is_recorded(
     channel = make_channel(tg)
     async with seeded_runtime(channel, tmp_path, {}, consume=False) as rt:
         # The channel has submitted the message, but the gateway has not recorded it.
-        submitted = await asyncio.wait_for(rt.bus.inbound.get(), 5)
+        submitted = await asyncio.wait_for(rt.bus.get(), 5)
         assert submitted.text == "wait for me"
         assert "offset" not in rt.state.values
         assert [u["update_id"] for u in tg.pending] == [update["update_id"]]
@@ -204,7 +204,7 @@ async def test_webhook_checks_the_secret_token(tg: FakeTelegram, tmp_path: Path)
             async with http.post(url, json=update, headers=headers) as resp:
                 assert resp.status == 403
         assert rt.received == []
-        assert rt.bus.inbound.empty()
+        assert rt.bus.depth == 0
         good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-Token_1"}
         async with http.post(url, data=b"{not json", headers=good) as resp:
             assert resp.status == 400

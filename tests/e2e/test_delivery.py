@@ -317,5 +317,5 @@ async def test_idle_conversations_release_their_workers(home: Path, llm: FakeOpe
         assert gw.sessions is not None
         await asyncio.wait_for(gw.sessions._idle.wait(), 5)
         assert gw.sessions.active_conversations == 0  # nothing kept per idle chat
-        assert gw.sessions._gates == {}
+        assert len(gw.sessions.gates) == 0
         assert len({s.message.chat_id for s in channel.sent}) == 50

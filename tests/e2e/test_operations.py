@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import Gateway
+from gateway.lifecycle import StartupError
+from storage.db import Database, StorageClosed
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
-from tests.support import child_env, make_config, running_gateway, spawn_gateway, ws_client
+from tests.support import (
+    PICOBOT,
+    child_env,
+    make_config,
+    running_gateway,
+    spawn_gateway,
+    ws_client,
+)
 
 
 async def _get(gw: Gateway, path: str) -> tuple[int, str]:
@@ -159,13 +170,71 @@ class _BrokenChannel(RecordingChannel):
         raise RuntimeError("platform rejected the credentials")
 
 
-async def test_a_channel_failing_to_start_leaves_the_rest_running(
+class _StartStopChannel(RecordingChannel):
+    """Records the order in which the gateway starts and stops it."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        super().__init__(name)
+        self.log = log
+
+    async def start(self) -> None:
+        self.log.append(f"start {self.name}")
+        await super().start()
+
+    async def stop(self) -> None:
+        self.log.append(f"stop {self.name}")
+        await super().stop()
+
+
+async def test_a_channel_failing_to_start_stops_what_started_and_fails_start_up(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    broken = _BrokenChannel("broken")
-    async with running_gateway(make_config(home, llm.base_url), extra_channels=[broken]) as gw:
-        status, body = await _get(gw, "/ready")
-        assert status == 503
-        assert json.loads(body)["reasons"] == ["channel broken: failed to start: RuntimeError"]
-        async with ws_client(gw) as client:
-            assert await client.ask("still there?") == "echo: still there?"
+    order: list[str] = []
+    first = _StartStopChannel("first", order)
+    gw = Gateway(make_config(home, llm.base_url), extra_channels=[first, _BrokenChannel("broken")])
+    with pytest.raises(StartupError, match="channel broken failed to start: RuntimeError"):
+        await asyncio.wait_for(gw.run(), 20)
+    assert order == ["start first", "stop first"]
+    assert not gw.started.is_set()
+    assert gw.db is not None
+    with pytest.raises(StorageClosed):  # storage was closed on the way out
+        await gw.db.read(lambda c: c.execute("SELECT 1").fetchone())
+
+
+async def test_recovery_that_raises_fails_start_up_with_a_named_reason(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """`picobot gateway` exits non-zero and says which part failed; nothing
+    that started keeps running (the process ends)."""
+    config = {
+        "providers": {"default": {"base_url": llm.base_url, "api_key": "test-key"}},
+        "models": {"default": {"model_id": "fake-model"}},
+        "gateway": {"port": 0},
+    }
+    db_path = home / "storage" / "sessions.db"
+    async with Database(db_path) as db:  # an inbox row recovery cannot read
+        await db.write(
+            lambda c: c.execute(
+                "INSERT INTO inbox (channel, platform_id, chat_id, sender_id, payload, "
+                "received_at) VALUES ('websocket', 'm1', 'c', 'u', 'not json', '2026-01-01')"
+            )
+        )
+    path = home / "config.json"
+    path.write_text(json.dumps(config))
+    proc = await asyncio.create_subprocess_exec(
+        PICOBOT,
+        "gateway",
+        "--config",
+        str(path),
+        env=child_env(home),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    assert "cannot start: inbound failed to start: JSONDecodeError" in err.decode()
+    events = [
+        json.loads(line)["event"] for line in out.decode().splitlines() if line.startswith("{")
+    ]
+    assert "gateway_started" not in events
+    assert "service_start_failed" in events

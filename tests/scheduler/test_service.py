@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from gateway.bus import Delivery, Origin, SessionPolicy, TurnRequest
 from scheduler.events import EventRegistry, InternalEvent
 from scheduler.runner import failure_notice
 from storage.jobs import JobRecord, JobSource, RunCause, get_job, save_job
@@ -67,14 +68,15 @@ async def test_agent_task_submits_the_synthetic_message_for_the_target_chat(
     )
     assert message.text == "summarise today"
     assert message.message_id == "scheduler:daily:2026-03-02T12:01:00.000000+00:00"
-    meta = message.metadata["scheduler"]
-    assert meta["job_id"] == "daily"
-    assert meta["system_prompt"] == "you write daily reports"
-    assert meta["fresh_session"] is True
-    assert meta["silent"] is False
-    assert meta["notify_chat_id"] == "oc_main"
-    assert meta["agent"] == "default"
-    assert meta["job_type"] == "daily_summary"
+    assert message.request == TurnRequest(
+        origin=Origin.SCHEDULER,
+        agent="default",
+        session=SessionPolicy.FRESH,
+        delivery=Delivery.REPLY,
+        system_prompt="you write daily reports",
+        job_id="daily",
+    )
+    assert message.metadata == {"job_type": "daily_summary"}  # labels only, no control keys
     assert harness.host.sent == []  # the reply is the pipeline's business
 
 
@@ -85,8 +87,9 @@ async def test_silent_task_runs_in_its_own_session_and_sends_nothing_on_success(
     await harness.tick(60)
     [message] = harness.host.agent_messages
     assert message.chat_id == "scheduler/weekly"
-    assert message.metadata["scheduler"]["silent"] is True
-    assert message.metadata["scheduler"]["notify_chat_id"] == "oc_main"
+    assert message.request.delivery is Delivery.FAILURES_ONLY
+    assert message.request.notify_chat_id == "oc_main"
+    assert message.request.job_id == "weekly"
     assert harness.host.sent == []
     assert statuses(await harness.runs("weekly")) == ["succeeded"]
 

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.bus import ChatType, InboundMessage, MediaKind, MediaRef, reply_handle
+from gateway.bus import (
+    CHAT_REQUEST,
+    ChatType,
+    Delivery,
+    InboundMessage,
+    MediaKind,
+    MediaRef,
+    Origin,
+    SessionPolicy,
+    TurnRequest,
+    reply_handle,
+)
 from storage import inbox
 from storage.db import Database
 
@@ -51,7 +62,50 @@ async def test_record_is_unique_and_round_trips(tmp_path: Path) -> None:
         "mentions",
         "metadata",
         "reply_ref",
+        "request",
     ):
         assert getattr(restored, name) == getattr(original, name), name
     assert reply_handle(restored) == "om_123"
     assert reply_handle(_message(reply_ref=None)) == "evt-1"
+
+
+async def test_the_turn_request_is_stored_with_the_row(tmp_path: Path) -> None:
+    request = TurnRequest(
+        origin=Origin.SCHEDULER,
+        agent="other",
+        session=SessionPolicy.FRESH,
+        delivery=Delivery.FAILURES_ONLY,
+        notify_chat_id="oc_main",
+        system_prompt="be brief",
+        job_id="daily",
+    )
+    async with Database(tmp_path / "db.sqlite") as db:
+        await db.write(lambda c: inbox.record_inbound(c, _message(request=request)))
+        await db.write(lambda c: inbox.record_inbound(c, _message(message_id="evt-2")))
+        entries = await db.read(inbox.unfinished_entries)
+    assert [e.message.request for e in entries] == [request, CHAT_REQUEST]
+    payload = inbox.inbound_to_json(_message())
+    assert '"request": {}' in payload  # a plain chat message stores nothing extra
+
+
+def test_a_row_from_before_turn_requests_resumes_with_its_routing() -> None:
+    legacy = (
+        inbox.inbound_to_json(_message())
+        .replace(
+            '"metadata": {"k": [1, 2]}',
+            '"metadata": {"job_type": "x", "scheduler": {"job_id": "weekly", "silent": true, '
+            '"notify_chat_id": "oc_main", "fresh_session": true, "agent": "other", '
+            '"system_prompt": null}}',
+        )
+        .replace(', "request": {}', "")
+    )
+    message = inbox.inbound_from_json(legacy)
+    assert message.request == TurnRequest(
+        origin=Origin.SCHEDULER,
+        agent="other",
+        session=SessionPolicy.FRESH,
+        delivery=Delivery.FAILURES_ONLY,
+        notify_chat_id="oc_main",
+        job_id="weekly",
+    )
+    assert message.metadata == {"job_type": "x"}  # no control keys left behind

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agent.messages import ToolCall
-from agent.tools.base import ToolContext, ToolRegistry, ToolResult
+from agent.tools.base import ToolContext, ToolRegistry, ToolResult, ToolServices
 from agent.tools.scheduler_manage import SchedulerManageTool
 from gateway.bus import InboundMessage
 from scheduler.clock import ManualClock
@@ -95,7 +95,7 @@ async def test_without_a_scheduler_the_model_is_told_it_is_disabled(ctx: ToolCon
 async def test_argument_errors_tell_the_model_what_is_missing(
     ctx: ToolContext, scheduler: Scheduler, arguments: dict[str, Any], expected: str
 ) -> None:
-    result = await call(replace(ctx, scheduler=scheduler), **arguments)
+    result = await call(replace(ctx, services=ToolServices(scheduler=scheduler)), **arguments)
     assert not result.ok
     assert result.content.startswith(expected), result.content
 
@@ -132,7 +132,9 @@ async def test_argument_errors_tell_the_model_what_is_missing(
 async def test_definition_errors_name_the_field(
     ctx: ToolContext, scheduler: Scheduler, job: dict[str, Any], expected: str
 ) -> None:
-    result = await call(replace(ctx, scheduler=scheduler), action="put", job=job)
+    result = await call(
+        replace(ctx, services=ToolServices(scheduler=scheduler)), action="put", job=job
+    )
     assert not result.ok
     assert result.content.startswith(expected), result.content
 
@@ -140,7 +142,7 @@ async def test_definition_errors_name_the_field(
 async def test_put_defaults_the_target_to_the_current_chat_and_round_trips(
     ctx: ToolContext, scheduler: Scheduler
 ) -> None:
-    ctx = replace(ctx, scheduler=scheduler)
+    ctx = replace(ctx, services=ToolServices(scheduler=scheduler))
     put = await call(ctx, action="put", job=reminder())
     assert put.ok, put.content
     # NOW is Friday 09:00 exactly: the next weekday 09:00 strictly after it is Monday.
@@ -161,7 +163,7 @@ async def test_put_defaults_the_target_to_the_current_chat_and_round_trips(
 async def test_config_jobs_cannot_be_deleted_but_can_be_paused(
     ctx: ToolContext, scheduler: Scheduler
 ) -> None:
-    ctx = replace(ctx, scheduler=scheduler)
+    ctx = replace(ctx, services=ToolServices(scheduler=scheduler))
     refused = await call(ctx, action="delete", job_id="session.cleanup")
     assert not refused.ok
     assert "is defined in the config file and would come back" in refused.content

@@ -1,0 +1,111 @@
+"""One lifecycle for the gateway's long-running parts, and one readiness.
+
+Every part (the HTTP server, each channel, the outbound senders, sessions,
+compaction, command lanes, the inbound processor, the scheduler) is a
+`Service`: `start(tg)` returns once the part is ready (its tasks run in the
+root's TaskGroup), `stop()` ends it. `start_services` starts them in order on
+an `AsyncExitStack`, so they stop in reverse order when the stack unwinds —
+also when a later one fails to start, which raises `StartupError` naming it.
+
+`Readiness` is the one place `/ready` reads: named probes, each saying why
+its part is not ready (or None).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+__all__ = ["Readiness", "Service", "Stage", "StartupError", "start_services"]
+
+log = structlog.get_logger(__name__)
+
+
+class StartupError(Exception):
+    """A part of the gateway failed to start; the message names it."""
+
+
+class Service(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        """Start; return once ready. Tasks go into `tg`."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop what `start` began; safe to call after a failed start."""
+        ...
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A `Service` made of two functions, for parts whose own API differs."""
+
+    name: str
+    start_fn: Callable[[asyncio.TaskGroup], Awaitable[None]]
+    stop_fn: Callable[[], Awaitable[None]] = _nothing
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        await self.start_fn(tg)
+
+    async def stop(self) -> None:
+        await self.stop_fn()
+
+
+async def _stop(service: Service) -> None:
+    try:
+        await service.stop()
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # one part failing to stop must not keep the rest running
+        log.exception("service_stop_failed", service=service.name)
+
+
+async def start_services(
+    stack: AsyncExitStack, tg: asyncio.TaskGroup, services: Sequence[Service]
+) -> None:
+    """Start `services` in order; each one's stop is pushed on `stack` once it
+    has started. A failed start stops that part, then raises StartupError."""
+    for service in services:
+        log.debug("service_starting", service=service.name)
+        try:
+            await service.start(tg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("service_start_failed", service=service.name)
+            await _stop(service)
+            raise StartupError(
+                f"{service.name} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
+        stack.push_async_callback(_stop, service)
+
+
+Probe = Callable[[], str | None]
+
+
+class Readiness:
+    def __init__(self) -> None:
+        self._probes: list[tuple[str, Probe]] = []
+
+    def add(self, name: str, probe: Probe) -> None:
+        self._probes.append((name, probe))
+
+    def reasons(self) -> list[str]:
+        """Why the gateway is not ready; empty when it is."""
+        found = []
+        for name, probe in self._probes:
+            reason = probe()
+            if reason is not None:
+                found.append(f"{name}: {reason}")
+        return found

@@ -1,0 +1,82 @@
+"""What a turn puts into the conversation besides the model's words: the user
+message built from the inbound message(s), and the gateway's own replies when
+a turn is stopped or fails (short and safe; details go to the log)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent.messages import ChatMessage
+from agent.providers.base import (
+    ProviderAuthError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+from gateway.bus import InboundMessage, MediaKind
+from gateway.work import WorkItem
+
+__all__ = [
+    "EMPTY_REPLY",
+    "GENERIC_FAILURE",
+    "STOPPED_REPLY",
+    "build_user_message",
+    "scheduled_failure",
+    "unknown_agent",
+    "user_facing_error",
+]
+
+STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
+GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
+EMPTY_REPLY = "(the model returned an empty reply)"
+
+
+def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]]:
+    parts: list[str] = []
+    if item.reply_to:
+        parts.append(f"[Replying to: {item.reply_to}]")
+    if item.text:
+        parts.append(item.text)
+    images: list[str] = []
+    for media in item.media:
+        if media.kind is MediaKind.IMAGE and vision:
+            images.append(media.path)
+        else:
+            label = media.name or media.kind.value
+            parts.append(f"[Attached {media.kind.value}: {label} at {media.path}]")
+    return "\n".join(parts), tuple(images)
+
+
+def build_user_message(items: Sequence[WorkItem], vision: bool) -> ChatMessage:
+    """One user message per turn; messages collected while busy are numbered."""
+    if len(items) == 1:
+        text, images = _user_text(items[0].message, vision)
+        return ChatMessage.user(text, images)
+    chunks = [f"[{len(items)} messages arrived while you were busy; answer them together.]"]
+    all_images: list[str] = []
+    for n, item in enumerate(items, 1):
+        text, images = _user_text(item.message, vision)
+        chunks.append(f"[{n}] {text}")
+        all_images.extend(images)
+    return ChatMessage.user("\n\n".join(chunks), tuple(all_images))
+
+
+def user_facing_error(exc: ProviderError) -> str:
+    """Short, safe text for the chat; details go to the log."""
+    if isinstance(exc, ProviderConfigError):
+        return f"The gateway is not set up to answer yet: {exc}"
+    if isinstance(exc, ProviderAuthError):
+        return "The model provider rejected the gateway's API key. Ask the operator to check it."
+    if isinstance(exc, ProviderRateLimited | ProviderUnavailable):
+        return "The model provider is unavailable right now, even after retrying. Please try again later."
+    return "The model provider could not answer this request. The gateway log has the details."
+
+
+def unknown_agent(name: str) -> str:
+    return f"This request asks for agent {name!r}, which this gateway does not have."
+
+
+def scheduled_failure(job_id: str | None, text: str) -> str:
+    """What a silent scheduled task's notify chat gets when the task fails."""
+    return f"Scheduled task {job_id or '?'} failed: {text}"

@@ -1,0 +1,55 @@
+"""The shared types of the turn pipeline: what the inbound side hands a turn
+(`WorkItem`), how a turn ended (`TurnOutcome`), and where replies go
+(`ReplySink`). A leaf of the runtime: it imports only `gateway.bus`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.bus import ChannelEvent, InboundMessage, OutboundMessage
+
+__all__ = ["ReplySink", "TurnOutcome", "WorkItem", "session_base_id"]
+
+
+def session_base_id(channel: str, chat_id: str) -> str:
+    """DESIGN §5: the terminal channel's session id is the chat id itself."""
+    return chat_id if channel == "websocket" else f"{channel}:{chat_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    inbox_id: int
+    message: InboundMessage
+    resume: bool = False  # the user message is already in the transcript
+    session_id: str | None = None  # known when resuming
+
+    @property
+    def conversation(self) -> tuple[str, str]:
+        return self.message.channel, self.message.chat_id
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    ok: bool
+    stopped: bool = False
+    error: str | None = None
+
+
+STOPPED_OUTCOME = TurnOutcome(ok=False, stopped=True, error="the turn was stopped")
+
+
+class ReplySink(Protocol):
+    """The outbound side as a turn sees it (implemented by OutboundDispatcher)."""
+
+    def wake(self, channel: str) -> None:
+        """New outbox rows were committed for `channel`."""
+        ...
+
+    def handoff(self, message: OutboundMessage, row_id: int) -> None:
+        """`message` was just committed as outbox row `row_id`."""
+        ...
+
+    async def notify(self, event: ChannelEvent) -> None:
+        """Typing and streaming signals; best effort."""
+        ...

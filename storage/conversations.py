@@ -1,0 +1,129 @@
+"""A conversation's sessions as the chat commands change them: one function per
+command, each one transaction (run through `storage.store.Store`).
+
+They return what happened; the wording for the chat is the caller's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from storage import sessions
+from storage.sessions import SessionRecord, SessionStatus
+
+__all__ = [
+    "Replaced",
+    "SessionStats",
+    "archive_active",
+    "delete_session",
+    "find_session",
+    "list_with_active",
+    "new_session",
+    "rename_active",
+    "session_stats",
+    "switch_session",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Replaced:
+    """A session archived or deleted, and the fresh one now active (if any)."""
+
+    old: SessionRecord
+    fresh: SessionRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    record: SessionRecord
+    message_count: int  # in the active history
+    chars: int  # of content, reasoning and tool-call JSON in the active history
+
+
+def find_session(records: list[SessionRecord], ref: str) -> SessionRecord | None:
+    """`ref` is a 1-based number from /sessions, a session id or a title."""
+    if ref.isdigit() and 1 <= int(ref) <= len(records):
+        return records[int(ref) - 1]
+    for record in records:
+        if ref in (record.id, record.title):
+            return record
+    return None
+
+
+def new_session(
+    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str, title: str | None
+) -> SessionRecord:
+    return sessions.create_next_session(conn, channel, chat_id, base_id, title)
+
+
+def list_with_active(
+    conn: sqlite3.Connection, channel: str, chat_id: str
+) -> tuple[list[SessionRecord], SessionRecord | None]:
+    return (
+        sessions.list_sessions(conn, channel, chat_id),
+        sessions.active_session(conn, channel, chat_id),
+    )
+
+
+def switch_session(
+    conn: sqlite3.Connection, channel: str, chat_id: str, ref: str
+) -> SessionRecord | None:
+    """Make the session `ref` names active (un-archiving it); None if none matches."""
+    target = find_session(sessions.list_sessions(conn, channel, chat_id), ref)
+    if target is None:
+        return None
+    sessions.bind_session(conn, channel, chat_id, target.id)
+    if target.status is SessionStatus.ARCHIVED:
+        sessions.set_session_status(conn, target.id, SessionStatus.ACTIVE)
+    return target
+
+
+def rename_active(
+    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str, title: str
+) -> SessionRecord:
+    active = sessions.active_session(conn, channel, chat_id)
+    if active is None:
+        active = sessions.ensure_active_session(conn, channel, chat_id, base_id)
+    sessions.rename_session(conn, active.id, title)
+    return active
+
+
+def archive_active(
+    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str
+) -> Replaced | None:
+    active = sessions.active_session(conn, channel, chat_id)
+    if active is None:
+        return None
+    sessions.set_session_status(conn, active.id, SessionStatus.ARCHIVED)
+    return Replaced(active, sessions.create_next_session(conn, channel, chat_id, base_id))
+
+
+def delete_session(
+    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str, ref: str | None
+) -> Replaced | None:
+    """Delete the session `ref` names (default: the active one) for good; a
+    fresh session replaces it if it was the active one. None if none matches."""
+    active = sessions.active_session(conn, channel, chat_id)
+    target = find_session(sessions.list_sessions(conn, channel, chat_id), ref) if ref else active
+    if target is None:
+        return None
+    sessions.delete_session(conn, target.id)
+    fresh = None
+    if active is not None and target.id == active.id:
+        fresh = sessions.create_next_session(conn, channel, chat_id, base_id)
+    return Replaced(target, fresh)
+
+
+def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> SessionStats | None:
+    """Size of the active session's history, counted by SQLite: cheap even for
+    a history of many thousands of messages (nothing is loaded into Python)."""
+    record = sessions.active_session(conn, channel, chat_id)
+    if record is None:
+        return None
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
+        " + COALESCE(LENGTH(tool_calls), 0)), 0) FROM messages WHERE session_id = ? AND segment = ?",
+        (record.id, record.segment),
+    ).fetchone()
+    return SessionStats(record, int(row[0]), int(row[1]))

@@ -1,0 +1,251 @@
+"""`Store`: the runtime's storage, as named units of work.
+
+The gateway runtime calls these async methods and never writes SQL or sees a
+`sqlite3.Connection`. Each method is one transaction: writes go through
+`Database.write` (group-committed; a returned write is durable), reads through
+`Database.read`. The surface is what the runtime does, kept narrow so that
+another engine (PostgreSQL, DESIGN §11) could implement the same methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from agent.messages import ChatMessage
+from gateway.bus import InboundMessage, OutboundMessage
+from storage import channel_state, conversations, inbox, messages, outbox, sessions, turns
+from storage.clock import now_iso
+from storage.compaction import commit_compaction
+from storage.conversations import Replaced, SessionStats
+from storage.db import Database
+from storage.inbox import InboxEntry
+from storage.outbox import Scan
+from storage.sessions import SessionRecord
+from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
+
+__all__ = ["Store"]
+
+
+class Store:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- inbox ---------------------------------------------------------------
+    async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
+        """One job per message sharing a commit: each the new row id, None for
+        a duplicate, or the exception that failed that one alone."""
+        return await self.db.write_each(
+            [functools.partial(inbox.record_inbound, message=m) for m in batch]
+        )
+
+    async def unfinished_inbox(self) -> list[InboxEntry]:
+        return await self.db.read(inbox.unfinished_entries)
+
+    async def answer(self, inbox_ids: Sequence[int], reply: OutboundMessage | None) -> int | None:
+        """Close inbox rows with `reply` (if any) as an outbox row, in one commit.
+        Shielded: once called, the answer is stored even if the caller is cancelled."""
+        answer = functools.partial(inbox.answer, inbox_ids=inbox_ids, reply=reply)
+        return await asyncio.shield(self.db.write(answer))
+
+    # -- turns ---------------------------------------------------------------
+    async def begin_turn(
+        self, opening: Opening, cached: CachedHistory | None, prompt: PromptCheck | None
+    ) -> Begun:
+        return await self.db.write(
+            functools.partial(turns.begin_turn, opening=opening, cached=cached, prompt=prompt)
+        )
+
+    async def append_turn(
+        self,
+        session_id: str,
+        run_id: str,
+        new: Sequence[ChatMessage],
+        deferred: DeferredOpening | None,
+    ) -> None:
+        await self.db.write(
+            functools.partial(
+                turns.append_turn,
+                session_id=session_id,
+                run_id=run_id,
+                new=new,
+                deferred=deferred,
+            )
+        )
+
+    async def finish_turn(
+        self,
+        session_id: str,
+        run_id: str,
+        reply: ChatMessage | None,
+        deferred: DeferredOpening | None,
+        out: OutboundMessage | None,
+        inbox_ids: Sequence[int],
+        *,
+        on_commit: Callable[[int | None], None] | None = None,
+    ) -> int | None:
+        """`on_commit` gets the outbox row id right after the commit, even if
+        the caller is cancelled meanwhile."""
+        return await self.db.write(
+            functools.partial(
+                turns.finish_turn,
+                session_id=session_id,
+                run_id=run_id,
+                reply=reply,
+                deferred=deferred,
+                out=out,
+                inbox_ids=inbox_ids,
+            ),
+            on_commit=on_commit,
+        )
+
+    # -- sessions --------------------------------------------------------------
+    async def active_session(self, channel: str, chat_id: str) -> SessionRecord | None:
+        return await self.db.read(
+            functools.partial(sessions.active_session, channel=channel, chat_id=chat_id)
+        )
+
+    async def session_stats(self, channel: str, chat_id: str) -> SessionStats | None:
+        return await self.db.read(
+            functools.partial(conversations.session_stats, channel=channel, chat_id=chat_id)
+        )
+
+    async def list_sessions(
+        self, channel: str, chat_id: str
+    ) -> tuple[list[SessionRecord], SessionRecord | None]:
+        return await self.db.read(
+            functools.partial(conversations.list_with_active, channel=channel, chat_id=chat_id)
+        )
+
+    async def new_session(
+        self, channel: str, chat_id: str, base_id: str, title: str | None
+    ) -> SessionRecord:
+        return await self.db.write(
+            functools.partial(
+                conversations.new_session,
+                channel=channel,
+                chat_id=chat_id,
+                base_id=base_id,
+                title=title,
+            )
+        )
+
+    async def switch_session(self, channel: str, chat_id: str, ref: str) -> SessionRecord | None:
+        return await self.db.write(
+            functools.partial(
+                conversations.switch_session, channel=channel, chat_id=chat_id, ref=ref
+            )
+        )
+
+    async def rename_active(
+        self, channel: str, chat_id: str, base_id: str, title: str
+    ) -> SessionRecord:
+        return await self.db.write(
+            functools.partial(
+                conversations.rename_active,
+                channel=channel,
+                chat_id=chat_id,
+                base_id=base_id,
+                title=title,
+            )
+        )
+
+    async def archive_active(self, channel: str, chat_id: str, base_id: str) -> Replaced | None:
+        return await self.db.write(
+            functools.partial(
+                conversations.archive_active, channel=channel, chat_id=chat_id, base_id=base_id
+            )
+        )
+
+    async def delete_session(
+        self, channel: str, chat_id: str, base_id: str, ref: str | None
+    ) -> Replaced | None:
+        return await self.db.write(
+            functools.partial(
+                conversations.delete_session,
+                channel=channel,
+                chat_id=chat_id,
+                base_id=base_id,
+                ref=ref,
+            )
+        )
+
+    # -- compaction ------------------------------------------------------------
+    async def history_snapshot(
+        self, session_id: str
+    ) -> tuple[SessionRecord | None, list[ChatMessage]]:
+        def read(c: sqlite3.Connection) -> tuple[SessionRecord | None, list[ChatMessage]]:
+            return sessions.get_session(c, session_id), messages.load_active_history(c, session_id)
+
+        return await self.db.read(read)
+
+    async def commit_compaction(
+        self,
+        session_id: str,
+        segment: int,
+        new_history: Sequence[ChatMessage],
+        snapshot_last_seq: int | None,
+    ) -> int:
+        """The new segment; raises `CompactionConflict` if the history moved."""
+        return await self.db.write(
+            functools.partial(
+                commit_compaction,
+                session_id=session_id,
+                expected_segment=segment,
+                new_messages=new_history,
+                compacted_at_iso=now_iso(),
+                snapshot_last_seq=snapshot_last_seq,
+            )
+        )
+
+    # -- outbox ----------------------------------------------------------------
+    async def enqueue(self, message: OutboundMessage, inbox_id: int | None = None) -> int:
+        return await self.db.write(
+            functools.partial(outbox.enqueue, message=message, inbox_id=inbox_id)
+        )
+
+    async def outbox_scan(self, channel: str) -> Scan:
+        return await self.db.read(functools.partial(outbox.scan, channel=channel, now=now_iso()))
+
+    def mark_sent_soon(self, row_id: int) -> asyncio.Future[None] | None:
+        """Queue the mark for the next group commit without waiting; None when
+        the write queue is full (then await `mark_sent`)."""
+        return self.db.submit(functools.partial(outbox.mark_sent, ids=[row_id]))
+
+    async def mark_sent(self, row_id: int) -> None:
+        await asyncio.shield(self.db.write(functools.partial(outbox.mark_sent, ids=[row_id])))
+
+    async def park(self, row_id: int, reason: str) -> None:
+        await self.db.write(functools.partial(outbox.park, row_id=row_id, reason=reason))
+
+    async def mark_failed(self, row_id: int, reason: str) -> None:
+        await self.db.write(functools.partial(outbox.mark_failed, row_id=row_id, error=reason))
+
+    async def reschedule(self, row_id: int, next_at: str, reason: str) -> None:
+        await self.db.write(
+            functools.partial(outbox.reschedule, row_id=row_id, next_at=next_at, error=reason)
+        )
+
+    async def unpark(self, channel: str, chat_ids: Sequence[str]) -> None:
+        await self.db.write(functools.partial(_unpark_all, channel=channel, chat_ids=chat_ids))
+
+    async def outbox_counts(self) -> dict[str, int]:
+        return await self.db.read(outbox.outbox_counts)
+
+    # -- channel state -----------------------------------------------------------
+    async def channel_state(self, channel: str, key: str) -> str | None:
+        return await self.db.read(
+            functools.partial(channel_state.get_state, channel=channel, key=key)
+        )
+
+    async def set_channel_state(self, channel: str, key: str, value: str) -> None:
+        await self.db.write(
+            functools.partial(channel_state.set_state, channel=channel, key=key, value=value)
+        )
+
+
+def _unpark_all(conn: sqlite3.Connection, *, channel: str, chat_ids: Sequence[str]) -> None:
+    for chat_id in chat_ids:
+        outbox.unpark(conn, channel, chat_id)

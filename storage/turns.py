@@ -1,0 +1,179 @@
+"""A turn's units of work: open it, append to it, finish it.
+
+Each function runs inside one transaction on the storage thread (through
+`storage.store.Store`). The runtime decides *what* a turn stores; these
+functions decide *how*, so the runtime holds no SQL.
+
+- `begin_turn`: the session (active, fresh, or the one a recovered turn
+  started in), its active history, the repair of dangling tool calls, the
+  agent prompt if the caller's check says it is due, the new messages, and
+  the inbox rows → `started`.
+- `DeferredOpening.store`: the same for a turn that opened from a cached
+  history; it first checks that the session is still where the cache says
+  and raises `StaleTurn` if not.
+- `finish_turn`: the final assistant message, then `inbox.answer` (the reply's
+  outbox row and the inbox rows → `done`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent.messages import ChatMessage, repair_dangling_tool_calls
+from gateway.bus import OutboundMessage
+from storage import inbox, messages, sessions
+from storage.sessions import SessionRecord
+
+__all__ = [
+    "Begun",
+    "CachedHistory",
+    "DeferredOpening",
+    "Opening",
+    "PromptCheck",
+    "StaleTurn",
+    "append_turn",
+    "begin_turn",
+    "finish_turn",
+]
+
+
+class StaleTurn(Exception):
+    """A turn opened from the cache found the session changed underneath it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What a turn asks storage to open."""
+
+    channel: str
+    chat_id: str
+    base_id: str  # the id a new session of this conversation is named after
+    session_id: str | None  # resume in this session (a recovered turn)
+    fresh: bool  # start a new session first
+    new: tuple[ChatMessage, ...]  # empty when resuming
+    inbox_ids: tuple[int, ...]
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CachedHistory:
+    """A session's active history as the runtime kept it after a turn."""
+
+    session_id: str
+    segment: int
+    next_seq: int
+    history: list[ChatMessage]
+
+
+# Given the history and the session as stored: the agent prompt to add before
+# the new messages, or None when none is due.
+PromptCheck = Callable[[list[ChatMessage], SessionRecord], ChatMessage | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    record: SessionRecord  # as it was before this call's writes
+    history: list[ChatMessage]  # with the added messages
+    repaired: int
+    injected: bool
+
+
+def begin_turn(
+    conn: sqlite3.Connection,
+    opening: Opening,
+    *,
+    cached: CachedHistory | None = None,
+    prompt: PromptCheck | None = None,
+) -> Begun:
+    if opening.session_id is not None:
+        record = sessions.get_session(conn, opening.session_id)
+    elif opening.fresh:
+        record = sessions.create_next_session(
+            conn, opening.channel, opening.chat_id, opening.base_id
+        )
+    else:
+        record = None
+    if record is None:
+        record = sessions.ensure_active_session(
+            conn, opening.channel, opening.chat_id, opening.base_id
+        )
+    current = (record.id, record.segment, record.next_seq)
+    if cached is not None and (cached.session_id, cached.segment, cached.next_seq) == current:
+        history = list(cached.history)
+        added: list[ChatMessage] = []  # cached only after a turn that ended whole
+    else:
+        history = messages.load_segment(conn, record.id, record.segment)
+        added = repair_dangling_tool_calls(history)
+    repaired = len(added)
+    injected = False
+    if opening.new:
+        agent_prompt = prompt(history, record) if prompt is not None else None
+        if agent_prompt is not None:
+            added.append(agent_prompt)
+            injected = True
+        added.extend(opening.new)
+    if added:
+        messages.append_messages(conn, record.id, added, opening.run_id, user_turn_prompt=injected)
+    if opening.new:
+        inbox.mark_started(conn, opening.inbox_ids, record.id)
+    return Begun(record, history + added, repaired, injected)
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredOpening:
+    """What a turn opened in memory has still to store, in its first write."""
+
+    opening: Opening
+    expected: CachedHistory
+
+    def store(
+        self, conn: sqlite3.Connection, more: Sequence[ChatMessage], *, finishing: bool
+    ) -> None:
+        """The new messages and `more` after them, in one append; inbox rows →
+        `started` unless the turn is finishing in this same transaction."""
+        opening, expected = self.opening, self.expected
+        position = messages.bound_position(
+            conn, opening.channel, opening.chat_id, expected.session_id
+        )
+        if position is None or position[:2] != (expected.segment, expected.next_seq):
+            raise StaleTurn(
+                f"expected {expected.session_id} at seq {expected.next_seq}, found {position}"
+            )
+        messages.append_messages(
+            conn, expected.session_id, [*opening.new, *more], opening.run_id, position=position
+        )
+        if not finishing:
+            inbox.mark_started(conn, opening.inbox_ids, expected.session_id)
+
+
+def append_turn(
+    conn: sqlite3.Connection,
+    session_id: str,
+    run_id: str,
+    new: Sequence[ChatMessage],
+    deferred: DeferredOpening | None,
+    *,
+    finishing: bool = False,
+) -> None:
+    """Messages produced mid-turn, after the deferred opening if there is one."""
+    if deferred is not None:
+        deferred.store(conn, new, finishing=finishing)
+    elif new:
+        messages.append_messages(conn, session_id, new, run_id)
+
+
+def finish_turn(
+    conn: sqlite3.Connection,
+    session_id: str,
+    run_id: str,
+    reply: ChatMessage | None,
+    deferred: DeferredOpening | None,
+    out: OutboundMessage | None,
+    inbox_ids: Sequence[int],
+) -> int | None:
+    """The final assistant message, the reply's outbox row and inbox → done;
+    the outbox row's id (None when nothing is sent)."""
+    append_turn(conn, session_id, run_id, [reply] if reply else [], deferred, finishing=True)
+    return inbox.answer(conn, inbox_ids, out)
