@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from gateway.cli.doctor import run_doctor
 from gateway.config import ConfigError, load_config
-from gateway.doctor import run_doctor
 from storage.db import Database
 from storage.migrations import MIGRATIONS
 from tests.fakes.openai_server import FakeOpenAI
