@@ -3,7 +3,7 @@
 `program` holds the argument parser and `main`; each other module is one
 subcommand family (`jobs`, `outbox`, `doctor`, `init`, `backup`/`restore`, the
 terminal `client`). The CLI may import any layer; the runtime never imports
-the CLI.
+the CLI. It never touches SQLite itself: database work is a `storage` function.
 """
 
 from __future__ import annotations
