@@ -36,7 +36,7 @@ def _allowed(module: str, target: str) -> bool:
         return True
     if module == "gateway.bus":
         return False  # a leaf
-    if module in ("gateway.app", "gateway.cli") or module.startswith("gateway.cli_"):
+    if _under(module, "gateway.app", "gateway.cli"):  # the composition root, the operator CLI
         return True
     if top == "channels":
         return _under(target, "gateway.bus", "channels")
@@ -63,6 +63,45 @@ def edges() -> list[tuple[str, str]]:
 def test_dependency_rules_hold() -> None:
     forbidden = [f"{m} imports {t}" for m, t in edges() if not _allowed(m, t)]
     assert forbidden == []
+
+
+# SQL and sqlite3 live in storage/. These runtime modules still name
+# sqlite3.Connection in the transaction functions they hand to Database; they
+# are being rewritten, and drop off this list then. Nothing may join it.
+_SQLITE3_NOT_YET_IN_STORAGE = {
+    "gateway.commands",
+    "gateway.context",
+    "gateway.execution",
+    "gateway.inbound",
+    "gateway.outbound",
+    "gateway.turns",
+    "scheduler.admin",
+    "scheduler.claims",
+}
+
+
+def _imports_sqlite3(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+            alias.name.split(".")[0] == "sqlite3" for alias in node.names
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlite3":
+            return True
+    return False
+
+
+def test_only_storage_imports_sqlite3() -> None:
+    found = {
+        _module_name(path)
+        for package in PACKAGES
+        if package != "storage"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if _imports_sqlite3(path)
+    }
+    assert found <= _SQLITE3_NOT_YET_IN_STORAGE
+    assert _imports_sqlite3(ROOT / "storage" / "db.py")  # the scan really looks
 
 
 def test_the_checker_catches_forbidden_edges() -> None:

@@ -1,4 +1,4 @@
-"""`picobot backup` and `picobot restore`: copies of the SQLite database.
+"""Copies of the database file: online backup and offline restore.
 
 Backup is online: SQLite's backup API copies the database in one step from
 its own read transaction, so it sees one consistent snapshot while a running
@@ -9,21 +9,21 @@ self-contained rollback-journal file and only then renamed into place.
 Restore is offline: it refuses while any connection holds the database (a
 running gateway, a backup in progress) unless forced, keeps the current
 database aside, removes the stale -wal/-shm files and renames the copy in.
-Neither ever writes to the source database's content.
+Neither ever writes to the source database's content. Both block: run them
+in a thread. They use their own plain connections, never a `Database`.
+
+Errors: `BackupError` (the message says why and what to do) > `DatabaseInUse`.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
 import shutil
 import sqlite3
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
 
 from storage.migrations import MIGRATIONS
 
@@ -31,10 +31,8 @@ __all__ = [
     "BackupError",
     "BackupReport",
     "DatabaseInUse",
-    "add_backup_arguments",
-    "add_restore_arguments",
-    "run_backup",
-    "run_restore",
+    "backup_database",
+    "restore_database",
 ]
 
 
@@ -54,39 +52,9 @@ class BackupReport:
     counts: dict[str, int]
 
 
-def add_backup_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", type=Path, help="where to write the copy (a file or a directory)")
-
-
-def add_restore_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", type=Path, help="a file written by `picobot backup`")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="restore even though the database is in use (stop the gateway instead!)",
-    )
-
-
-async def run_backup(db_path: Path, dest: Path, *, out: TextIO | None = None) -> int:
-    """Copy the live database to `dest`; prints the row counts. 0 on success."""
-    stream = sys.stdout if out is None else out
-    try:
-        report = await asyncio.to_thread(backup_database, db_path, dest)
-    except BackupError as exc:
-        print(f"backup failed: {exc}", file=stream)
-        return 1
-    print(
-        f"backup written: {report.path} ({report.size} bytes, schema version "
-        f"{report.schema_version}, integrity ok)",
-        file=stream,
-    )
-    for table, count in sorted(report.counts.items()):
-        print(f"  {table}: {count} rows", file=stream)
-    return 0
-
-
 def backup_database(db_path: Path, dest: Path) -> BackupReport:
-    """Blocking: run it in a thread. Raises BackupError."""
+    """Copy the live database to `dest` (a file, or a directory to put a
+    timestamped file in). Blocking: run it in a thread. Raises BackupError."""
     if not db_path.is_file():
         raise BackupError(f"database {db_path} does not exist (check storage.path / PICOBOT_HOME)")
     if dest.is_dir():
@@ -147,23 +115,19 @@ def _row_counts(conn: sqlite3.Connection) -> dict[str, int]:
     return counts
 
 
-def run_restore(backup: Path, db_path: Path, *, force: bool, out: TextIO | None = None) -> int:
-    """Replace the database with `backup`. Refuses while the database is in use."""
-    stream = sys.stdout if out is None else out
-    try:
-        aside = restore_database(backup, db_path, force=force, out=stream)
-    except BackupError as exc:
-        print(f"restore refused: {exc}", file=stream)
-        return 1
-    print(f"restored {backup} -> {db_path}", file=stream)
-    if aside is not None:
-        print(f"the previous database is kept at {aside}", file=stream)
-    print("start the gateway again (systemctl start picobot)", file=stream)
-    return 0
+def restore_database(
+    backup: Path,
+    db_path: Path,
+    *,
+    force: bool,
+    on_forced: Callable[[], None] = lambda: None,
+) -> Path | None:
+    """Replace the database at `db_path` with the copy `backup`. Blocking.
 
-
-def restore_database(backup: Path, db_path: Path, *, force: bool, out: TextIO) -> Path | None:
-    """Blocking. Returns where the previous database was kept, if there was one."""
+    Raises DatabaseInUse while another connection holds the database, unless
+    `force`; then `on_forced()` is called before the restore goes ahead.
+    Returns where the previous database was kept, if there was one.
+    """
     _check_backup(backup)
     db_path.parent.mkdir(parents=True, exist_ok=True)
     # Whoever runs this (often root), the gateway's user must own the result.
@@ -177,7 +141,7 @@ def restore_database(backup: Path, db_path: Path, *, force: bool, out: TextIO) -
         except DatabaseInUse:
             if not force:
                 raise
-            print("warning: the database is in use; restoring anyway (--force)", file=out)
+            on_forced()
             _keep_aside(db_path, aside, exclusive=False)
         _chown_like(aside, owner)
     incoming = db_path.with_name(db_path.name + ".restoring")

@@ -1,4 +1,9 @@
-"""The `picobot` command: gateway, agent, doctor, init, backup/restore, outbox, channels."""
+"""The `picobot` program: the argument parser, one function per subcommand, and `main`.
+
+Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, channels.
+Each bigger family lives in its own module of this package; this one only
+parses the command line and hands over.
+"""
 
 from __future__ import annotations
 
@@ -103,7 +108,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from gateway.client import ClientState, run_client
+    from gateway.cli.client import ClientState, run_client
 
     home = picobot_home(os.environ)
     state = ClientState.load(home / "client.json")
@@ -123,64 +128,37 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from gateway.doctor import run_doctor
+    from gateway.cli.doctor import run_doctor
 
     return asyncio.run(run_doctor(args.config, os.environ, probe=args.probe, out=sys.stdout))
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from gateway.init_cmd import run_init
+    from gateway.cli.init import run_init
 
     return run_init(args, os.environ, interactive=sys.stdin.isatty(), out=sys.stdout)
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from gateway.backup import run_backup
+    from gateway.cli.backup import run_backup
 
     return asyncio.run(run_backup(_load(args).storage_path, Path(args.file)))
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from gateway.backup import run_restore
+    from gateway.cli.backup import run_restore
 
     return run_restore(Path(args.file), _load(args).storage_path, force=args.force)
 
 
 def cmd_outbox(args: argparse.Namespace) -> int:
-    from storage import outbox
-    from storage.db import Database
+    from gateway.cli.outbox import run_outbox_command
 
-    async def run() -> int:
-        loaded = _load(args)
-        async with Database(loaded.storage_path) as db:
-            if args.action == "retry":
-                ok = await db.write(lambda c: outbox.retry_row(c, args.id))
-                if not ok:
-                    print(f"outbox row {args.id} is not failed or parked; nothing to retry")
-                    return 1
-                print(
-                    f"outbox row {args.id} queued again; a running gateway sends it within "
-                    f"{loaded.config.gateway.outbox_rescan_secs:g} seconds"
-                )
-                return 0
-            rows = await db.read(lambda c: outbox.list_rows(c, failed_only=args.failed))
-            if not rows:
-                print("no failed rows" if args.failed else "the outbox is empty")
-            for r in rows:
-                text = r.text.replace("\n", " ")
-                preview = text[:60] + ("…" if len(text) > 60 else "")
-                print(
-                    f"{r.id}\t{r.state.value}\t{r.channel}:{r.chat_id}\tattempts={r.attempts}\t{preview}"
-                )
-                if r.last_error:
-                    print(f"\t\tlast error: {r.last_error}")
-            return 0
-
-    return asyncio.run(run())
+    return asyncio.run(run_outbox_command(args, _load(args)))
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from gateway.cli_jobs import run_jobs_command
+    from gateway.cli.jobs import run_jobs_command
 
     return asyncio.run(run_jobs_command(args, _load(args)))
 
@@ -236,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(func=cmd_doctor)
 
-    from gateway.init_cmd import add_init_arguments
+    from gateway.cli.init import add_init_arguments
 
     init = sub.add_parser("init", help="write a starter config")
     add_init_arguments(init)
@@ -250,15 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--force", action="store_true")
     restore.set_defaults(func=cmd_restore)
 
-    ob = sub.add_parser("outbox", help="inspect or retry undelivered replies")
-    ob_sub = ob.add_subparsers(dest="action", required=True)
-    ob_list = with_config(ob_sub.add_parser("list", help="rows not yet sent"))
-    ob_list.add_argument("--failed", action="store_true", help="only rows that gave up")
-    ob_retry = with_config(ob_sub.add_parser("retry", help="queue a failed row again"))
-    ob_retry.add_argument("id", type=int)
-    ob.set_defaults(func=cmd_outbox)
+    from gateway.cli.outbox import add_outbox_parser
 
-    from gateway.cli_jobs import add_jobs_parser
+    add_outbox_parser(sub, with_config)
+    sub.choices["outbox"].set_defaults(func=cmd_outbox)
+
+    from gateway.cli.jobs import add_jobs_parser
 
     add_jobs_parser(sub, with_config)
     sub.choices["jobs"].set_defaults(func=cmd_jobs)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli_jobs import add_jobs_parser, run_jobs_command
+from gateway.cli.jobs import add_jobs_parser, run_jobs_command
 from gateway.config import Config, LoadedConfig
 from scheduler.admin import JobAdmin
 from scheduler.clock import SystemClock

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cli.init import add_init_arguments, run_init
 from gateway.config import load_config
-from gateway.init_cmd import add_init_arguments, run_init
 
 
 def parse(*argv: str) -> argparse.Namespace:

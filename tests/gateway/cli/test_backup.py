@@ -13,7 +13,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.backup import run_backup, run_restore
+from gateway.cli.backup import run_backup, run_restore
 from storage.db import Database
 from storage.migrations import MIGRATIONS
 

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from gateway.bus import OutboundMessage
+from gateway.cli.doctor import run_doctor
 from gateway.config import ConfigError, load_config
-from gateway.doctor import run_doctor
+from storage import outbox
 from storage.db import Database
 from storage.migrations import MIGRATIONS
 from tests.fakes.openai_server import FakeOpenAI
@@ -237,6 +239,20 @@ async def test_corrupt_database_is_a_problem(setup: Setup) -> None:
     code, text = await setup.run()
     assert code == 1
     assert "cannot be read as SQLite" in line_of(text, "storage")
+
+
+async def test_failed_outbox_rows_are_a_warning(setup: Setup) -> None:
+    setup.write(base_config())
+    message = OutboundMessage(channel="telegram", chat_id="1", text="hi")
+    async with Database(setup.home / "storage" / "sessions.db") as db:
+        await db.write(lambda c: outbox.mark_failed(c, outbox.enqueue(c, message), "HTTP 400"))
+
+    code, text = await setup.run()
+
+    assert code == 0, text  # worth knowing, not a problem
+    assert line_of(text, "outbox") == (
+        "warn    outbox: 1 message(s) could not be delivered (outbox state 'failed')"
+    )
 
 
 async def test_doctor_creates_no_database(setup: Setup) -> None:

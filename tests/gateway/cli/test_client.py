@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gateway.client import ClientState, keep_line_breaks
+from gateway.cli.client import ClientState, keep_line_breaks
 
 
 def test_single_newlines_survive_markdown_but_code_is_untouched() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sqlite3
 import stat
 import tempfile
 from collections.abc import Awaitable, Iterable, Mapping
@@ -38,6 +37,7 @@ from gateway.config import (
     picobot_home,
 )
 from gateway.logging import redact_text
+from storage.health import UnreadableDatabase, inspect_database
 from storage.migrations import MIGRATIONS
 
 __all__ = ["Finding", "Status", "run_doctor"]
@@ -175,15 +175,10 @@ def _check_storage(path: Path) -> list[Finding]:
         return [ok("storage", f"{path} does not exist yet; it is created at first start")]
     latest, restore = len(MIGRATIONS), "stop the gateway, restore a backup (docs/OPERATIONS.md)"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
-        try:
-            version: int = conn.execute("PRAGMA user_version").fetchone()[0]
-            integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
-            failed = _failed_outbox(conn)
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
+        health = inspect_database(path)
+    except UnreadableDatabase as exc:
         return [problem("storage", f"{path} cannot be read as SQLite: {exc}", restore)]
+    version, integrity, failed = health.schema_version, health.integrity, health.failed_outbox
     findings: list[Finding] = []
     if version > latest:
         message = f"schema version {version} is newer than this picobot knows ({latest})"
@@ -199,14 +194,6 @@ def _check_storage(path: Path) -> list[Finding]:
         message = f"{failed} message(s) could not be delivered (outbox state 'failed')"
         findings.append(warn("outbox", message))
     return findings
-
-
-def _failed_outbox(conn: sqlite3.Connection) -> int:
-    try:
-        row = conn.execute("SELECT count(*) FROM outbox WHERE state = 'failed'").fetchone()
-    except sqlite3.Error:  # no outbox table (yet)
-        return 0
-    return int(row[0])
 
 
 def _check_dirs(dirs: list[tuple[str, Path]]) -> list[Finding]:

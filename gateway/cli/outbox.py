@@ -1,0 +1,57 @@
+"""`picobot outbox list|retry`: undelivered replies, straight on the database.
+
+Works whether or not the gateway is running: each command is one read or one
+write transaction. A running gateway sends a retried row at its next rescan
+of the outbox (`gateway.outbox_rescan_secs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable
+
+from gateway.config import LoadedConfig
+from storage import outbox
+from storage.db import Database
+
+__all__ = ["add_outbox_parser", "run_outbox_command"]
+
+
+def add_outbox_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    with_config: Callable[[argparse.ArgumentParser], argparse.ArgumentParser] = lambda p: p,
+) -> None:
+    """`with_config` adds the shared --config option to each subcommand."""
+    ob = subparsers.add_parser("outbox", help="inspect or retry undelivered replies")
+    ob_sub = ob.add_subparsers(dest="action", required=True)
+    ob_list = with_config(ob_sub.add_parser("list", help="rows not yet sent"))
+    ob_list.add_argument("--failed", action="store_true", help="only rows that gave up")
+    ob_retry = with_config(ob_sub.add_parser("retry", help="queue a failed row again"))
+    ob_retry.add_argument("id", type=int)
+
+
+async def run_outbox_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
+    async with Database(loaded.storage_path) as db:
+        if args.action == "retry":
+            ok = await db.write(functools.partial(outbox.retry_row, row_id=args.id))
+            if not ok:
+                print(f"outbox row {args.id} is not failed or parked; nothing to retry")
+                return 1
+            print(
+                f"outbox row {args.id} queued again; a running gateway sends it within "
+                f"{loaded.config.gateway.outbox_rescan_secs:g} seconds"
+            )
+            return 0
+        rows = await db.read(functools.partial(outbox.list_rows, failed_only=args.failed))
+        if not rows:
+            print("no failed rows" if args.failed else "the outbox is empty")
+        for r in rows:
+            text = r.text.replace("\n", " ")
+            preview = text[:60] + ("…" if len(text) > 60 else "")
+            print(
+                f"{r.id}\t{r.state.value}\t{r.channel}:{r.chat_id}\tattempts={r.attempts}\t{preview}"
+            )
+            if r.last_error:
+                print(f"\t\tlast error: {r.last_error}")
+        return 0
