@@ -82,6 +82,7 @@ async def _serve(loaded: LoadedConfig) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
+    from gateway.lifecycle import StartupError
     from gateway.logging import configure_logging, register_secrets
     from storage.db import SchemaTooNew
 
@@ -102,7 +103,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     except SchemaTooNew as exc:
         print(f"picobot: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, StartupError) as exc:  # what started was stopped again
         print(f"picobot: cannot start: {exc}", file=sys.stderr)
         return 1
 

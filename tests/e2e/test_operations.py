@@ -204,8 +204,8 @@ async def test_a_channel_failing_to_start_stops_what_started_and_fails_start_up(
 async def test_recovery_that_raises_fails_start_up_with_a_named_reason(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    """`picobot gateway` exits non-zero and says which part failed; nothing
-    that started keeps running (the process ends)."""
+    """`picobot gateway` exits non-zero and says which part failed (the parts
+    that had started are stopped: see the test above)."""
     config = {
         "providers": {"default": {"base_url": llm.base_url, "api_key": "test-key"}},
         "models": {"default": {"model_id": "fake-model"}},
@@ -230,11 +230,10 @@ async def test_recovery_that_raises_fails_start_up_with_a_named_reason(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 1
-    assert "cannot start: inbound failed to start: JSONDecodeError" in err.decode()
-    events = [
-        json.loads(line)["event"] for line in out.decode().splitlines() if line.startswith("{")
-    ]
-    assert "gateway_started" not in events
+    lines = err.decode().splitlines()  # JSON log lines, then the CLI's own message
+    assert lines[-1].startswith("picobot: cannot start: inbound failed to start: JSONDecodeError")
+    events = [json.loads(line)["event"] for line in lines if line.startswith("{")]
     assert "service_start_failed" in events
+    assert "gateway_started" not in events
