@@ -201,7 +201,8 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     def check_references(self) -> list[str]:
-        """Cross-references pydantic cannot see: agents → providers/models, channels → agents."""
+        """Cross-references pydantic cannot see: agents → providers/models,
+        channels and scheduled jobs → agents."""
         problems: list[str] = []
         for name, agent in self.agents.items():
             if agent.provider not in self.providers:
@@ -216,6 +217,12 @@ class Config(_Model):
         for name, channel in self.channels.enabled().items():
             if channel.agent not in self.agents:
                 problems.append(f"channels.{name}.agent: no agent named {channel.agent!r}")
+        for n, job in enumerate(self.scheduler.jobs):
+            agent_name = getattr(job.payload, "agent", None)
+            if agent_name is not None and agent_name not in self.agents:
+                problems.append(
+                    f"scheduler.jobs[{n}] ({job.id}): payload.agent: no agent named {agent_name!r}"
+                )
         if not self.gateway.loopback_only and self.channels.websocket.enabled:
             token = self.gateway.auth_token
             if token is None or not token.get_secret_value():

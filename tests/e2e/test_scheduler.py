@@ -97,3 +97,66 @@ async def test_outbound_message_job_sends_directly(home: Path, llm: FakeOpenAI) 
         sent = await channel.wait_sent(1)
     assert sent[0].message.text == "Stand-up in 5 minutes"
     assert llm.requests == []
+
+
+async def test_a_job_naming_an_agent_is_answered_by_that_agent(home: Path, llm: FakeOpenAI) -> None:
+    """The job's `agent` key picks agents.<name>; a job without it, and a chat
+    message, get the channel's agent."""
+    other = _job(
+        "by.other",
+        "agent_task",
+        target={"channel": "rec", "chat_id": "team"},
+        payload={"prompt": "Asked of other", "agent": "other"},
+    )
+    default = _job(
+        "by.default",
+        "agent_task",
+        target={"channel": "rec", "chat_id": "solo"},
+        payload={"prompt": "Asked of the default"},
+    )
+    channel = RecordingChannel()
+    loaded = make_config(
+        home,
+        llm.base_url,
+        models={"big": {"model_id": "other-model"}},
+        agents={
+            "default": {},
+            "other": {"model": "big", "system_prompt": "You are the other agent."},
+        },
+        scheduler={**FAST, "jobs": [other, default]},
+    )
+    async with running_gateway(loaded, extra_channels=[channel]):
+        await channel.wait_sent(2)
+        await channel.submit("chat", "and me?")
+        await channel.wait_sent(3)
+    by_prompt = {conversation(r)[-1]["content"]: r for r in llm.requests}
+    asked = by_prompt["Asked of other"]
+    assert asked["model"] == "other-model"
+    assert asked["messages"][0] == {"role": "system", "content": "You are the other agent."}
+    for prompt in ("Asked of the default", "and me?"):
+        assert by_prompt[prompt]["model"] == "fake-model"
+        assert {"role": "system", "content": "You are the other agent."} not in by_prompt[prompt][
+            "messages"
+        ]
+
+
+async def test_a_job_naming_an_unknown_agent_is_told_so_and_runs_nothing(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Config jobs are checked at start-up; a job put at run time (the
+    scheduler_manage tool's path) can still name an agent that is not there."""
+    job = _job(
+        "by.nobody",
+        "agent_task",
+        target={"channel": "rec", "chat_id": "team"},
+        payload={"prompt": "Anyone?", "agent": "nobody"},
+    )
+    channel = RecordingChannel()
+    loaded = make_config(home, llm.base_url, scheduler=FAST)
+    async with running_gateway(loaded, extra_channels=[channel]) as gw:
+        assert gw.scheduler is not None
+        assert (await gw.scheduler.manage("put", {"job": job}))["ok"] is True
+        [sent] = await channel.wait_sent(1)
+    assert sent.message.chat_id == "team"
+    assert "agent 'nobody'" in sent.message.text
+    assert llm.requests == []

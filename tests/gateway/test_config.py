@@ -42,6 +42,23 @@ def test_bad_reference_and_bad_json(tmp_path: Path) -> None:
         load_config(bad, environ={}, cwd=tmp_path)
 
 
+def test_a_scheduled_job_must_name_a_configured_agent(tmp_path: Path) -> None:
+    job = {
+        "id": "daily",
+        "kind": "agent_task",
+        "schedule": {"type": "interval", "seconds": 60},
+        "target": {"channel": "websocket", "chat_id": "c"},
+        "payload": {"prompt": "hi", "agent": "ghost"},
+    }
+    cfg = _write(tmp_path / "c.json", {"scheduler": {"jobs": [job]}})
+    with pytest.raises(
+        ConfigError, match=r"scheduler\.jobs\[0\] \(daily\): payload\.agent: no agent named 'ghost'"
+    ):
+        load_config(cfg, environ={}, cwd=tmp_path)
+    job["payload"] = {"prompt": "hi", "agent": "default"}
+    assert load_config(_write(tmp_path / "ok.json", {"scheduler": {"jobs": [job]}}), {}, tmp_path)
+
+
 def test_placeholders_are_substituted(tmp_path: Path) -> None:
     cfg = _write(
         tmp_path / "c.json",
