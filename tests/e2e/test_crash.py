@@ -13,7 +13,7 @@ import websockets
 
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import GatewayProcess, child_env, spawn_gateway
+from tests.support import GatewayProcess, child_env, conversation, spawn_gateway
 
 pytestmark = pytest.mark.slow
 
@@ -247,3 +247,66 @@ async def test_telegram_gateway_killed_after_a_batch_answers_each_update_once(
             f"echo: {t}" for t in ("one", "two", "three", "four")
         )
         assert tg.pending == []
+
+
+async def _wait_for_row(db_path: Path, sql: str, timeout: float = 20.0) -> None:
+    """Until `sql` finds a row in the other process's database (it has no
+    event to await: the row is all there is)."""
+    async with asyncio.timeout(timeout), Database(db_path) as db:
+        while not await db.read(lambda c: c.execute(sql).fetchall()):
+            await asyncio.sleep(0.05)
+
+
+async def test_sigkill_before_a_scheduled_turn_starts_replays_its_request_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The job's inbox row is recorded but its turn waits for the only run slot
+    when the process is killed; after the restart the same typed request runs:
+    agent `other`, its system prompt, the reply in the job's target chat, once."""
+    job = {
+        "id": "by.other",
+        "kind": "agent_task",
+        "schedule": {"type": "delay", "seconds": 3},
+        "target": {"channel": "websocket", "chat_id": "team"},
+        "payload": {"prompt": "Scheduled question", "agent": "other", "system_prompt": "Be terse."},
+    }
+    config = _config(llm, max_concurrent_runs=1)
+    config["models"]["big"] = {"model_id": "other-model"}
+    config["agents"] = {"default": {}, "other": {"model": "big"}}
+    config["scheduler"] = {"enabled": True, "tick_resolution_ms": 10, "jobs": [job]}
+    env = child_env(home)
+    llm.delay = 60.0  # the hog's turn holds the only slot until the kill
+    gw = await spawn_gateway(config, home, env)
+    hog = await Client.connect(gw, "hog")
+    await hog.send("h1", "hold the slot")
+    await llm.wait_requests(1, timeout=20)
+    db_path = home / "storage" / "sessions.db"
+    await _wait_for_row(
+        db_path, "SELECT id FROM inbox WHERE platform_id LIKE 'scheduler:%' AND state = 'received'"
+    )
+    team = await Client.connect(gw, "team")
+    assert [conversation(r)[-1]["content"] for r in llm.requests] == ["hold the slot"]
+    llm.delay = 0.0  # for the requests after the restart  # the chat the job's reply goes to
+    gw2, results = await _kill_restart_and_collect(gw, [hog, team], config, home, env)
+    assert [r["text"] for r in results[0]] == ["echo: hold the slot"]
+    assert [r["text"] for r in results[1]] == ["echo: Scheduled question"]
+    asked = [r for r in llm.requests if conversation(r)[-1]["content"] == "Scheduled question"]
+    assert len(asked) == 1
+    assert asked[0]["model"] == "other-model"
+    assert {"role": "system", "content": "Be terse."} in asked[0]["messages"]
+    assert gw2.events("scheduler_runs_interrupted_by_restart")[0]["count"] == 1
+
+    async with Database(db_path) as db:
+        rows = await db.read(
+            lambda c: c.execute(
+                "SELECT i.state, COUNT(o.id), "
+                "(SELECT COUNT(*) FROM messages m WHERE m.content = 'Scheduled question') "
+                "FROM inbox i LEFT JOIN outbox o ON o.inbox_id = i.id "
+                "WHERE i.platform_id LIKE 'scheduler:%' GROUP BY i.id"
+            ).fetchall()
+        )
+        runs = await db.read(
+            lambda c: c.execute("SELECT status FROM job_runs WHERE job_id = 'by.other'").fetchall()
+        )
+    assert [tuple(r) for r in rows] == [("done", 1, 1)]
+    assert [r[0] for r in runs] == ["interrupted"]  # at most one execution per fire time
