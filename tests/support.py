@@ -19,6 +19,7 @@ import websockets
 
 from channels.base import Channel
 from gateway.app import Gateway
+from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig, parse_config
 
 
@@ -60,9 +61,12 @@ def make_config(home: Path, llm_base_url: str, **sections: Any) -> LoadedConfig:
 
 @asynccontextmanager
 async def running_gateway(
-    loaded: LoadedConfig, *, extra_channels: Sequence[Channel] = ()
+    loaded: LoadedConfig,
+    *,
+    extra_channels: Sequence[Channel] = (),
+    commands: CommandRegistry | None = None,
 ) -> AsyncIterator[Gateway]:
-    gateway = Gateway(loaded, extra_channels=extra_channels)
+    gateway = Gateway(loaded, extra_channels=extra_channels, commands=commands)
     task = asyncio.create_task(gateway.run(), name="test-gateway")
     started = asyncio.create_task(gateway.started.wait())
     done, _ = await asyncio.wait({task, started}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
