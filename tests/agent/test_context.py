@@ -1,0 +1,77 @@
+"""The context builder: what each request holds around the history."""
+
+from __future__ import annotations
+
+from agent.context import (
+    AgentPromptPolicy,
+    ContextBuilder,
+    ContextSettings,
+    TurnFacts,
+)
+from agent.messages import ChatMessage, Marker, Role, ToolCall
+
+FACTS = TurnFacts("s1", "websocket", "c", "u", "default")
+
+
+class _Part:
+    def __init__(self, name: str, text: str | None, marker: Marker | None = None) -> None:
+        self.name = name
+        self.text = text
+        self.marker = marker
+        self.rendered: list[TurnFacts] = []
+
+    async def render(self, turn: TurnFacts) -> str | None:
+        self.rendered.append(turn)
+        return self.text
+
+
+def _history() -> list[ChatMessage]:
+    call = ToolCall("t1", "read", "{}")
+    return [
+        ChatMessage.system("AGENT.md text", Marker.AGENT_PROMPT),
+        ChatMessage.user("earlier"),
+        ChatMessage(Role.ASSISTANT, "", tool_calls=(call,)),
+        ChatMessage.tool_result(call, "x" * 500),
+        ChatMessage(Role.ASSISTANT, "done"),
+        ChatMessage.user("now"),
+        ChatMessage(Role.ASSISTANT, "", tool_calls=(call,)),
+        ChatMessage.tool_result(call, "y" * 500),
+    ]
+
+
+async def test_parts_come_in_order_after_the_operator_prompt_and_before_the_history() -> None:
+    skills = _Part("skills", "skill index", Marker.SKILL_INDEX)
+    empty = _Part("memory", None)
+    builder = ContextBuilder(ContextSettings("operator extras", 100), [skills, empty])
+    prepared = await builder.prepare(FACTS)
+    history = _history()
+    sent = prepared.messages(history, turn_start=5)
+    assert [(m.role, m.content[:13]) for m in sent[:3]] == [
+        (Role.SYSTEM, "operator extr"),
+        (Role.SYSTEM, "skill index"),
+        (Role.SYSTEM, "AGENT.md text"),
+    ]
+    assert sent[1].marker is Marker.SKILL_INDEX
+    assert skills.rendered == [FACTS] and empty.rendered == [FACTS]  # once per turn
+    assert len(sent) == 2 + len(history)  # the empty part is left out
+
+
+async def test_only_earlier_turns_tool_results_are_trimmed() -> None:
+    prepared = await ContextBuilder(ContextSettings(None, 100)).prepare(FACTS)
+    history = _history()
+    sent = prepared.messages(history, turn_start=5)
+    old, current = sent[3], sent[7]
+    assert old.content.startswith("x" * 100) and "old tool result cut: 400 more" in old.content
+    assert current.content == "y" * 500
+    assert history[3].content == "x" * 500  # the stored history is left alone
+    assert sent[0].content == "AGENT.md text"  # no operator prompt configured
+
+
+def test_the_agent_prompt_goes_into_a_new_history_and_every_n_turns() -> None:
+    policy = AgentPromptPolicy(every=3)
+    fresh = policy.check("persona", [], user_turns=0, prompt_turn=None)
+    assert fresh is not None and fresh.marker is Marker.AGENT_PROMPT
+    history = [fresh, ChatMessage.user("hi")]
+    assert policy.check("persona", history, user_turns=1, prompt_turn=1) is None
+    assert policy.check("persona", history, user_turns=3, prompt_turn=1) is not None
+    assert policy.check(None, [], user_turns=0, prompt_turn=None) is None  # no prompt file
