@@ -52,7 +52,8 @@ async def test_parts_come_in_order_after_the_operator_prompt_and_before_the_hist
         (Role.SYSTEM, "AGENT.md text"),
     ]
     assert sent[1].marker is Marker.SKILL_INDEX
-    assert skills.rendered == [FACTS] and empty.rendered == [FACTS]  # once per turn
+    assert skills.rendered == [FACTS]
+    assert empty.rendered == [FACTS]
     assert len(sent) == 2 + len(history)  # the empty part is left out
 
 
@@ -61,7 +62,8 @@ async def test_only_earlier_turns_tool_results_are_trimmed() -> None:
     history = _history()
     sent = prepared.messages(history, turn_start=5)
     old, current = sent[3], sent[7]
-    assert old.content.startswith("x" * 100) and "old tool result cut: 400 more" in old.content
+    assert old.content.startswith("x" * 100)
+    assert "old tool result cut: 400 more" in old.content
     assert current.content == "y" * 500
     assert history[3].content == "x" * 500  # the stored history is left alone
     assert sent[0].content == "AGENT.md text"  # no operator prompt configured
@@ -70,7 +72,8 @@ async def test_only_earlier_turns_tool_results_are_trimmed() -> None:
 def test_the_agent_prompt_goes_into_a_new_history_and_every_n_turns() -> None:
     policy = AgentPromptPolicy(every=3)
     fresh = policy.check("persona", [], user_turns=0, prompt_turn=None)
-    assert fresh is not None and fresh.marker is Marker.AGENT_PROMPT
+    assert fresh is not None
+    assert fresh.marker is Marker.AGENT_PROMPT
     history = [fresh, ChatMessage.user("hi")]
     assert policy.check("persona", history, user_turns=1, prompt_turn=1) is None
     assert policy.check("persona", history, user_turns=3, prompt_turn=1) is not None

@@ -17,7 +17,8 @@ async def _accept(bus: MessageBus, count: int) -> list[str]:
     taken = []
     for _ in range(count):
         message = await bus.get()
-        assert message is not None and message.receipt is not None
+        assert message is not None
+        assert message.receipt is not None
         message.receipt.set_result(Receipt.ACCEPTED)
         taken.append(message.message_id)
     return taken

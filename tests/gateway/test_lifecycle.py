@@ -34,12 +34,16 @@ async def test_a_failed_start_stops_it_and_everything_before_it() -> None:
     log: list[str] = []
     services = [_stage("a", log), _stage("b", log, fail=True), _stage("c", log)]
     tg = asyncio.TaskGroup()  # only handed over: no task is started in it
-    with pytest.raises(StartupError, match=r"^b failed to start: OSError: port in use$"):
+
+    async def run() -> None:
         async with AsyncExitStack() as stack:
             try:
                 await start_services(stack, tg, services)
             finally:
                 log.append("unwinding")
+
+    with pytest.raises(StartupError, match=r"^b failed to start: OSError: port in use$"):
+        await run()
     assert log == ["start a", "start b", "stop b", "unwinding", "stop a"]
 
 
