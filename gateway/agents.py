@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from agent.context import ContextBuilder
+from agent.context import ContextBuilder, ContextSettings
 from agent.loop import LoopSettings
-from agent.providers.base import LLMProvider
+from agent.providers import create_provider
+from agent.providers.base import LLMProvider, ProviderSettings
 from agent.tools.base import ToolRegistry
-from gateway.config import CompactionConfig
+from channels.base import ChannelSettings
+from gateway.config import CompactionConfig, Config, LoadedConfig
 
-__all__ = ["AgentDirectory", "AgentProfile", "UnknownAgent"]
+__all__ = [
+    "AgentDirectory",
+    "AgentProfile",
+    "UnknownAgent",
+    "build_profile",
+    "build_providers",
+]
 
 
 class UnknownAgent(LookupError):
@@ -69,3 +77,60 @@ class AgentDirectory:
                 raise UnknownAgent(f"no agent named {name!r}")
             profile = self._profiles[key] = self._build(name, channel)
         return profile
+
+
+def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
+    providers: dict[str, LLMProvider] = {}
+    for name, p in loaded.config.providers.items():
+        settings = ProviderSettings(
+            name=name,
+            api_key=p.api_key.get_secret_value(),
+            base_url=p.base_url,
+            extra_headers=dict(p.extra_headers),
+            timeout_secs=p.llm_timeout_secs,
+            max_retries=p.max_retries,
+            retry_max_wait_secs=p.retry_max_wait_secs,
+            api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
+        )
+        providers[name] = create_provider(p.type, settings)
+    return providers
+
+
+def build_profile(
+    config: Config,
+    agent_name: str,
+    providers: Mapping[str, LLMProvider],
+    registry: ToolRegistry,
+    settings: ChannelSettings | None,
+    *,
+    stream: bool,
+) -> AgentProfile:
+    agent = config.agents[agent_name]
+    model = config.models[agent.model]
+    tools = registry
+    if settings is not None:
+        tools = registry.narrowed(settings.tools.allow, settings.tools.deny)
+    loop = LoopSettings(
+        model=model.model_id,
+        temperature=model.temperature,
+        max_tokens=model.max_tokens,
+        max_tool_iterations=agent.max_tool_iterations,
+        tool_result_max_chars=agent.tool_result_max_chars,
+        stream=stream,
+    )
+    context = ContextBuilder(
+        ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars)
+    )
+    summary = config.models[agent.compaction.summary_model or agent.model]
+    return AgentProfile(
+        agent_name,
+        providers[agent.provider],
+        loop,
+        tools,
+        context,
+        model.supports_vision,
+        context_window_tokens=model.context_window_tokens,
+        compaction=agent.compaction,
+        summary_model=summary.model_id,
+        summary_timeout_secs=config.providers[agent.provider].llm_timeout_secs,
+    )

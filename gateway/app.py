@@ -14,34 +14,37 @@ channels stopped → HTTP server down → storage closed last.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from aiohttp import web
 
-from agent.context import ContextBuilder, ContextSettings
-from agent.loop import LoopSettings
 from agent.prompt_file import AgentPromptFile
-from agent.providers import create_provider
-from agent.providers.base import LLMProvider, ProviderSettings
-from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
+from agent.providers.base import LLMProvider
+from agent.tools.base import ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.scheduler_manage import SchedulerManageTool
-from channels.base import Channel, ChannelSettings, HttpMount, StateStore
-from gateway.agents import AgentDirectory, AgentProfile
+from channels.base import Channel, HttpMount, StateStore
+from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
 from gateway.commands import CommandRegistry
-from gateway.config import Config, LoadedConfig
+from gateway.config import LoadedConfig
 from gateway.context import Compactor
 from gateway.execution import ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
-from gateway.lifecycle import Readiness, Service, Stage, StartupError, start_services
+from gateway.lifecycle import (
+    Readiness,
+    Service,
+    ShutdownBudget,
+    Stage,
+    StartupError,
+    start_services,
+)
 from gateway.logging import register_secrets
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
@@ -92,63 +95,6 @@ class _Runtime:
         register_secrets([value])
 
 
-def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
-    providers: dict[str, LLMProvider] = {}
-    for name, p in loaded.config.providers.items():
-        settings = ProviderSettings(
-            name=name,
-            api_key=p.api_key.get_secret_value(),
-            base_url=p.base_url,
-            extra_headers=dict(p.extra_headers),
-            timeout_secs=p.llm_timeout_secs,
-            max_retries=p.max_retries,
-            retry_max_wait_secs=p.retry_max_wait_secs,
-            api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
-        )
-        providers[name] = create_provider(p.type, settings)
-    return providers
-
-
-def build_profile(
-    config: Config,
-    agent_name: str,
-    providers: Mapping[str, LLMProvider],
-    registry: ToolRegistry,
-    settings: ChannelSettings | None,
-    *,
-    stream: bool,
-) -> AgentProfile:
-    agent = config.agents[agent_name]
-    model = config.models[agent.model]
-    tools = registry
-    if settings is not None:
-        tools = registry.narrowed(settings.tools.allow, settings.tools.deny)
-    loop = LoopSettings(
-        model=model.model_id,
-        temperature=model.temperature,
-        max_tokens=model.max_tokens,
-        max_tool_iterations=agent.max_tool_iterations,
-        tool_result_max_chars=agent.tool_result_max_chars,
-        stream=stream,
-    )
-    context = ContextBuilder(
-        ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars)
-    )
-    summary = config.models[agent.compaction.summary_model or agent.model]
-    return AgentProfile(
-        agent_name,
-        providers[agent.provider],
-        loop,
-        tools,
-        context,
-        model.supports_vision,
-        context_window_tokens=model.context_window_tokens,
-        compaction=agent.compaction,
-        summary_model=summary.model_id,
-        summary_timeout_secs=config.providers[agent.provider].llm_timeout_secs,
-    )
-
-
 class Gateway:
     def __init__(
         self,
@@ -170,6 +116,7 @@ class Gateway:
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
         self._readiness = Readiness()
+        self.budget = ShutdownBudget(self.config.gateway.shutdown_timeout_secs)
         self.port: int | None = None
         self.db: Database | None = None
         self.store: Store | None = None
@@ -210,7 +157,7 @@ class Gateway:
                 )
                 await self._stop.wait()
                 log.info("gateway_stopping")
-                self._deadline = time.monotonic() + self.config.gateway.shutdown_timeout_secs
+                self.budget.begin()
         except ExceptionGroup as group:  # the TaskGroup wraps what its body raised
             failed = [e for e in group.exceptions if isinstance(e, StartupError)]
             if failed:
@@ -227,15 +174,10 @@ class Gateway:
             stack.push_async_callback(provider.aclose)
         return providers
 
-    def _left(self, at_least: float) -> float:
-        """Seconds left of the shutdown budget (at least `at_least`)."""
-        return max(at_least, self._deadline - time.monotonic())
-
     async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
         """Every part, wired; returned in start order."""
         cfg = self.config
         self.store = store
-        self._deadline = time.monotonic() + cfg.gateway.shutdown_timeout_secs
         workspace = self.loaded.workspace
         workspace.mkdir(parents=True, exist_ok=True)
         tool_settings = ToolSettings(
@@ -289,6 +231,7 @@ class Gateway:
             send_timeout_secs=cfg.gateway.send_timeout_secs,
             rescan_secs=cfg.gateway.outbox_rescan_secs,
             metrics=self.metrics,
+            budget=self.budget,
         )
         self.dispatcher = dispatcher
         waiters = TurnWaiters()
@@ -326,6 +269,7 @@ class Gateway:
             queue_mode=cfg.gateway.queue_mode,
             max_pending=cfg.gateway.max_pending_per_session,
             on_turn_done=waiters.turn_done,
+            budget=self.budget,
         )
         self.sessions = sessions
         SessionCommands(
@@ -345,6 +289,7 @@ class Gateway:
             self.commands,
             dispatcher.wake,
             on_accepted=self.metrics.inbound,
+            budget=self.budget,
         )
         self.processor = processor
 
@@ -372,30 +317,21 @@ class Gateway:
             )
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         services: list[Service] = [
-            Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup)
-        ]
-        services += [_channel_service(c) for c in self.channels]
-        services += [
-            _TaskService(
-                "outbound",
-                dispatcher.start,
-                lambda: self._flush(dispatcher),
-            ),
-            Stage("sessions", sessions.start, lambda: sessions.stop(self._left(0.1))),
-            _TaskService(
-                "compaction", lambda tg: [tg.create_task(compactor.run(), name="compactor")]
-            ),
-            Stage("command lanes", processor.lanes.start, processor.lanes.stop),
-            _InboundService(processor, self.bus, self._left),
+            Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
+            *(_channel_service(c) for c in self.channels),
+            dispatcher,  # after the channels: rows left from a previous run need them
+            sessions,
+            compactor,
+            processor.lanes,
+            processor,  # recovery, then ingress
         ]
         if scheduler is not None:
+            grace = min(5.0, cfg.gateway.shutdown_timeout_secs / 3)
             services.append(
                 Stage(
                     "scheduler",
                     lambda tg: scheduler.start(),
-                    lambda: scheduler.stop(
-                        grace_secs=min(5.0, cfg.gateway.shutdown_timeout_secs / 3)
-                    ),
+                    lambda: scheduler.stop(grace_secs=grace),
                 )
             )
         return services
@@ -405,10 +341,6 @@ class Gateway:
         site = web.TCPSite(runner, self.config.gateway.host, self.config.gateway.port)
         await site.start()
         self.port = runner.addresses[0][1]
-
-    async def _flush(self, dispatcher: OutboundDispatcher) -> None:
-        if not await dispatcher.flush(self._left(1.0)):
-            log.warning("shutdown_outbox_not_flushed")
 
     async def _render_metrics(self) -> tuple[bytes, str]:
         if self.store is not None:
@@ -434,62 +366,3 @@ def _channel_service(channel: Channel) -> Service:
         await channel.start()
 
     return Stage(f"channel {channel.name}", start, channel.stop)
-
-
-class _TaskService:
-    """A part whose work is tasks in the root's TaskGroup: stopped by cancelling
-    them once `before_stop` (e.g. a flush) has run."""
-
-    def __init__(
-        self,
-        name: str,
-        spawn: Callable[[asyncio.TaskGroup], list[asyncio.Task[None]]],
-        before_stop: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        self.name = name
-        self._spawn = spawn
-        self._before_stop = before_stop
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self, tg: asyncio.TaskGroup) -> None:
-        self._tasks = self._spawn(tg)
-
-    async def stop(self) -> None:
-        if self._before_stop is not None:
-            await self._before_stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with suppress(asyncio.CancelledError):
-                await task
-
-
-class _InboundService:
-    """Recovery, then the processor; stopping closes the bus and drains it."""
-
-    name = "inbound"
-
-    def __init__(
-        self, processor: InboundProcessor, bus: MessageBus, left: Callable[[float], float]
-    ) -> None:
-        self.processor = processor
-        self.bus = bus
-        self.left = left
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self, tg: asyncio.TaskGroup) -> None:
-        await self.processor.recover()
-        self._task = tg.create_task(self.processor.run(), name="inbound-processor")
-
-    async def stop(self) -> None:
-        self.bus.close()
-        if self._task is None:
-            return
-        try:
-            async with asyncio.timeout(self.left(0.1)):
-                await asyncio.shield(self._task)
-        except TimeoutError:
-            log.warning("shutdown_inbound_not_drained", queued=self.bus.depth)
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task

@@ -130,6 +130,8 @@ class CommandLanes:
         self._tg: asyncio.TaskGroup | None = None
         self.ran = 0
 
+    name = "command lanes"
+
     async def start(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
 

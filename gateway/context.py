@@ -25,6 +25,7 @@ from agent.compaction import (
 )
 from gateway.agents import AgentProfile
 from gateway.bus import OutboundMessage, reply_handle
+from gateway.lifecycle import cancel_and_wait
 from gateway.sessions import ConversationGates
 from gateway.work import WorkItem
 from storage.compaction import CompactionConflict
@@ -62,6 +63,7 @@ class Compactor:
         self._queue: asyncio.Queue[_Job] = asyncio.Queue(capacity)
         self._queued: set[str] = set()
         self._states: dict[str, tuple[int, CompactionState]] = {}
+        self._task: asyncio.Task[None] | None = None
         self.completed = 0
 
     # -- scheduling ----------------------------------------------------------
@@ -86,6 +88,16 @@ class Compactor:
             return False
         self._queued.add(job.session_id)
         return True
+
+    name = "compaction"
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        self._task = tg.create_task(self.run(), name="compactor")
+
+    async def stop(self) -> None:
+        """A compaction in progress is dropped: it changed nothing yet."""
+        if self._task is not None:
+            await cancel_and_wait([self._task])
 
     async def run(self) -> None:
         while True:

@@ -17,6 +17,7 @@ import structlog
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
+from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.sessions import SessionManager
 from gateway.work import WorkItem
 from storage.inbox import InboxState
@@ -39,6 +40,7 @@ class InboundProcessor:
         wake: Callable[[str], None],
         *,
         on_accepted: Callable[[str], None] | None = None,
+        budget: ShutdownBudget | None = None,
     ) -> None:
         self.bus = bus
         self.store = store
@@ -47,8 +49,30 @@ class InboundProcessor:
         self.wake = wake
         self.lanes = CommandLanes(registry, store, wake, self.dispatch)
         self.on_accepted = on_accepted  # metrics, by channel
+        self.budget = budget or ShutdownBudget(30.0)
+        self._task: asyncio.Task[None] | None = None
         self.accepted = 0
         self.duplicates = 0
+
+    name = "inbound"
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        """Recovery first, then the loop (so recovered turns keep their order)."""
+        await self.recover()
+        self._task = tg.create_task(self.run(), name="inbound-processor")
+
+    async def stop(self) -> None:
+        """Ingress off: the bus refuses new messages; what it holds is recorded
+        and routed within the shutdown budget."""
+        self.bus.close()
+        if self._task is None:
+            return
+        try:
+            async with asyncio.timeout(self.budget.left()):
+                await asyncio.shield(self._task)
+        except TimeoutError:
+            log.warning("shutdown_inbound_not_drained", queued=self.bus.depth)
+            await cancel_and_wait([self._task])
 
     async def recover(self) -> int:
         """Re-route inbox rows a previous run left unfinished; returns how many."""

@@ -8,20 +8,30 @@ an `AsyncExitStack`, so they stop in reverse order when the stack unwinds —
 also when a later one fails to start, which raises `StartupError` naming it.
 
 `Readiness` is the one place `/ready` reads: named probes, each saying why
-its part is not ready (or None).
+its part is not ready (or None). `ShutdownBudget` shares
+`gateway.shutdown_timeout_secs` among the parts that wait while stopping.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
-__all__ = ["Readiness", "Service", "Stage", "StartupError", "start_services"]
+__all__ = [
+    "Readiness",
+    "Service",
+    "ShutdownBudget",
+    "Stage",
+    "StartupError",
+    "cancel_and_wait",
+    "start_services",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -109,3 +119,31 @@ class Readiness:
             if reason is not None:
                 found.append(f"{name}: {reason}")
         return found
+
+
+class ShutdownBudget:
+    """The time the whole shutdown may take, counted from `begin()`."""
+
+    def __init__(self, total_secs: float) -> None:
+        self.total_secs = total_secs
+        self._deadline: float | None = None
+
+    def begin(self) -> None:
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.total_secs
+
+    def left(self, at_least: float = 0.1) -> float:
+        """Seconds left (the whole budget before `begin`), never below `at_least`."""
+        if self._deadline is None:
+            return max(at_least, self.total_secs)
+        return max(at_least, self._deadline - time.monotonic())
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait until each has ended."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with suppress(asyncio.CancelledError):
+            await task

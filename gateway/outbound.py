@@ -27,6 +27,7 @@ from channels.base import (
     TransientSendError,
 )
 from gateway.bus import ChannelEvent, OutboundMessage
+from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from storage import outbox
 from storage.clock import iso, parse_iso
 from storage.store import Store
@@ -125,6 +126,7 @@ class OutboundDispatcher:
         send_timeout_secs: float = 30.0,
         rescan_secs: float = 30.0,
         metrics: DeliveryMetrics | None = None,
+        budget: ShutdownBudget | None = None,
     ) -> None:
         self.store = store
         self.channels = channels
@@ -132,12 +134,25 @@ class OutboundDispatcher:
         self.send_timeout_secs = send_timeout_secs
         self.rescan_secs = rescan_secs  # rows nobody handed over: `outbox retry` from the CLI
         self.metrics = metrics
+        self.budget = budget or ShutdownBudget(30.0)
+        self._tasks: list[asyncio.Task[None]] = []
         self._states = {name: _SenderState() for name in channels}
         for state in self._states.values():
             state.wake.set()
 
-    def start(self, tg: asyncio.TaskGroup) -> list[asyncio.Task[None]]:
-        return [tg.create_task(self._sender(name), name=f"sender:{name}") for name in self.channels]
+    name = "outbound"
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        """One sender task per channel."""
+        self._tasks = [
+            tg.create_task(self._sender(name), name=f"sender:{name}") for name in self.channels
+        ]
+
+    async def stop(self) -> None:
+        """Send what is due within the shutdown budget, then end the senders."""
+        if not await self.flush(self.budget.left(1.0)):
+            log.warning("shutdown_outbox_not_flushed")
+        await cancel_and_wait(self._tasks)
 
     def wake(self, channel: str) -> None:
         """New rows were committed for `channel`: look for them in the outbox."""

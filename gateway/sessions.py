@@ -21,6 +21,7 @@ import structlog
 
 from gateway.config import QueueMode
 from gateway.execution import ExecutionService
+from gateway.lifecycle import ShutdownBudget
 from gateway.work import TurnOutcome, WorkItem
 
 __all__ = ["ConversationGates", "SessionManager"]
@@ -74,6 +75,7 @@ class SessionManager:
         queue_mode: QueueMode,
         max_pending: int,
         on_turn_done: TurnDone | None = None,
+        budget: ShutdownBudget | None = None,
     ) -> None:
         self.execution = execution
         self.gates = gates
@@ -86,13 +88,16 @@ class SessionManager:
         self._idle = asyncio.Event()
         self._idle.set()
         self.on_turn_done = on_turn_done
+        self.budget = budget or ShutdownBudget(30.0)
+
+    name = "sessions"
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Conversation workers run in `tg` from now on."""
         self._tg = tg
 
-    async def stop(self, grace_secs: float) -> None:
-        await self.shutdown(grace_secs)
+    async def stop(self) -> None:
+        await self.shutdown(self.budget.left())
 
     # -- observation ---------------------------------------------------------
     @property
