@@ -24,7 +24,7 @@ from aiohttp import web
 
 from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
-from agent.tools.base import ToolServices, ToolSettings
+from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, HttpMount, StateStore
@@ -174,10 +174,8 @@ class Gateway:
             stack.push_async_callback(provider.aclose)
         return providers
 
-    async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
-        """Every part, wired; returned in start order."""
+    def _tools(self) -> tuple[ToolSettings, ToolRegistry]:
         cfg = self.config
-        self.store = store
         workspace = self.loaded.workspace
         workspace.mkdir(parents=True, exist_ok=True)
         tool_settings = ToolSettings(
@@ -199,6 +197,13 @@ class Gateway:
         )
         if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
             registry.register(SchedulerManageTool())
+        return tool_settings, registry
+
+    async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
+        """Every part, wired; returned in start order."""
+        cfg = self.config
+        self.store = store
+        tool_settings, registry = self._tools()
         enabled = cfg.channels.enabled()
         by_name = {c.name: c for c in self.channels}
 
@@ -293,6 +298,32 @@ class Gateway:
         )
         self.processor = processor
 
+        app = self._http_app(store, dispatcher, scheduler)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        services: list[Service] = [
+            Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
+            *(_channel_service(c) for c in self.channels),
+            dispatcher,  # after the channels: rows left from a previous run need them
+            sessions,
+            compactor,
+            processor.lanes,
+            processor,  # recovery, then ingress
+        ]
+        if scheduler is not None:
+            grace = min(5.0, cfg.gateway.shutdown_timeout_secs / 3)
+            services.append(
+                Stage(
+                    "scheduler",
+                    lambda tg: scheduler.start(),
+                    lambda: scheduler.stop(grace_secs=grace),
+                )
+            )
+        return services
+
+    def _http_app(
+        self, store: Store, dispatcher: OutboundDispatcher, scheduler: Scheduler | None
+    ) -> web.Application:
+        """The HTTP app with each channel's routes mounted, and what /ready reads."""
         app = build_http_app(HttpProbes(self.readiness, self._render_metrics))
         mount = AppMount(app)
         for channel in self.channels:
@@ -315,26 +346,7 @@ class Gateway:
                 "scheduler",
                 lambda: "not running" if self.started.is_set() and not scheduler.running else None,
             )
-        runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        services: list[Service] = [
-            Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
-            *(_channel_service(c) for c in self.channels),
-            dispatcher,  # after the channels: rows left from a previous run need them
-            sessions,
-            compactor,
-            processor.lanes,
-            processor,  # recovery, then ingress
-        ]
-        if scheduler is not None:
-            grace = min(5.0, cfg.gateway.shutdown_timeout_secs / 3)
-            services.append(
-                Stage(
-                    "scheduler",
-                    lambda tg: scheduler.start(),
-                    lambda: scheduler.stop(grace_secs=grace),
-                )
-            )
-        return services
+        return app
 
     async def _serve_http(self, runner: web.AppRunner) -> None:
         await runner.setup()
