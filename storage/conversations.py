@@ -38,7 +38,7 @@ class Replaced:
 class SessionStats:
     record: SessionRecord
     message_count: int  # in the active history
-    chars: int  # of content, reasoning and tool-call JSON in the active history
+    chars: int  # of content, reasoning and tool-call arguments in the active history
 
 
 def find_session(records: list[SessionRecord], ref: str) -> SessionRecord | None:
@@ -123,7 +123,9 @@ def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sessi
         return None
     row = conn.execute(
         "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
-        " + COALESCE(LENGTH(tool_calls), 0)), 0) FROM messages WHERE session_id = ? AND segment = ?",
+        " + (SELECT COALESCE(SUM(LENGTH(json_extract(t.value, '$.arguments'))), 0)"
+        "    FROM json_each(COALESCE(tool_calls, '[]')) AS t)), 0)"
+        " FROM messages WHERE session_id = ? AND segment = ?",
         (record.id, record.segment),
     ).fetchone()
     return SessionStats(record, int(row[0]), int(row[1]))
