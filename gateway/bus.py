@@ -102,6 +102,8 @@ class TurnRequest:
 
     def to_dict(self) -> dict[str, str]:
         """The stored form: only what differs from a plain chat message."""
+        if self is CHAT_REQUEST:  # nearly every message: nothing to store
+            return {}
         out: dict[str, str] = {}
         for name in self.__slots__:
             value = getattr(self, name)
@@ -111,6 +113,8 @@ class TurnRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TurnRequest:
+        if not data:
+            return CHAT_REQUEST
         return cls(
             origin=Origin(data.get("origin", Origin.CHAT)),
             agent=data.get("agent"),
