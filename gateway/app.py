@@ -150,7 +150,11 @@ class Gateway:
                 providers = await self._providers(stack)
                 services = await self._build(Store(db), providers)
                 tg = await stack.enter_async_context(asyncio.TaskGroup())
-                await start_services(stack, tg, services)
+                try:
+                    await start_services(stack, tg, services)
+                except BaseException:
+                    self.budget.begin()  # what started stops within the usual budget
+                    raise
                 self.started.set()
                 log.info(
                     "gateway_started", host=self.config.gateway.host, port=self.port, channels=names
