@@ -168,6 +168,7 @@ class OutboundMessage:
     reply_to_message_id: str | None = None  # platform id of the message answered
     session_id: str | None = None
     attempt: int = 1
+    run_id: str | None = None  # the turn that wrote it: a channel matches its stream by it
     metadata: dict[str, Any] = field(default_factory=dict)
 
 

@@ -339,7 +339,7 @@ class ExecutionService:
                 text=text,
                 reply_to_message_id=plan.reply_to,
                 session_id=turn.session_id,
-                metadata={"run_id": plan.run_id},
+                run_id=plan.run_id,
             )
             if text
             else None

@@ -53,6 +53,7 @@ class OutboxRow:
     created_at: str
     reply_to_message_id: str | None
     session_id: str | None
+    run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_message(self) -> OutboundMessage:
@@ -64,6 +65,7 @@ class OutboxRow:
             reply_to_message_id=self.reply_to_message_id,
             session_id=self.session_id,
             attempt=self.attempts + 1,
+            run_id=self.run_id,
             metadata=dict(self.metadata),
         )
 
@@ -81,6 +83,7 @@ class OutboxRow:
             created_at=now_iso(),
             reply_to_message_id=message.reply_to_message_id,
             session_id=message.session_id,
+            run_id=message.run_id,
             metadata=dict(message.metadata),
         )
 
@@ -95,6 +98,9 @@ class Scan:
 
 
 def _row(r: sqlite3.Row) -> OutboxRow:
+    # the metadata column also carries the run id (see `enqueue`)
+    metadata: dict[str, Any] = json.loads(r["metadata"]) if r["metadata"] else {}
+    run_id = metadata.pop("run_id", None)
     return OutboxRow(
         id=r["id"],
         channel=r["channel"],
@@ -106,8 +112,16 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         created_at=r["created_at"],
         reply_to_message_id=r["reply_to_message_id"],
         session_id=r["session_id"],
-        metadata=json.loads(r["metadata"]) if r["metadata"] else {},
+        run_id=run_id if isinstance(run_id, str) else None,
+        metadata=metadata,
     )
+
+
+def _metadata_json(message: OutboundMessage) -> str | None:
+    stored = dict(message.metadata)
+    if message.run_id is not None:
+        stored["run_id"] = message.run_id
+    return json.dumps(stored) if stored else None
 
 
 def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | None = None) -> int:
@@ -121,7 +135,7 @@ def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | 
             message.reply_to_message_id,
             message.session_id,
             inbox_id,
-            json.dumps(message.metadata) if message.metadata else None,
+            _metadata_json(message),
             now_iso(),
         ),
     )

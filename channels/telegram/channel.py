@@ -293,10 +293,7 @@ class TelegramChannel(Channel):
         sent = await self._sent_parts(message)
         stream_message_id = None
         if self._streams is not None:
-            run_id = message.metadata.get("run_id")
-            stream_message_id = await self._streams.take(
-                message.chat_id, run_id if isinstance(run_id, str) else None
-            )
+            stream_message_id = await self._streams.take(message.chat_id, message.run_id)
         ids = list(sent)
         for index, part in enumerate(parts):
             if index < len(sent):

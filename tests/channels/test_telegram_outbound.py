@@ -230,7 +230,7 @@ async def test_streaming_edits_one_message_then_the_final_text_replaces_it(
         await tg.wait_for(
             lambda: any(c.params["text"] == "Hello world" for c in tg.calls_of("editMessageText"))
         )
-        result = await channel.send(reply("**Hello world**", metadata={"run_id": "run-1"}))
+        result = await channel.send(reply("**Hello world**", run_id="run-1"))
     assert first.params["text"] == "Hel"
     assert "parse_mode" not in first.params
     assert len(tg.calls_of("sendMessage")) == 1
