@@ -35,6 +35,7 @@ __all__ = [
     "ModelConfig",
     "ProviderConfig",
     "QueueMode",
+    "admins_from_env",
     "find_config_file",
     "load_config",
     "parse_config",
@@ -111,10 +112,37 @@ class GatewayConfig(_Model):
     outbox_rescan_secs: float = Field(30.0, gt=0)
     shutdown_timeout_secs: float = Field(30.0, gt=0)
     typing_delay_secs: float = Field(0.5, ge=0)
+    # "channel:sender_id" of each admin (gateway.access); PICOBOT_ADMINS adds more
+    admins: list[str] = Field(default_factory=list)
+
+    @field_validator("admins")
+    @classmethod
+    def _admin_entries(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            check_admin_entry(entry)
+        return value
 
     @property
     def loopback_only(self) -> bool:
         return self.host in {"127.0.0.1", "localhost", "::1"}
+
+
+def check_admin_entry(entry: str) -> str:
+    """An admin is named "channel:sender_id", e.g. "telegram:123456789"."""
+    channel, sep, sender = entry.partition(":")
+    if not sep or not channel.strip() or not sender.strip():
+        raise ValueError(f"{entry!r} is not channel:sender_id (e.g. telegram:123456789)")
+    return entry
+
+
+def admins_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """PICOBOT_ADMINS: admins separated by commas or whitespace."""
+    raw = environ.get("PICOBOT_ADMINS", "")
+    entries = tuple(e for e in re.split(r"[\s,]+", raw) if e)
+    try:
+        return tuple(check_admin_entry(e) for e in entries)
+    except ValueError as exc:
+        raise ConfigError(f"PICOBOT_ADMINS: {exc}") from None
 
 
 class ChannelsConfig(_Model):
@@ -240,6 +268,12 @@ class LoadedConfig:
     home: Path
     # JSON path → environment variable named by a placeholder that was unset.
     missing_env: Mapping[str, str]
+    env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """gateway.admins and PICOBOT_ADMINS together."""
+        return frozenset((*self.config.gateway.admins, *self.env_admins))
 
     @property
     def storage_path(self) -> Path:
@@ -355,4 +389,4 @@ def load_config(
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     config, missing = parse_config(raw, env, source=str(path) if path else "default config")
-    return LoadedConfig(config, path, picobot_home(env), missing)
+    return LoadedConfig(config, path, picobot_home(env), missing, admins_from_env(env))
