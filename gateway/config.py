@@ -14,10 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from channels.base import ChannelSettings
 from channels.feishu.config import FeishuConfig
@@ -96,6 +104,14 @@ class QueueMode(StrEnum):
     FOLLOWUP = "followup"
 
 
+def check_admin_entry(entry: str) -> str:
+    """An admin is named "channel:sender_id", e.g. "telegram:123456789"."""
+    channel, sep, sender = entry.partition(":")
+    if not sep or not channel or not sender or any(c.isspace() for c in entry):
+        raise ValueError(f"{entry!r} is not channel:sender_id (e.g. telegram:123456789)")
+    return entry
+
+
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(19876, ge=0, le=65535)
@@ -113,26 +129,11 @@ class GatewayConfig(_Model):
     shutdown_timeout_secs: float = Field(30.0, gt=0)
     typing_delay_secs: float = Field(0.5, ge=0)
     # "channel:sender_id" of each admin (gateway.access); PICOBOT_ADMINS adds more
-    admins: list[str] = Field(default_factory=list)
-
-    @field_validator("admins")
-    @classmethod
-    def _admin_entries(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            check_admin_entry(entry)
-        return value
+    admins: list[Annotated[str, AfterValidator(check_admin_entry)]] = Field(default_factory=list)
 
     @property
     def loopback_only(self) -> bool:
         return self.host in {"127.0.0.1", "localhost", "::1"}
-
-
-def check_admin_entry(entry: str) -> str:
-    """An admin is named "channel:sender_id", e.g. "telegram:123456789"."""
-    channel, sep, sender = entry.partition(":")
-    if not sep or not channel.strip() or not sender.strip():
-        raise ValueError(f"{entry!r} is not channel:sender_id (e.g. telegram:123456789)")
-    return entry
 
 
 def admins_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:

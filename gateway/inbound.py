@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import structlog
 
+from gateway.access import Verdict
 from gateway.access_gate import AccessGate
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
@@ -153,12 +154,7 @@ class InboundProcessor:
             return []
         admitted: list[WorkItem] = []
         for item, verdict in zip(items, verdicts, strict=True):
-            command = self.registry.parse(item.message.text)
-            if verdict.admitted or (
-                command is not None
-                and command[0].open_to_all
-                and gate.may_answer(item.message, verdict)
-            ):
+            if verdict.admitted or self._open_command(gate, item, verdict):
                 admitted.append(item)
                 continue
             try:
@@ -168,6 +164,14 @@ class InboundProcessor:
             except Exception:
                 log.exception("access_refusal_failed", channel=item.message.channel)
         return admitted
+
+    def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
+        command = self.registry.parse(item.message.text)
+        return (
+            command is not None
+            and command[0].open_to_all
+            and gate.may_answer(item.message, verdict)
+        )
 
     async def _route(self, item: WorkItem) -> None:
         """Waits for nothing but in the rare case of a chat flooding commands:

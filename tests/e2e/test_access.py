@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from gateway.bus import InboundMessage
 from gateway.cli.pairing import add_pairing_parser, run_pairing_command
 from gateway.config import LoadedConfig
 from gateway.pairing import APPROVED_NOTICE
+from storage import inbox
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
@@ -243,3 +245,17 @@ async def test_an_admin_learns_the_id_of_a_group_that_is_not_served(
     assert "Chat: -300 (group)" in who
     assert "Access: no: this group is not served" in who
     assert llm.requests == []
+
+
+async def test_a_row_recorded_before_a_crash_is_judged_at_start(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    loaded = access_config(home, llm, tg)
+    stranger = InboundMessage("telegram", "42", "42", "sneaking in", "42:1")
+    async with Database(loaded.storage_path) as db:  # committed, then the process died
+        await db.write(lambda c: inbox.record_inbound(c, stranger))
+    async with running_gateway(loaded):
+        [explained] = await replies(tg, STRANGER, 1)
+    assert "telegram:42" in explained
+    assert llm.requests == []
+    assert await inbox_states(loaded, STRANGER) == ["done"]
