@@ -94,7 +94,6 @@ class AccessGate:
         self.clock = clock
         self.rules = rules
         self.limiter = ReplyLimiter(reply_interval)
-        self.refused = 0
 
     async def judge(self, items: Sequence[WorkItem]) -> list[Verdict]:
         """A verdict per item; one storage read for the whole batch, if any."""
@@ -126,7 +125,6 @@ class AccessGate:
         """Close the refused item's inbox row, with a reply when one is due."""
         m = item.message
         why = self.policy.why(m, verdict)
-        self.refused += 1
         text = await self._reply_text(m, verdict) if verdict.chat_served else None
         level = log.debug if verdict.reason is Reason.NOT_ADDRESSED else log.info
         level(
