@@ -17,13 +17,14 @@ Errors raised by `send`:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.bus import ChannelEvent, MediaKind, MessageBus, OutboundMessage
 
@@ -33,16 +34,17 @@ __all__ = [
     "ChannelError",
     "ChannelRuntime",
     "ChannelSettings",
+    "GroupAccess",
     "Handler",
     "HttpMount",
     "PermanentSendError",
     "RateLimited",
     "RecipientOffline",
+    "Refusal",
     "SendResult",
     "StateStore",
     "ToolFilter",
     "TransientSendError",
-    "is_allowed",
     "split_text",
 ]
 
@@ -144,14 +146,6 @@ class Channel(ABC):
         """Typing/streaming signals; best effort, must not raise for delivery problems."""
 
 
-def is_allowed(sender_ids: Iterable[str], allow_from: Iterable[str]) -> bool:
-    """`["*"]` allows everyone, an empty list nobody; otherwise any id may match."""
-    allowed = set(allow_from)
-    if "*" in allowed:
-        return True
-    return any(s in allowed for s in sender_ids if s)
-
-
 def split_text(text: str, limit: int) -> list[str]:
     """Split on paragraph, then line, then word boundaries; hard-cut as a last resort."""
     if limit <= 0:
@@ -184,6 +178,22 @@ class ToolFilter(BaseModel):
     deny: list[str] = Field(default_factory=list)
 
 
+class Refusal(StrEnum):
+    """What a sender without access gets (at most once an hour; gateway.access)."""
+
+    SILENT = "silent"  # nothing (a log line)
+    EXPLAIN = "explain"  # their id and how to get access
+    PAIR = "pair"  # a pairing code an admin can approve (private chats; needs `pairing`)
+
+
+class GroupAccess(BaseModel):
+    """Which group chats the channel serves and whether the bot must be addressed there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    allow: Literal["*"] | list[str] = "*"  # group chat ids; "*" every group, [] none
+    require_mention: bool = True  # a mention, a reply to the bot or a command for it
+
+
 class ChannelSettings(BaseModel):
     """Keys every channel section shares."""
 
@@ -192,3 +202,19 @@ class ChannelSettings(BaseModel):
     agent: str = "default"
     allow_from: list[str] = Field(default_factory=lambda: ["*"])
     tools: ToolFilter = Field(default_factory=ToolFilter)
+    # Access control (gateway.access): pairing codes, refusals, groups.
+    pairing: bool = False
+    refusal: Refusal | None = None  # None: "pair" when pairing is on, else "explain"
+    groups: GroupAccess = Field(default_factory=GroupAccess)
+
+    @model_validator(mode="after")
+    def _check_refusal(self) -> ChannelSettings:
+        if self.refusal is Refusal.PAIR and not self.pairing:
+            raise ValueError('refusal "pair" needs pairing: true')
+        return self
+
+    @property
+    def refusal_mode(self) -> Refusal:
+        if self.refusal is not None:
+            return self.refusal
+        return Refusal.PAIR if self.pairing else Refusal.EXPLAIN

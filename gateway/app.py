@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -28,6 +29,9 @@ from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, HttpMount, StateStore
+from gateway.access import AccessPolicy
+from gateway.access_commands import AccessCommands
+from gateway.access_gate import AccessGate
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
@@ -103,9 +107,11 @@ class Gateway:
         extra_channels: Sequence[Channel] = (),
         providers: Mapping[str, LLMProvider] | None = None,
         commands: CommandRegistry | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         """`commands`: a registry to add the built-in commands to (an embedding
-        program's own commands first); a fresh one by default."""
+        program's own commands first); a fresh one by default. `clock`: the
+        time pairing codes are issued and expire by (tests move it)."""
         self.loaded = loaded
         self.config = loaded.config
         self.bus = MessageBus(self.config.gateway.inbound_queue_capacity)
@@ -113,6 +119,8 @@ class Gateway:
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
+        self.clock = clock or _utc_now
+        self.access = AccessPolicy(loaded.admins, self.config.channels.enabled())
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
         self._readiness = Readiness()
@@ -266,7 +274,7 @@ class Gateway:
             agents,
             tool_settings,
             opener=opener,
-            services=ToolServices(scheduler=scheduler),
+            services=ToolServices(scheduler=scheduler, admins=self.access),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
             typing_delay_secs=cfg.gateway.typing_delay_secs,
@@ -291,6 +299,7 @@ class Gateway:
             ),
             status_line=lambda stats, ch: Compactor.status_line(stats, agents.resolve(ch)),
         )
+        AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
         processor = InboundProcessor(
             self.bus,
             store,
@@ -299,6 +308,7 @@ class Gateway:
             dispatcher.wake,
             on_accepted=self.metrics.inbound,
             budget=self.budget,
+            access=AccessGate(self.access, store, dispatcher.wake, self.clock),
         )
         self.processor = processor
 
@@ -371,6 +381,10 @@ class Gateway:
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
         return self.metrics.render()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _not_ready_reason(channel: Channel) -> Callable[[], str | None]:

@@ -150,6 +150,13 @@ class InboundMessage:
     # The platform's handle to reply to this message when it differs from the
     # dedup key `message_id` (Feishu: event id vs. om_ message id).
     reply_ref: str | None = None
+    # Other stable ids of the same sender that `allow_from` and `gateway.admins`
+    # may name (Telegram "@username", Feishu user_id and union_id).
+    sender_aliases: tuple[str, ...] = ()
+    # The message is aimed at the bot: it @mentions it, replies to one of its
+    # messages or is a command for it. What `groups.require_mention` checks in
+    # a group chat (a direct message is always for the bot).
+    addressed: bool = False
     # Resolved by the gateway once the message is durable (or known duplicate).
     receipt: asyncio.Future[Receipt] | None = field(default=None, compare=False, repr=False)
 

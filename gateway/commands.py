@@ -21,7 +21,7 @@ from typing import Final
 
 import structlog
 
-from gateway.bus import OutboundMessage, reply_handle
+from gateway.bus import InboundMessage, OutboundMessage, reply_handle
 from gateway.work import WorkItem
 from storage.store import Store
 
@@ -68,6 +68,8 @@ class Command:
     help: str
     handler: Callable[[CommandCall], Awaitable[CommandReply]]
     admin_only: bool = False  # for access control: only admins may run it
+    # answered even for a sender without access (at most once an hour): /whoami
+    open_to_all: bool = False
 
 
 class CommandRegistry:
@@ -96,7 +98,9 @@ class CommandRegistry:
         return (command, rest.strip()) if command is not None else None
 
     def help_text(self) -> str:
-        return "Commands:\n" + "\n".join(f"/{c.name} — {c.help}" for c in self)
+        return "Commands:\n" + "\n".join(
+            f"/{c.name} — {c.help}" + (" (admins only)" if c.admin_only else "") for c in self
+        )
 
 
 @dataclass(slots=True)
@@ -108,6 +112,7 @@ class _Lane:
 
 
 Dispatch = Callable[[WorkItem], Awaitable[None]]
+IsAdmin = Callable[[InboundMessage], bool]
 
 
 class CommandLanes:
@@ -119,13 +124,16 @@ class CommandLanes:
         dispatch: Dispatch,
         *,
         max_queued: int = 20,
+        is_admin: IsAdmin | None = None,
     ) -> None:
-        """`dispatch` hands a plain message to its session (see InboundProcessor)."""
+        """`dispatch` hands a plain message to its session (see InboundProcessor);
+        `is_admin` (gateway.access) decides `admin_only` commands: None, nobody may."""
         self.registry = registry
         self.store = store
         self.wake = wake
         self.dispatch = dispatch
         self.max_queued = max_queued
+        self.is_admin = is_admin
         self._lanes: dict[tuple[str, str], _Lane] = {}
         self._tg: asyncio.TaskGroup | None = None
         self.ran = 0
@@ -178,7 +186,21 @@ class CommandLanes:
             del self._lanes[lane.key]
 
     async def run(self, item: WorkItem, command: Command, args: str) -> None:
-        log.info("command", command=command.name, channel=item.message.channel)
+        """The one place `admin_only` is enforced: every command runs through here."""
+        m = item.message
+        if command.admin_only and (self.is_admin is None or not self.is_admin(m)):
+            log.info(
+                "command_refused",
+                command=command.name,
+                channel=m.channel,
+                sender_id=m.sender_id,
+                reason="admins only (gateway.admins, PICOBOT_ADMINS)",
+            )
+            await self.answer(
+                item, f"Only an admin can use /{command.name}. /whoami shows your id."
+            )
+            return
+        log.info("command", command=command.name, channel=m.channel)
         reply = await command.handler(CommandCall(item, args))
         self.ran += 1
         if isinstance(reply, _AnsweredElsewhere):

@@ -14,10 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from channels.base import ChannelSettings
 from channels.feishu.config import FeishuConfig
@@ -35,6 +43,7 @@ __all__ = [
     "ModelConfig",
     "ProviderConfig",
     "QueueMode",
+    "admins_from_env",
     "find_config_file",
     "load_config",
     "parse_config",
@@ -95,6 +104,14 @@ class QueueMode(StrEnum):
     FOLLOWUP = "followup"
 
 
+def check_admin_entry(entry: str) -> str:
+    """An admin is named "channel:sender_id", e.g. "telegram:123456789"."""
+    channel, sep, sender = entry.partition(":")
+    if not sep or not channel or not sender or any(c.isspace() for c in entry):
+        raise ValueError(f"{entry!r} is not channel:sender_id (e.g. telegram:123456789)")
+    return entry
+
+
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(19876, ge=0, le=65535)
@@ -111,10 +128,22 @@ class GatewayConfig(_Model):
     outbox_rescan_secs: float = Field(30.0, gt=0)
     shutdown_timeout_secs: float = Field(30.0, gt=0)
     typing_delay_secs: float = Field(0.5, ge=0)
+    # "channel:sender_id" of each admin (gateway.access); PICOBOT_ADMINS adds more
+    admins: list[Annotated[str, AfterValidator(check_admin_entry)]] = Field(default_factory=list)
 
     @property
     def loopback_only(self) -> bool:
         return self.host in {"127.0.0.1", "localhost", "::1"}
+
+
+def admins_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """PICOBOT_ADMINS: admins separated by commas or whitespace."""
+    raw = environ.get("PICOBOT_ADMINS", "")
+    entries = tuple(e for e in re.split(r"[\s,]+", raw) if e)
+    try:
+        return tuple(check_admin_entry(e) for e in entries)
+    except ValueError as exc:
+        raise ConfigError(f"PICOBOT_ADMINS: {exc}") from None
 
 
 class ChannelsConfig(_Model):
@@ -240,6 +269,12 @@ class LoadedConfig:
     home: Path
     # JSON path → environment variable named by a placeholder that was unset.
     missing_env: Mapping[str, str]
+    env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """gateway.admins and PICOBOT_ADMINS together."""
+        return frozenset((*self.config.gateway.admins, *self.env_admins))
 
     @property
     def storage_path(self) -> Path:
@@ -355,4 +390,4 @@ def load_config(
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     config, missing = parse_config(raw, env, source=str(path) if path else "default config")
-    return LoadedConfig(config, path, picobot_home(env), missing)
+    return LoadedConfig(config, path, picobot_home(env), missing, admins_from_env(env))

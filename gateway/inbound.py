@@ -2,7 +2,9 @@
 
 Messages are taken from the bus in batches and recorded in one commit; only
 then is each channel's receipt resolved (ack after durable). A duplicate
-(channel, message id) resolves as DUPLICATE and produces nothing. Routing
+(channel, message id) resolves as DUPLICATE and produces nothing. Then the
+access policy judges the batch (gateway.access_gate: one read at most): a
+refused message is closed there and goes no further. Routing
 never waits on storage for a plain message: it is handed to its session's
 queue at once; commands, and messages queued behind a chat's commands, go to
 that chat's command lane (gateway.commands), which runs off this loop.
@@ -15,6 +17,8 @@ from collections.abc import Callable
 
 import structlog
 
+from gateway.access import Verdict
+from gateway.access_gate import AccessGate
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
@@ -41,13 +45,17 @@ class InboundProcessor:
         *,
         on_accepted: Callable[[str], None] | None = None,
         budget: ShutdownBudget | None = None,
+        access: AccessGate | None = None,
     ) -> None:
+        """`access`: the access policy; None admits everyone (and nobody is admin)."""
         self.bus = bus
         self.store = store
         self.sessions = sessions
         self.registry = registry
         self.wake = wake
-        self.lanes = CommandLanes(registry, store, wake, self.dispatch)
+        self.access = access
+        is_admin = access.policy.is_admin_message if access is not None else None
+        self.lanes = CommandLanes(registry, store, wake, self.dispatch, is_admin=is_admin)
         self.on_accepted = on_accepted  # metrics, by channel
         self.budget = budget or ShutdownBudget(30.0)
         self._task: asyncio.Task[None] | None = None
@@ -77,10 +85,15 @@ class InboundProcessor:
     async def recover(self) -> int:
         """Re-route inbox rows a previous run left unfinished; returns how many."""
         entries = await self.store.unfinished_inbox()
-        for entry in entries:
-            resume = entry.state is InboxState.STARTED
-            item = WorkItem(entry.id, entry.message, resume=resume, session_id=entry.session_id)
-            await self._route(item)
+        items = [
+            WorkItem(e.id, e.message, resume=e.state is InboxState.STARTED, session_id=e.session_id)
+            for e in entries
+        ]
+        # a row never started may never have been judged (a crash right after its commit)
+        admitted = {i.inbox_id for i in await self._admit([i for i in items if not i.resume])}
+        for item in items:
+            if item.resume or item.inbox_id in admitted:
+                await self._route(item)
         if entries:
             log.info("inbox_recovered", rows=len(entries))
         return len(entries)
@@ -100,6 +113,7 @@ class InboundProcessor:
         except Exception as exc:
             log.exception("inbox_write_failed", batch=len(batch))
             outcomes = [exc] * len(batch)
+        accepted: list[WorkItem] = []
         for message, outcome in zip(batch, outcomes, strict=True):
             receipt = message.receipt
             if isinstance(outcome, Exception):
@@ -119,7 +133,45 @@ class InboundProcessor:
                 self.on_accepted(message.channel)
             if receipt is not None and not receipt.done():
                 receipt.set_result(Receipt.ACCEPTED)
-            await self._route(WorkItem(outcome, message))
+            accepted.append(WorkItem(outcome, message))
+        for item in await self._admit(accepted):
+            await self._route(item)
+
+    async def _admit(self, items: list[WorkItem]) -> list[WorkItem]:
+        """The items the access policy lets through, in order; the refused are
+        closed (gateway.access_gate). A refused sender's command open to all
+        (/whoami) goes through when the gate says it may be answered."""
+        gate = self.access
+        if gate is None or not items:
+            return items
+        try:
+            verdicts = await gate.judge(items)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # the rows stay unfinished in the inbox and are judged again at next start
+            log.exception("access_check_failed", batch=len(items))
+            return []
+        admitted: list[WorkItem] = []
+        for item, verdict in zip(items, verdicts, strict=True):
+            if verdict.admitted or self._open_command(gate, item, verdict):
+                admitted.append(item)
+                continue
+            try:
+                await gate.refuse(item, verdict)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("access_refusal_failed", channel=item.message.channel)
+        return admitted
+
+    def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
+        command = self.registry.parse(item.message.text)
+        return (
+            command is not None
+            and command[0].open_to_all
+            and gate.may_answer(item.message, verdict)
+        )
 
     async def _route(self, item: WorkItem) -> None:
         """Waits for nothing but in the rare case of a chat flooding commands:

@@ -76,6 +76,8 @@ def inbound_to_json(message: InboundMessage) -> str:
             "request": message.request.to_dict(),
             "received_at": message.received_at.isoformat(),
             "reply_ref": message.reply_ref,
+            "sender_aliases": list(message.sender_aliases),
+            "addressed": message.addressed,
         },
         ensure_ascii=False,
         default=str,
@@ -123,6 +125,9 @@ def inbound_from_json(text: str) -> InboundMessage:
         request=request,
         received_at=parse_iso(d["received_at"]),
         reply_ref=d.get("reply_ref"),
+        sender_aliases=tuple(d.get("sender_aliases", ())),
+        # rows from before access control passed the adapters' mention filter
+        addressed=bool(d.get("addressed", True)),
     )
 
 

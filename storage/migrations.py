@@ -127,4 +127,23 @@ CREATE TABLE job_runs (
 CREATE INDEX job_runs_unfinished ON job_runs (job_id, status) WHERE status IN ('claimed', 'running');
 """
 
-MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER]
+_V3_PAIRINGS = """
+CREATE TABLE pairings (
+    id           INTEGER PRIMARY KEY,
+    channel      TEXT NOT NULL,
+    sender_id    TEXT NOT NULL,
+    chat_id      TEXT NOT NULL,       -- the private chat the code was sent to
+    code         TEXT NOT NULL,       -- XXXX-XXXX
+    state        TEXT NOT NULL,       -- pending | approved | revoked | expired
+    created_at   TEXT NOT NULL,
+    expires_at   TEXT NOT NULL,       -- end of the code's validity
+    approved_by  TEXT,                -- "channel:sender_id" of the admin, or "host"
+    approved_at  TEXT,
+    revoked_at   TEXT
+);
+CREATE UNIQUE INDEX pairings_pending_code ON pairings (code) WHERE state = 'pending';
+CREATE UNIQUE INDEX pairings_approved ON pairings (channel, sender_id) WHERE state = 'approved';
+CREATE INDEX pairings_by_sender ON pairings (channel, sender_id, created_at);
+"""
+
+MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER, _V3_PAIRINGS]

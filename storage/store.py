@@ -13,16 +13,18 @@ import asyncio
 import functools
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
-from storage import channel_state, conversations, inbox, messages, outbox, sessions, turns
+from storage import channel_state, conversations, inbox, messages, outbox, pairings, sessions, turns
 from storage.clock import now_iso
 from storage.compaction import commit_compaction
 from storage.conversations import Replaced, SessionStats
 from storage.db import Database
 from storage.inbox import InboxEntry
 from storage.outbox import Scan
+from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
 from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
 
@@ -243,6 +245,53 @@ class Store:
     async def set_channel_state(self, channel: str, key: str, value: str) -> None:
         await self.db.write(
             functools.partial(channel_state.set_state, channel=channel, key=key, value=value)
+        )
+
+    # -- pairings (access control) ----------------------------------------------
+    async def approved_senders(self, senders: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        return await self.db.read(functools.partial(pairings.approved_among, senders=senders))
+
+    async def issue_pairing_code(
+        self,
+        channel: str,
+        sender_id: str,
+        chat_id: str,
+        make_code: Callable[[], str],
+        now: datetime,
+        rules: CodeRules,
+    ) -> Issue:
+        return await self.db.write(
+            functools.partial(
+                pairings.issue_code,
+                channel=channel,
+                sender_id=sender_id,
+                chat_id=chat_id,
+                make_code=make_code,
+                now=now,
+                rules=rules,
+            )
+        )
+
+    async def approve_pairing(
+        self, code: str, approved_by: str, now: datetime, notice: str | None
+    ) -> Approval:
+        return await self.db.write(
+            functools.partial(
+                pairings.approve, code=code, approved_by=approved_by, now=now, notice=notice
+            )
+        )
+
+    async def revoke_pairing(self, channel: str, sender_id: str, now: datetime) -> int:
+        return await self.db.write(
+            functools.partial(pairings.revoke, channel=channel, sender_id=sender_id, now=now)
+        )
+
+    async def list_pairings(self, now: datetime) -> list[Pairing]:
+        return await self.db.read(functools.partial(pairings.list_pairings, now=now))
+
+    async def pairing_of(self, channel: str, sender_id: str, now: datetime) -> Pairing | None:
+        return await self.db.read(
+            functools.partial(pairings.pairing_of, channel=channel, sender_id=sender_id, now=now)
         )
 
 

@@ -9,9 +9,10 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,9 @@ async def running_gateway(
     *,
     extra_channels: Sequence[Channel] = (),
     commands: CommandRegistry | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> AsyncIterator[Gateway]:
-    gateway = Gateway(loaded, extra_channels=extra_channels, commands=commands)
+    gateway = Gateway(loaded, extra_channels=extra_channels, commands=commands, clock=clock)
     task = asyncio.create_task(gateway.run(), name="test-gateway")
     started = asyncio.create_task(gateway.started.wait())
     done, _ = await asyncio.wait({task, started}, timeout=15, return_when=asyncio.FIRST_COMPLETED)

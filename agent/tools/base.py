@@ -24,6 +24,7 @@ from agent.messages import ToolCall
 from agent.providers.base import ToolSpec
 
 __all__ = [
+    "AdminDirectory",
     "MemoryService",
     "SchedulerService",
     "SessionMessenger",
@@ -66,6 +67,13 @@ class SessionMessenger(Protocol):
     async def send(self, channel: str, chat_id: str, text: str) -> None: ...
 
 
+class AdminDirectory(Protocol):
+    """The access policy's notion of admin (gateway.access): e.g. for a tool that
+    may reach another chat only when the asking sender is an admin."""
+
+    def is_admin(self, channel: str, sender_id: str) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolServices:
     """The runtime services tools reach, wired once by the composition root.
@@ -75,6 +83,7 @@ class ToolServices:
     scheduler: SchedulerService | None = None
     skills: SkillService | None = None
     messenger: SessionMessenger | None = None
+    admins: AdminDirectory | None = None
 
 
 NO_SERVICES = ToolServices()

@@ -1,9 +1,11 @@
 """Feishu message event → InboundMessage, shared by webhook and long-connection mode.
 
-Filters (allow_from, group messages that do not @mention the bot, re-pushes of
-the same content under a new id), downloads media, fetches the quoted parent
-message, then `bus.submit`s and returns only once the message is durable; the
-caller acknowledges Feishu after that. The event_id is the message_id, so the
+Filters what is no message of a person (other event types, bot senders) and
+re-pushes of the same content under a new id, downloads media, fetches the
+quoted parent message, then `bus.submit`s and returns only once the message is
+durable; the caller acknowledges Feishu after that. Who is answered, and in
+which groups, is the gateway's access policy (gateway.access): the message
+carries the sender's other ids and whether it @mentions the bot. The event_id is the message_id, so the
 gateway's inbox deduplicates redeliveries durably.
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from channels.base import ChannelError, ChannelRuntime, is_allowed
+from channels.base import ChannelError, ChannelRuntime
 from channels.feishu.api import FeishuApi
 from channels.feishu.config import FeishuConfig
 from channels.feishu.parse import (
@@ -125,13 +127,6 @@ class InboundHandler:
         if parsed.sender_type not in {"user", ""}:
             log.debug("feishu: message from a non-user sender ignored", sender=parsed.sender_type)
             return
-        if not is_allowed(parsed.sender_ids, self._config.allow_from):
-            log.info("feishu: sender refused by allow_from", sender_id=parsed.sender_open_id)
-            return
-        mentioned = parsed.bot_mentioned or bool(envelope.event.get("v1_is_mention"))
-        if parsed.chat_type is ChatType.GROUP and not mentioned:
-            log.debug("feishu: group message without mention ignored", chat_id=parsed.chat_id)
-            return
         guard_key = ContentGuard.key(parsed)
         if not self._guard.claim(guard_key, envelope.event_id):
             log.info(
@@ -177,6 +172,7 @@ class InboundHandler:
             log.debug("feishu: empty message ignored", message_id=parsed.message_id)
             return None
         bot_id = await self._bot_open_id()
+        mentioned = parsed.bot_mentioned or bool(envelope.event.get("v1_is_mention"))
         return InboundMessage(
             channel="feishu",
             chat_id=parsed.chat_id,
@@ -188,6 +184,8 @@ class InboundHandler:
             media=tuple(media),
             reply_to=await self._reply_context(parsed.parent_id),
             mentions=tuple(m.open_id for m in parsed.mentions if m.open_id != bot_id),
+            sender_aliases=tuple(i for i in parsed.sender_ids if i != parsed.sender_open_id),
+            addressed=parsed.chat_type is ChatType.DIRECT or mentioned,
             metadata={
                 "feishu_message_id": parsed.message_id,
                 "event_id": envelope.event_id,

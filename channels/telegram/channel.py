@@ -3,9 +3,9 @@
 Receives updates by long polling (`polling.py`, our own getUpdates loop so the
 offset only moves after the bus recorded an update) or by webhook on the
 gateway's HTTP app (`/webhooks/telegram`, secret token checked, answered 200
-only after the update is recorded). Group messages count only when they
-address the bot (unless `group_policy` is open); senders are filtered by
-`allow_from`. Replies are split at 4096 chars, rendered as HTML and sent in
+only after the update is recorded). Every message is submitted with whether
+it addresses the bot and the sender's ids; who and which groups are served is
+the gateway's access policy (gateway.access), not this adapter's. Replies are split at 4096 chars, rendered as HTML and sent in
 order; a reply that fails half way resumes after the parts already delivered.
 """
 
@@ -30,10 +30,9 @@ from channels.base import (
     PermanentSendError,
     SendResult,
     TransientSendError,
-    is_allowed,
     split_text,
 )
-from channels.telegram.config import WEBHOOK_PATH, GroupPolicy, TelegramConfig, TelegramMode
+from channels.telegram.config import WEBHOOK_PATH, TelegramConfig, TelegramMode
 from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
 from channels.telegram.live import LiveStreams, TypingLoops
 from channels.telegram.media import MediaFetcher
@@ -79,8 +78,6 @@ class TelegramChannel(Channel):
         self._token = config.token.get_secret_value()
         self._secret = config.secret_token.get_secret_value() if config.secret_token else ""
         self._redact = Redactor(self._token, self._secret)
-        # Telegram usernames are case-insensitive; numeric ids are kept as written.
-        self._allow = [a.lower() if a.startswith("@") else a for a in config.allow_from]
         self._runtime: ChannelRuntime | None = None
         self._bot: Bot | None = None
         self._me: BotIdentity | None = None
@@ -235,20 +232,6 @@ class TelegramChannel(Channel):
         if parsed is None:
             log.debug("telegram update ignored", update_id=update.update_id)
             return
-        if not parsed.addressed and self.config.group_policy is GroupPolicy.MENTION:
-            log.debug("telegram group message not addressed to the bot", chat_id=parsed.chat_id)
-            return
-        if not is_allowed(parsed.sender_ids, self._allow):
-            log.warning(
-                "telegram sender refused",
-                sender_id=parsed.sender_id,
-                username=parsed.metadata.get("username"),
-                chat_id=parsed.chat_id,
-                reason="channels.telegram.allow_from is empty"
-                if not self._allow
-                else "sender not in channels.telegram.allow_from",
-            )
-            return
         message = await self._to_inbound(parsed)
         receipt = await runtime.bus.submit(message)
         log.debug("telegram message recorded", message_id=message.message_id, receipt=receipt.value)
@@ -277,6 +260,8 @@ class TelegramChannel(Channel):
             reply_to=parsed.reply_to,
             mentions=parsed.mentions,
             metadata=parsed.metadata,
+            sender_aliases=tuple(i for i in parsed.sender_ids if i != parsed.sender_id),
+            addressed=parsed.addressed,
         )
 
     # -- outbound ---------------------------------------------------------------------------

@@ -7,12 +7,13 @@ token is a `SecretStr` and must never reach a log line or an exception message.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 
 from channels.base import ChannelSettings
 
-__all__ = ["WEBHOOK_PATH", "GroupPolicy", "TelegramConfig", "TelegramMode"]
+__all__ = ["WEBHOOK_PATH", "TelegramConfig", "TelegramMode"]
 
 WEBHOOK_PATH = "/webhooks/telegram"
 
@@ -22,21 +23,33 @@ class TelegramMode(StrEnum):
     WEBHOOK = "webhook"  # Telegram POSTs updates to webhook_url
 
 
-class GroupPolicy(StrEnum):
-    MENTION = "mention"  # answer in groups only when mentioned, replied to or given a command
-    OPEN = "open"  # answer every group message the bot can see
-
-
 class TelegramConfig(ChannelSettings):
     token: SecretStr = SecretStr("")
     mode: TelegramMode = TelegramMode.POLLING
     webhook_url: str | None = None
     secret_token: SecretStr | None = None
-    group_policy: GroupPolicy = GroupPolicy.MENTION
     api_base: str = "https://api.telegram.org"
     streaming: bool = False
     max_media_bytes: int = Field(20 * 1024 * 1024, gt=0)
     poll_timeout_secs: int = Field(30, ge=0, le=60)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_group_policy(cls, data: Any) -> Any:
+        """`group_policy` ("mention" | "open") came before the shared `groups`
+        section; it still sets `groups.require_mention` unless that is given."""
+        if not isinstance(data, dict) or "group_policy" not in data:
+            return data
+        data = dict(data)
+        policy = data.pop("group_policy")
+        if policy not in ("mention", "open"):
+            raise ValueError('group_policy must be "mention" or "open" (better: groups)')
+        groups = data.get("groups")
+        if groups is None or isinstance(groups, dict):
+            groups = dict(groups or {})
+            groups.setdefault("require_mention", policy == "mention")
+            data["groups"] = groups
+        return data
 
     @model_validator(mode="after")
     def _check_mode(self) -> TelegramConfig:

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from channels.base import ChannelRuntime, is_allowed
+from channels.base import ChannelRuntime
 from channels.wechat.api import ILinkClient, ILinkError, ILinkRetError
 from channels.wechat.config import WechatConfig
 from channels.wechat.contexts import ContextTokens
@@ -158,14 +158,6 @@ class UpdatePoller:
         if parsed.group_id:
             log.info(
                 "wechat group message ignored: direct chats only",
-                channel=self._name,
-                sender=parsed.user_id,
-            )
-            self._guard.add(parsed.key)
-            return
-        if not is_allowed([parsed.user_id], self._config.allow_from):
-            log.info(
-                "wechat sender refused: not in allow_from",
                 channel=self._name,
                 sender=parsed.user_id,
             )

@@ -1,6 +1,7 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
-Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, channels.
+Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, pairing,
+channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
 """
@@ -164,6 +165,12 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return asyncio.run(run_jobs_command(args, _load(args)))
 
 
+def cmd_pairing(args: argparse.Namespace) -> int:
+    from gateway.cli.pairing import run_pairing_command
+
+    return asyncio.run(run_pairing_command(args, _load(args)))
+
+
 def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
@@ -238,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_jobs_parser(sub, with_config)
     sub.choices["jobs"].set_defaults(func=cmd_jobs)
+
+    from gateway.cli.pairing import add_pairing_parser
+
+    add_pairing_parser(sub, with_config)
+    sub.choices["pairing"].set_defaults(func=cmd_pairing)
 
     channels = sub.add_parser("channels", help="channel set-up")
     ch_sub = channels.add_subparsers(dest="action", required=True)

@@ -81,20 +81,23 @@ async def test_chunked_event_is_reassembled(fake: FakeFeishu, tmp_path: Path) ->
     assert msg.text == long_text.strip()
 
 
-async def test_group_mention_rules_over_ws(fake: FakeFeishu, tmp_path: Path) -> None:
+async def test_group_messages_say_whether_they_mention_the_bot_over_ws(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    # The adapter records both; the gateway's access policy ignores the chatter
+    # (groups.require_mention), tests/e2e/test_feishu.py.
     channel = ws_channel(fake)
     async with channel_runtime(channel, tmp_path) as rt:
-        ignored = await fake.push_event(message_event("chatter", chat_type="group"))
-        await fake.wait_until(lambda: ignored in fake.acks)  # acked though ignored
+        chatter = await fake.push_event(message_event("chatter", chat_type="group"))
         mentioned = message_event(
             "@_user_1 hello there",
             chat_type="group",
             mentions=[mention("@_user_1", BOT_OPEN_ID, "picobot")],
         )
         await fake.push_event(mentioned)
-        messages = await rt.wait_for_messages(1)
-    assert fake.acks[ignored] == 200
-    assert [m.text for m in messages] == ["hello there"]
+        messages = await rt.wait_for_messages(2)
+    assert fake.acks[chatter] == 200
+    assert [(m.text, m.addressed) for m in messages] == [("chatter", False), ("hello there", True)]
 
 
 async def test_same_event_four_times_recorded_once(fake: FakeFeishu, tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ async def test_repush_with_new_ids_is_ignored_by_content_guard(
     assert [m.text for m in messages] == ["same words", "different"]
 
 
-async def test_group_needs_mention_and_mention_is_stripped(
+async def test_group_messages_carry_the_mention_and_it_is_stripped(
     fake: FakeFeishu, tmp_path: Path
 ) -> None:
     channel = webhook_channel(fake)
@@ -160,21 +160,32 @@ async def test_group_needs_mention_and_mention_is_stripped(
             ],
         )
         assert (await sender.post(mentioned))[0] == 200
-        messages = await rt.wait_for_messages(1)
-    [msg] = messages
+        messages = await rt.wait_for_messages(2)
+    chatter, msg = messages
+    # whether to answer is the gateway's access policy (groups.require_mention)
+    assert (chatter.text, chatter.addressed) == ("just chatting", False)
     assert msg.text == "what is up with @Bob?"
     assert msg.chat_type is ChatType.GROUP
     assert msg.mentions == ("ou_bob",)
+    assert msg.addressed
 
 
-async def test_allow_from_refuses_other_senders(fake: FakeFeishu, tmp_path: Path) -> None:
+async def test_every_sender_is_recorded_with_their_other_ids(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    # allow_from is the gateway's access policy now, not the adapter's
     channel = webhook_channel(fake, allow_from=["ou_friend"])
     async with channel_runtime(channel, tmp_path) as rt:
         sender = EventSender(rt.base_url + WEBHOOK_PATH)
         assert (await sender.post(message_event("let me in", sender="ou_stranger")))[0] == 200
         assert (await sender.post(message_event("hi", sender="ou_friend")))[0] == 200
-        messages = await rt.wait_for_messages(1)
-    assert [(m.sender_id, m.text) for m in messages] == [("ou_friend", "hi")]
+        messages = await rt.wait_for_messages(2)
+    assert [(m.sender_id, m.text) for m in messages] == [
+        ("ou_stranger", "let me in"),
+        ("ou_friend", "hi"),
+    ]
+    assert messages[0].sender_aliases == ("u_ou_stranger", "on_x")  # user_id, union_id
+    assert all(m.addressed for m in messages)  # private chats
 
 
 async def test_image_bytes_are_downloaded(fake: FakeFeishu, tmp_path: Path) -> None:

@@ -218,9 +218,10 @@ async def test_webhook_checks_the_secret_token(tg: FakeTelegram, tmp_path: Path)
     assert tg.calls_of("getUpdates") == []
 
 
-async def test_group_messages_need_a_mention_reply_or_command(
+async def test_group_messages_say_whether_they_address_the_bot(
     tg: FakeTelegram, tmp_path: Path
 ) -> None:
+    # Whether to answer is the gateway's access policy (groups.require_mention).
     group = {"chat_id": -100123, "chat_type": "supergroup"}
     handle = f"@{BOT_USERNAME}"
     bot_message = {"message_id": 7, "date": 1, "chat": {"id": -100123, "type": "supergroup"}}
@@ -235,52 +236,34 @@ async def test_group_messages_need_a_mention_reply_or_command(
         await tg.add_message("and tomorrow?", reply_to_message=bot_message, **group)
         command = f"/new@{BOT_USERNAME}"
         await tg.add_message(command, entities=[_command(command)], **group)
-        # Updates are handled in order: once the last is in, the others were judged.
-        received = await rt.wait_for_messages(3)
-    assert [m.text for m in received] == ["what time is it?", "and tomorrow?", "/new"]
+        await tg.add_message("/help", entities=[_command("/help")], **group)
+        received = await rt.wait_for_messages(6)
+    assert [(m.text, m.addressed) for m in received] == [
+        ("hello everyone", False),
+        ("/start@other_bot", False),
+        ("what time is it?", True),
+        ("and tomorrow?", True),
+        ("/new", True),
+        ("/help", True),  # a command without @name is for every bot in the group
+    ]
     assert all(m.chat_type is ChatType.GROUP and m.chat_id == "-100123" for m in received)
-    assert received[0].mentions == (handle,)
-    assert received[1].reply_to == "earlier answer"
+    assert received[2].mentions == (handle,)
+    assert received[3].reply_to == "earlier answer"
 
 
-async def test_open_group_policy_takes_every_group_message(
+async def test_every_sender_is_recorded_with_their_username(
     tg: FakeTelegram, tmp_path: Path
 ) -> None:
-    channel = make_channel(tg, group_policy="open")
-    async with channel_runtime(channel, tmp_path) as rt:
-        await tg.add_message("hello everyone", chat_id=-5, chat_type="group")
-        [msg] = await rt.wait_for_messages(1)
-    assert (msg.text, msg.chat_type) == ("hello everyone", ChatType.GROUP)
-
-
-async def test_disallowed_sender_produces_nothing_but_a_log_line(
-    tg: FakeTelegram, tmp_path: Path
-) -> None:
+    # allow_from is the gateway's access policy now: the adapter records everyone
     channel = make_channel(tg, allow_from=["@Bob", "7"])
-    with capture_logs() as logs:
-        async with channel_runtime(channel, tmp_path) as rt:
-            await tg.add_message("let me in", user_id=42, chat_id=42, username="alice")
-            await tg.add_message("by username", user_id=99, chat_id=99, username="bob")
-            await tg.add_message("by id", user_id=7, chat_id=7, username=None)
-            received = await rt.wait_for_messages(2)
-    assert [m.text for m in received] == ["by username", "by id"]
-    refused = [e for e in logs if e["event"] == "telegram sender refused"]
-    assert len(refused) == 1
-    assert refused[0]["sender_id"] == "42"
-    assert refused[0]["username"] == "alice"
-    assert refused[0]["reason"] == "sender not in channels.telegram.allow_from"
-
-
-async def test_empty_allow_from_denies_everyone(tg: FakeTelegram, tmp_path: Path) -> None:
-    channel = make_channel(tg, allow_from=[])
-    with capture_logs() as logs:
-        async with channel_runtime(channel, tmp_path) as rt:
-            update = await tg.add_message("anyone?")
-            # The offset moving past it means the update was judged (and acknowledged).
-            await tg.wait_for(lambda: rt.state.values.get("offset") == str(update["update_id"] + 1))
-    assert rt.received == []
-    [entry] = [e for e in logs if e["event"] == "telegram sender refused"]
-    assert entry["reason"] == "channels.telegram.allow_from is empty"
+    async with channel_runtime(channel, tmp_path) as rt:
+        await tg.add_message("let me in", user_id=42, chat_id=42, username="Alice")
+        await tg.add_message("by id", user_id=7, chat_id=7, username=None)
+        received = await rt.wait_for_messages(2)
+    assert [(m.sender_id, m.sender_aliases, m.addressed) for m in received] == [
+        ("42", ("@alice",), True),  # usernames are case-insensitive: kept lower-case
+        ("7", (), True),
+    ]
 
 
 async def test_bad_token_is_reported_not_ready_and_never_logged(

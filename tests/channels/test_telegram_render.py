@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from channels.telegram import TelegramConfig
-from channels.telegram.config import GroupPolicy, TelegramMode
+from channels.telegram.config import TelegramMode
 from channels.telegram.render import markdown_to_html
 
 
@@ -41,13 +41,36 @@ def test_code_blocks_are_escaped_and_not_formatted() -> None:
 def test_defaults_and_secret_handling() -> None:
     config = TelegramConfig(enabled=True, token="123:abc-secret")
     assert config.mode is TelegramMode.POLLING
-    assert config.group_policy is GroupPolicy.MENTION
+    assert config.groups.allow == "*"
+    assert config.groups.require_mention is True
     assert config.api_base == "https://api.telegram.org"
     assert config.max_media_bytes == 20 * 1024 * 1024
     assert config.poll_timeout_secs == 30
     assert config.streaming is False
     assert "abc-secret" not in repr(config)
     assert "abc-secret" not in str(config.model_dump())
+
+
+@pytest.mark.parametrize(
+    ("section", "require_mention"),
+    [
+        ({"group_policy": "open"}, False),
+        ({"group_policy": "mention"}, True),
+        ({"group_policy": "open", "groups": {"require_mention": True}}, True),
+        ({"group_policy": "open", "groups": {"allow": ["-100"]}}, False),
+    ],
+)
+def test_the_old_group_policy_key_still_sets_the_mention_rule(
+    section: dict[str, object], require_mention: bool
+) -> None:
+    config = TelegramConfig.model_validate({"enabled": True, "token": "t", **section})
+    assert config.groups.require_mention is require_mention
+    assert "group_policy" not in config.model_dump()
+
+
+def test_an_unknown_group_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="group_policy"):
+        TelegramConfig.model_validate({"enabled": True, "token": "t", "group_policy": "all"})
 
 
 @pytest.mark.parametrize(

@@ -266,18 +266,19 @@ async def test_without_credentials_start_returns_not_ready_then_picks_up_a_login
             assert fake.token in rt.secrets  # the token from the login is kept out of logs
 
 
-async def test_allow_from_refuses_others_and_still_moves_the_cursor(tmp_path: Path) -> None:
+async def test_every_sender_is_submitted_and_the_cursor_moves(tmp_path: Path) -> None:
+    # allow_from is the gateway's access policy now (tests/e2e/test_access_channels.py)
     async with FakeWechat() as fake:
         write_credentials(tmp_path, fake)
         channel = WechatChannel(make_config(fake, allow_from=[BOB]))
         async with wechat_runtime(channel, tmp_path) as rt:
             await fake.add_message(ALICE, "let me in")
             await fake.add_message(BOB, "hello")
-            [message] = await rt.wait_for_messages(1)
-            assert message.sender_id == BOB
+            messages = await rt.wait_for_messages(2)
+            assert [m.sender_id for m in messages] == [ALICE, BOB]
             await eventually(lambda: rt.state.values.get(CURSOR_KEY) == "buf-2")
             assert isinstance(rt.bus, CountingBus)
-            assert [m.sender_id for m in rt.bus.submitted] == [BOB]
+            assert [m.sender_id for m in rt.bus.submitted] == [ALICE, BOB]
 
 
 async def test_bot_generating_and_group_messages_are_skipped(tmp_path: Path) -> None:

@@ -114,3 +114,34 @@ def test_example_config_is_valid() -> None:
     loaded = load_config(example, environ={"OPENAI_API_KEY": "k"}, cwd=example.parent)
     assert loaded.config.channels.websocket.enabled
     assert loaded.config.gateway.port == 19876
+
+
+def test_admins_come_from_the_file_and_from_picobot_admins(tmp_path: Path) -> None:
+    cfg = _write(tmp_path / "c.json", {"gateway": {"admins": ["telegram:1"]}})
+    env = {"PICOBOT_ADMINS": "feishu:ou_boss, websocket:me  telegram:1"}
+    loaded = load_config(cfg, environ=env, cwd=tmp_path)
+    assert loaded.config.gateway.admins == ["telegram:1"]
+    assert loaded.admins == {"telegram:1", "feishu:ou_boss", "websocket:me"}
+    assert load_config(cfg, environ={}, cwd=tmp_path).admins == {"telegram:1"}
+
+
+@pytest.mark.parametrize("entry", ["123456789", "telegram:", ":42", "telegram: 42"])
+def test_an_admin_must_name_channel_and_sender(tmp_path: Path, entry: str) -> None:
+    cfg = _write(tmp_path / "c.json", {"gateway": {"admins": [entry]}})
+    with pytest.raises(ConfigError, match=r"gateway\.admins\.0: .*channel:sender_id"):
+        load_config(cfg, environ={}, cwd=tmp_path)
+    if " " not in entry:  # the variable splits on spaces
+        with pytest.raises(ConfigError, match=r"PICOBOT_ADMINS: .*channel:sender_id"):
+            load_config(None, environ={"PICOBOT_ADMINS": entry}, cwd=tmp_path)
+
+
+def test_refusal_pair_needs_pairing(tmp_path: Path) -> None:
+    cfg = _write(tmp_path / "c.json", {"channels": {"websocket": {"refusal": "pair"}}})
+    with pytest.raises(ConfigError, match=r"channels\.websocket: .*needs pairing: true"):
+        load_config(cfg, environ={}, cwd=tmp_path)
+    cfg = _write(tmp_path / "c.json", {"channels": {"websocket": {"pairing": True}}})
+    ws = load_config(cfg, environ={}, cwd=tmp_path).config.channels.websocket
+    assert ws.refusal_mode.value == "pair"  # the default once pairing is on
+    assert load_config(None, environ={}, cwd=tmp_path).config.channels.websocket.refusal_mode == (
+        "explain"
+    )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from gateway.pairing import CODE_RULES
 from storage.backup import BackupError, DatabaseInUse, backup_database, restore_database
 from storage.db import Database
 from storage.migrations import MIGRATIONS
+from storage.store import Store
 
 
 async def _database(path: Path) -> None:
@@ -55,3 +58,19 @@ def test_restore_onto_nothing_keeps_nothing_aside(tmp_path: Path) -> None:
     db_path = tmp_path / "new" / "storage" / "sessions.db"
     assert restore_database(copy, db_path, force=False) is None
     assert db_path.is_file()
+
+
+async def test_pairings_are_in_the_backup(tmp_path: Path) -> None:
+    db_path, copy = tmp_path / "db.sqlite", tmp_path / "copy.db"
+    now = datetime.now(UTC)
+    async with Database(db_path) as db:
+        store = Store(db)
+        issued = await store.issue_pairing_code(
+            "telegram", "42", "42", lambda: "ABCD-EFGH", now, CODE_RULES
+        )
+        assert issued.pairing is not None
+        await store.approve_pairing("ABCD-EFGH", "telegram:1", now, None)
+    report = backup_database(db_path, copy)
+    assert report.counts["pairings"] == 1
+    async with Database(copy) as db:
+        assert await Store(db).approved_senders([("telegram", "42")]) == {("telegram", "42")}

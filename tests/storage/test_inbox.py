@@ -33,6 +33,8 @@ def _message(**overrides: object) -> InboundMessage:
         "mentions": ("ou_2",),
         "metadata": {"k": [1, 2]},
         "reply_ref": "om_123",
+        "sender_aliases": ("on_1", "un_1"),
+        "addressed": True,
     }
     fields.update(overrides)
     return InboundMessage(**fields)  # type: ignore[arg-type]
@@ -63,6 +65,8 @@ async def test_record_is_unique_and_round_trips(tmp_path: Path) -> None:
         "metadata",
         "reply_ref",
         "request",
+        "sender_aliases",
+        "addressed",
     ):
         assert getattr(restored, name) == getattr(original, name), name
     assert reply_handle(restored) == "om_123"
@@ -109,3 +113,10 @@ def test_a_row_from_before_turn_requests_resumes_with_its_routing() -> None:
         job_id="weekly",
     )
     assert message.metadata == {"job_type": "x"}  # no control keys left behind
+
+
+def test_a_row_from_before_access_control_counts_as_addressed() -> None:
+    legacy = inbox.inbound_to_json(_message(addressed=False)).replace(', "addressed": false', "")
+    assert '"addressed"' not in legacy
+    # it passed the adapter's own mention filter when it was recorded
+    assert inbox.inbound_from_json(legacy).addressed is True

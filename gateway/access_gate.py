@@ -1,0 +1,173 @@
+"""AccessGate: the access policy applied to inbound messages, and what a refusal does.
+
+The inbound processor hands it each batch of newly recorded messages: one read
+looks up the pairings of the senders the policy needs to know about, then every
+message gets its verdict (gateway.access). A refused message's inbox row is
+closed here with `Store.answer`, so nothing stays unfinished and nothing reaches
+the LLM. The sender gets at most one reply an hour (their id and how to get
+access, or a pairing code: `channels.<name>.refusal`); the log line says why.
+Chats the bot does not serve (a group not listed, a group message that does not
+address the bot) get no reply at all.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+import structlog
+
+from channels.base import Refusal
+from gateway.access import AccessPolicy, Reason, Verdict
+from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
+from gateway.pairing import CODE_RULES, new_code
+from gateway.work import WorkItem
+from storage.pairings import CodeRules, IssueOutcome
+from storage.store import Store
+
+__all__ = ["AccessGate", "ReplyLimiter"]
+
+log = structlog.get_logger(__name__)
+
+REPLY_INTERVAL = timedelta(hours=1)
+
+
+class ReplyLimiter:
+    """At most one reply per sender per `interval`; remembers the latest `capacity`
+    senders (a flood of new ids cannot grow it without bound)."""
+
+    def __init__(self, interval: timedelta, capacity: int = 4096) -> None:
+        self.interval = interval
+        self.capacity = capacity
+        self._last: OrderedDict[tuple[str, str], datetime] = OrderedDict()
+
+    def take(self, key: tuple[str, str], now: datetime) -> bool:
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            return False
+        self._last[key] = now
+        self._last.move_to_end(key)
+        while len(self._last) > self.capacity:
+            self._last.popitem(last=False)
+        return True
+
+    def give_back(self, key: tuple[str, str]) -> None:
+        self._last.pop(key, None)
+
+
+def _who(message: InboundMessage) -> str:
+    return f"{message.channel}:{message.sender_id}"
+
+
+def explain_text(message: InboundMessage, pairing: bool) -> str:
+    ask = (
+        "send me a private message to get a pairing code for the admin"
+        if pairing and message.chat_type is ChatType.GROUP
+        else "send it to the bot's admin if you need access"
+    )
+    return f"Sorry, I only answer people the admin has let in. Your id is {_who(message)}: {ask}."
+
+
+def code_text(code: str, rules: CodeRules) -> str:
+    minutes = int(rules.ttl.total_seconds() // 60)
+    return (
+        f"I don't know you yet. To get access, ask the bot's admin to approve pairing code "
+        f"{code} (valid for {minutes} minutes): they send /pair approve {code}"
+    )
+
+
+class AccessGate:
+    def __init__(
+        self,
+        policy: AccessPolicy,
+        store: Store,
+        wake: Callable[[str], None],
+        clock: Callable[[], datetime],
+        *,
+        rules: CodeRules = CODE_RULES,
+        reply_interval: timedelta = REPLY_INTERVAL,
+    ) -> None:
+        self.policy = policy
+        self.store = store
+        self.wake = wake  # (channel): a reply is in the outbox
+        self.clock = clock
+        self.rules = rules
+        self.limiter = ReplyLimiter(reply_interval)
+
+    async def judge(self, items: Sequence[WorkItem]) -> list[Verdict]:
+        """A verdict per item; one storage read for the whole batch, if any."""
+        policy = self.policy
+        ask = [
+            (i.message.channel, i.message.sender_id)
+            for i in items
+            if policy.needs_pairing(i.message)
+        ]
+        paired = await self.store.approved_senders(ask) if ask else set()
+        return [
+            policy.judge(i.message, (i.message.channel, i.message.sender_id) in paired)
+            for i in items
+        ]
+
+    def may_answer(self, message: InboundMessage, verdict: Verdict) -> bool:
+        """Whether a refused sender's command open to everyone (/whoami) is run:
+        always for an admin; else in a served chat, unless the channel is silent,
+        once an hour like any other reply to them."""
+        if verdict.admin:
+            return True
+        if not verdict.chat_served:
+            return False
+        if self.policy.settings(message.channel).refusal_mode is Refusal.SILENT:
+            return False
+        return self.limiter.take((message.channel, message.sender_id), self.clock())
+
+    async def refuse(self, item: WorkItem, verdict: Verdict) -> None:
+        """Close the refused item's inbox row, with a reply when one is due."""
+        m = item.message
+        why = self.policy.why(m, verdict)
+        text = await self._reply_text(m, verdict) if verdict.chat_served else None
+        level = log.debug if verdict.reason is Reason.NOT_ADDRESSED else log.info
+        level(
+            "access_refused",
+            channel=m.channel,
+            chat_id=m.chat_id,
+            sender_id=m.sender_id,
+            sender_aliases=list(m.sender_aliases),
+            reason=why,
+            replied=text is not None,
+        )
+        out = (
+            OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+            if text is not None
+            else None
+        )
+        await self.store.answer([item.inbox_id], out)
+        if out is not None:
+            self.wake(m.channel)
+
+    async def _reply_text(self, m: InboundMessage, verdict: Verdict) -> str | None:
+        settings = self.policy.settings(m.channel)
+        mode = settings.refusal_mode
+        key = (m.channel, m.sender_id)
+        now = self.clock()
+        if mode is Refusal.SILENT or not self.limiter.take(key, now):
+            return None
+        if mode is not Refusal.PAIR or m.chat_type is not ChatType.DIRECT:
+            return explain_text(m, settings.pairing)
+        issued = await self.store.issue_pairing_code(
+            m.channel, m.sender_id, m.chat_id, new_code, now, self.rules
+        )
+        match issued.outcome:
+            case IssueOutcome.ISSUED:
+                assert issued.pairing is not None
+                log.info("pairing_code_issued", channel=m.channel, sender_id=m.sender_id)
+                return code_text(issued.pairing.code, self.rules)
+            case IssueOutcome.APPROVED:  # approved since this batch was judged
+                return "An admin approved your access in the meantime: send your message again."
+            case IssueOutcome.FULL:
+                # no reply; the sender may try again as soon as a code is free
+                self.limiter.give_back(key)
+                log.info("pairing_codes_full", channel=m.channel, sender_id=m.sender_id)
+                return None
+            case IssueOutcome.TOO_SOON:
+                return None
