@@ -16,14 +16,15 @@ Errors raised by `send`:
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Annotated, Protocol
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gateway.bus import ChannelEvent, MediaKind, MessageBus, OutboundMessage
 
@@ -33,6 +34,7 @@ __all__ = [
     "ChannelError",
     "ChannelRuntime",
     "ChannelSettings",
+    "DailyTime",
     "Handler",
     "HttpMount",
     "PermanentSendError",
@@ -76,6 +78,9 @@ class Capabilities:
     can_stream: bool = False
     can_show_typing: bool = False
     media_kinds: frozenset[MediaKind] = field(default_factory=frozenset)
+    # The protocol carries every tool call of a turn as an event of its own,
+    # whatever `show_tool_results` says (its clients choose what to show).
+    tool_events: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +189,29 @@ class ToolFilter(BaseModel):
     deny: list[str] = Field(default_factory=list)
 
 
+_DAILY_TIME = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+
+
+def _daily_time(value: str) -> str:
+    if value != "off" and not _DAILY_TIME.match(value):
+        raise ValueError(f'{value!r} is not a time of day as HH:MM (00:00-23:59) or "off"')
+    return value
+
+
+# A local time of day "HH:MM" (24 h), or "off".
+DailyTime = Annotated[str, AfterValidator(_daily_time)]
+
+
 class ChannelSettings(BaseModel):
-    """Keys every channel section shares."""
+    """Keys every channel section shares. The gateway-wide defaults of the
+    last three are `gateway.show_tool_results`, `gateway.session_ttl_secs` and
+    `gateway.session_reset_at`; None here means "as the gateway says"."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     enabled: bool = False
     agent: str = "default"
     allow_from: list[str] = Field(default_factory=lambda: ["*"])
     tools: ToolFilter = Field(default_factory=ToolFilter)
+    show_tool_results: bool | None = None
+    session_ttl_secs: float | None = Field(None, ge=0)
+    session_reset_at: DailyTime | None = None

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from channels.base import ChannelSettings
+from channels.base import ChannelSettings, DailyTime
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
 from channels.websocket import WebSocketConfig
@@ -58,6 +58,8 @@ class ProviderConfig(_Model):
     llm_timeout_secs: float = Field(120.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     retry_max_wait_secs: float = Field(60.0, gt=0)
+    # The spec's key; honoured by memory maintenance once that feature lands.
+    memory_maintenance_timeout_secs: float = Field(600.0, gt=0)
 
     @field_validator("base_url")
     @classmethod
@@ -111,6 +113,9 @@ class GatewayConfig(_Model):
     outbox_rescan_secs: float = Field(30.0, gt=0)
     shutdown_timeout_secs: float = Field(30.0, gt=0)
     typing_delay_secs: float = Field(0.5, ge=0)
+    show_tool_results: bool = False
+    session_ttl_secs: float = Field(0.0, ge=0)  # 0: never
+    session_reset_at: DailyTime | None = None  # local "HH:MM" in time.timezone
 
     @property
     def loopback_only(self) -> bool:
