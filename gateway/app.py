@@ -31,6 +31,7 @@ from channels.base import Channel, HttpMount, StateStore
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
+from gateway.chat_policy import build_chat_policies
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig
 from gateway.context import Compactor
@@ -51,6 +52,7 @@ from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
+from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
 from scheduler.service import Scheduler
@@ -103,9 +105,11 @@ class Gateway:
         extra_channels: Sequence[Channel] = (),
         providers: Mapping[str, LLMProvider] | None = None,
         commands: CommandRegistry | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         """`commands`: a registry to add the built-in commands to (an embedding
-        program's own commands first); a fresh one by default."""
+        program's own commands first); a fresh one by default. `clock`: the
+        wall clock session resets go by (tests move it)."""
         self.loaded = loaded
         self.config = loaded.config
         self.bus = MessageBus(self.config.gateway.inbound_queue_capacity)
@@ -113,6 +117,7 @@ class Gateway:
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
+        self._clock = clock
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
         self._readiness = Readiness()
@@ -270,6 +275,8 @@ class Gateway:
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
             typing_delay_secs=cfg.gateway.typing_delay_secs,
+            chat_policies=build_chat_policies(cfg, self.channels),
+            clock=self._clock,
         )
         sessions = SessionManager(
             execution,

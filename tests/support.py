@@ -21,6 +21,7 @@ from channels.base import Channel
 from gateway.app import Gateway
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig, parse_config
+from gateway.session_reset import Clock, utc_now
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -65,8 +66,9 @@ async def running_gateway(
     *,
     extra_channels: Sequence[Channel] = (),
     commands: CommandRegistry | None = None,
+    clock: Clock = utc_now,
 ) -> AsyncIterator[Gateway]:
-    gateway = Gateway(loaded, extra_channels=extra_channels, commands=commands)
+    gateway = Gateway(loaded, extra_channels=extra_channels, commands=commands, clock=clock)
     task = asyncio.create_task(gateway.run(), name="test-gateway")
     started = asyncio.create_task(gateway.started.wait())
     done, _ = await asyncio.wait({task, started}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
