@@ -12,8 +12,9 @@ import pytest
 
 from channels.feishu import FeishuChannel
 from channels.telegram import TelegramChannel
-from gateway.config import LoadedConfig
 from tests.channels.test_wechat_support import write_credentials
+from tests.e2e.test_telegram import telegram_config
+from tests.e2e.test_wechat import ALICE, wechat_config
 from tests.fakes.feishu_server import FakeFeishu, config_dict, message_event
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -55,20 +56,12 @@ async def tg() -> AsyncIterator[FakeTelegram]:
         yield fake
 
 
-def telegram_config(home: Path, llm: FakeOpenAI, tg: FakeTelegram, **gateway: Any) -> LoadedConfig:
-    return make_config(
-        home,
-        llm.base_url,
-        channels={"websocket": {"enabled": False}, "telegram": tg.settings()},
-        gateway=gateway,
-    )
-
-
 @pytest.mark.usefixtures("fast_progress")
 async def test_telegram_shows_both_calls_in_one_edited_message_then_the_reply(
     home: Path, llm: FakeOpenAI, tg: FakeTelegram
 ) -> None:
     two_calculations(llm)
+    # the channel's own key (Feishu and the WebSocket below use the gateway's)
     async with running_gateway(telegram_config(home, llm, tg, show_tool_results=True)):
         await tg.add_message("what are 6*7 and 42+1?", chat_id=42, user_id=42)
         await tg.wait_for(lambda: REPLY in tg.sent_texts, timeout=10)
@@ -191,19 +184,9 @@ async def test_wechat_gets_the_calls_in_one_message_before_the_reply(
     two_calculations(llm)
     async with FakeWechat() as fake:
         write_credentials(home, fake)
-        section = {
-            "enabled": True,
-            "base_url": fake.base_url,
-            "cdn_base_url": fake.cdn_base_url,
-            "poll_timeout_secs": 2,
-            "retry_delay_secs": 0.01,
-            "credential_check_secs": 0.02,
-        }
-        loaded = make_config(
-            home, llm.base_url, channels={"wechat": section}, gateway={"show_tool_results": True}
-        )
+        loaded = wechat_config(home, llm, fake, show_tool_results=True)
         async with running_gateway(loaded):
-            await fake.add_message("alice@im.wechat", "what are 6*7 and 42+1?")
+            await fake.add_message(ALICE, "what are 6*7 and 42+1?")
             await fake.wait_for(lambda: len(fake.sent) >= 2, timeout=10)
         progress, reply = (m.text for m in fake.sent)
     assert both_done(progress)
