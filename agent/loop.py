@@ -18,12 +18,14 @@ from typing import Protocol
 from agent.context import PreparedContext, cut_tool_result
 from agent.messages import CANCELLED_RESULT, ChatMessage, Role
 from agent.providers.base import LLMProvider, LLMRequest
-from agent.tools.base import ToolContext, ToolRegistry
+from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 
 __all__ = ["AgentLoop", "LoopSettings", "TurnObserver", "TurnResult"]
 
 
-class TurnObserver(Protocol):
+class TurnObserver(ToolCallWatcher, Protocol):
+    """Also told when each tool call starts and ends (`ToolCallWatcher`)."""
+
     async def on_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Persist messages produced mid-turn (assistant tool calls, tool results)."""
         ...
@@ -97,7 +99,7 @@ class AgentLoop:
             history.append(assistant)
             await observer.on_messages([assistant])
             try:
-                results = await self.tools.execute_batch(response.tool_calls, ctx)
+                results = await self.tools.execute_batch(response.tool_calls, ctx, observer)
             except asyncio.CancelledError:
                 cancelled = [
                     ChatMessage.tool_result(c, CANCELLED_RESULT) for c in response.tool_calls

@@ -16,15 +16,16 @@ Errors raised by `send`:
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from gateway.bus import ChannelEvent, MediaKind, MessageBus, OutboundMessage
 
@@ -34,6 +35,7 @@ __all__ = [
     "ChannelError",
     "ChannelRuntime",
     "ChannelSettings",
+    "DailyTime",
     "GroupAccess",
     "Handler",
     "HttpMount",
@@ -78,6 +80,9 @@ class Capabilities:
     can_stream: bool = False
     can_show_typing: bool = False
     media_kinds: frozenset[MediaKind] = field(default_factory=frozenset)
+    # The protocol carries every tool call of a turn as an event of its own,
+    # whatever `show_tool_results` says (its clients choose what to show).
+    tool_events: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,14 +199,33 @@ class GroupAccess(BaseModel):
     require_mention: bool = True  # a mention, a reply to the bot or a command for it
 
 
+_DAILY_TIME = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+
+
+def _daily_time(value: str) -> str:
+    if value != "off" and not _DAILY_TIME.match(value):
+        raise ValueError(f'{value!r} is not a time of day as HH:MM (00:00-23:59) or "off"')
+    return value
+
+
+# A local time of day "HH:MM" (24 h), or "off".
+DailyTime = Annotated[str, AfterValidator(_daily_time)]
+
+
 class ChannelSettings(BaseModel):
-    """Keys every channel section shares."""
+    """Keys every channel section shares. `show_tool_results`,
+    `session_ttl_secs` and `session_reset_at` override the gateway-wide keys of
+    the same names; None there means "as the gateway says"."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     enabled: bool = False
     agent: str = "default"
     allow_from: list[str] = Field(default_factory=lambda: ["*"])
     tools: ToolFilter = Field(default_factory=ToolFilter)
+    show_tool_results: bool | None = None
+    session_ttl_secs: float | None = Field(None, ge=0)
+    session_reset_at: DailyTime | None = None
+
     # Access control (gateway.access): pairing codes, refusals, groups.
     pairing: bool = False
     refusal: Refusal | None = None  # None: "pair" when pairing is on, else "explain"

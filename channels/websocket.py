@@ -4,6 +4,9 @@ A client says `hello` (chat id, token), then sends `message` frames; each is
 acknowledged only after the gateway recorded it. Replies are `message` frames
 carrying the outbox id, so a client that reconnects and receives a reply again
 can recognise it. A bad frame gets an `error` frame; the connection stays up.
+Every tool call of a turn is a `tool` frame when it starts and when it ends,
+whatever `show_tool_results` says; the `welcome` frame tells the client
+whether the operator wants them shown.
 """
 
 from __future__ import annotations
@@ -66,12 +69,17 @@ class _ProtocolError(Exception):
 
 class WebSocketChannel(Channel):
     name = "websocket"
-    capabilities = Capabilities(max_message_chars=1_000_000, can_stream=True, can_show_typing=True)
+    capabilities = Capabilities(
+        max_message_chars=1_000_000, can_stream=True, can_show_typing=True, tool_events=True
+    )
 
-    def __init__(self, config: WebSocketConfig, *, auth_token: str | None) -> None:
+    def __init__(
+        self, config: WebSocketConfig, *, auth_token: str | None, show_tool_results: bool = False
+    ) -> None:
         super().__init__()
         self.config = config
         self._token = auth_token or None
+        self._show_tools = show_tool_results
         self._runtime: ChannelRuntime | None = None
         self._clients: dict[str, set[web.WebSocketResponse]] = {}
         self._all: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
@@ -113,6 +121,17 @@ class WebSocketChannel(Channel):
         fields: dict[str, Any] = {"session_id": event.session_id, "run_id": event.run_id}
         if event.kind is EventKind.DELTA:
             fields["text"] = event.text
+        elif event.kind is EventKind.TOOL:
+            if event.tool is None:
+                return  # a batch for channels that cannot edit; this one had each call
+            call = event.tool
+            fields.update(
+                id=call.call_id,
+                name=call.name,
+                summary=call.summary,
+                status=call.status.value,
+                secs=call.secs,
+            )
         await self._broadcast(event.chat_id, _frame(event.kind.value, **fields))
 
     async def _broadcast(self, chat_id: str, frame: str) -> bool:
@@ -205,7 +224,14 @@ class WebSocketChannel(Channel):
             await ws.send_str(_frame("error", code=exc.code, message=str(exc)))
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=exc.code.encode())
             return None
-        await ws.send_str(_frame("welcome", protocol=PROTOCOL_VERSION, chat_id=chat_id))
+        await ws.send_str(
+            _frame(
+                "welcome",
+                protocol=PROTOCOL_VERSION,
+                chat_id=chat_id,
+                show_tool_results=self._show_tools,
+            )
+        )
         return chat_id
 
     @staticmethod

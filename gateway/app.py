@@ -17,7 +17,6 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -35,6 +34,7 @@ from gateway.access_gate import AccessGate
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
+from gateway.chat_policy import build_chat_policies
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig
 from gateway.context import Compactor
@@ -55,6 +55,7 @@ from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
+from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
 from scheduler.service import Scheduler
@@ -107,11 +108,12 @@ class Gateway:
         extra_channels: Sequence[Channel] = (),
         providers: Mapping[str, LLMProvider] | None = None,
         commands: CommandRegistry | None = None,
-        clock: Callable[[], datetime] | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         """`commands`: a registry to add the built-in commands to (an embedding
         program's own commands first); a fresh one by default. `clock`: the
-        time pairing codes are issued and expire by (tests move it)."""
+        wall clock that session resets go by and pairing codes are issued and
+        expire by (tests move it)."""
         self.loaded = loaded
         self.config = loaded.config
         self.bus = MessageBus(self.config.gateway.inbound_queue_capacity)
@@ -119,7 +121,7 @@ class Gateway:
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
-        self.clock = clock or _utc_now
+        self.clock = clock
         self.access = AccessPolicy(loaded.admins, self.config.channels.enabled())
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
@@ -278,6 +280,8 @@ class Gateway:
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
             typing_delay_secs=cfg.gateway.typing_delay_secs,
+            chat_policies=build_chat_policies(cfg, self.channels),
+            clock=self.clock,
         )
         sessions = SessionManager(
             execution,
@@ -381,10 +385,6 @@ class Gateway:
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
         return self.metrics.render()
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _not_ready_reason(channel: Channel) -> Callable[[], str | None]:

@@ -35,6 +35,8 @@ __all__ = [
     "OutboundMessage",
     "Receipt",
     "SessionPolicy",
+    "ToolActivity",
+    "ToolStatus",
     "TurnRequest",
     "reply_handle",
 ]
@@ -183,11 +185,29 @@ class EventKind(StrEnum):
     WORKING = "working"  # a turn started for this chat
     IDLE = "idle"  # the turn ended
     DELTA = "delta"  # streamed text of the reply in progress
+    TOOL = "tool"  # a tool call started or ended (`ChannelEvent.tool`, `tool_calls`)
+
+
+class ToolStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolActivity:
+    """One tool call of a turn as the chat may see it: never its result."""
+
+    call_id: str
+    name: str
+    summary: str  # the arguments on one short line, secrets masked
+    status: ToolStatus = ToolStatus.RUNNING
+    secs: float | None = None  # once ended
 
 
 @dataclass(frozen=True, slots=True)
 class ChannelEvent:
-    """Best-effort, non-durable signal to a channel (typing, streaming)."""
+    """Best-effort, non-durable signal to a channel (typing, streaming, tool progress)."""
 
     kind: EventKind
     channel: str
@@ -196,6 +216,10 @@ class ChannelEvent:
     run_id: str
     text: str = ""
     reply_to_message_id: str | None = None
+    # TOOL: the call that changed (None when a channel that cannot edit gets the
+    # turn's calls at once), and every call of the turn so far, in call order.
+    tool: ToolActivity | None = None
+    tool_calls: tuple[ToolActivity, ...] = ()
 
 
 class MessageBus:

@@ -7,6 +7,7 @@ from channels.feishu import FeishuChannel
 from channels.telegram import TelegramChannel
 from channels.websocket import WebSocketChannel
 from channels.wechat import WechatChannel
+from gateway.chat_policy import show_tool_results
 from gateway.config import Config
 
 __all__ = ["build_channels"]
@@ -19,7 +20,9 @@ def build_channels(config: Config) -> list[Channel]:
         token = config.gateway.auth_token
         channels.append(
             WebSocketChannel(
-                section.websocket, auth_token=token.get_secret_value() if token else None
+                section.websocket,
+                auth_token=token.get_secret_value() if token else None,
+                show_tool_results=show_tool_results(config, "websocket"),
             )
         )
     if section.telegram.enabled:

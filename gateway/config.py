@@ -27,7 +27,7 @@ from pydantic import (
     field_validator,
 )
 
-from channels.base import ChannelSettings
+from channels.base import ChannelSettings, DailyTime
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
 from channels.websocket import WebSocketConfig
@@ -67,6 +67,8 @@ class ProviderConfig(_Model):
     llm_timeout_secs: float = Field(120.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     retry_max_wait_secs: float = Field(60.0, gt=0)
+    # The spec's key; honoured by memory maintenance once that feature lands.
+    memory_maintenance_timeout_secs: float = Field(600.0, gt=0)
 
     @field_validator("base_url")
     @classmethod
@@ -130,6 +132,9 @@ class GatewayConfig(_Model):
     typing_delay_secs: float = Field(0.5, ge=0)
     # "channel:sender_id" of each admin (gateway.access); PICOBOT_ADMINS adds more
     admins: list[Annotated[str, AfterValidator(check_admin_entry)]] = Field(default_factory=list)
+    show_tool_results: bool = False
+    session_ttl_secs: float = Field(0.0, ge=0)  # 0: never
+    session_reset_at: DailyTime | None = None  # local "HH:MM" in time.timezone
 
     @property
     def loopback_only(self) -> bool:

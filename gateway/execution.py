@@ -1,7 +1,9 @@
 """ExecutionService: one turn of one conversation, from inbox rows to outbox rows.
 
 A turn runs in three phases: open (the session, its history and the new
-messages: gateway.turns), run (the agent loop, typing and streaming), and
+messages: gateway.turns; a person's chat idle past its reset cutoff gets a new
+session: gateway.session_reset), run (the agent loop, typing, streaming and
+tool progress: gateway.tool_progress), and
 finish (the reply and the inbox rows closed in one commit). What the turn was
 asked for — which agent, which session, where the reply goes — comes from the
 inbound message's `TurnRequest`, stored with its inbox row.
@@ -25,16 +27,16 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from agent.context import TurnFacts
 from agent.loop import AgentLoop, TurnObserver
-from agent.messages import ChatMessage, Marker
+from agent.messages import ChatMessage, Marker, ToolCall
 from agent.providers.base import ProviderError
-from agent.tools.base import NO_SERVICES, ToolContext, ToolServices, ToolSettings
+from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices, ToolSettings
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.bus import (
     ChannelEvent,
@@ -45,6 +47,7 @@ from gateway.bus import (
     TurnRequest,
     reply_handle,
 )
+from gateway.chat_policy import DEFAULT_POLICY, ChatPolicy
 from gateway.replies import (
     EMPTY_REPLY,
     GENERIC_FAILURE,
@@ -54,6 +57,8 @@ from gateway.replies import (
     unknown_agent,
     user_facing_error,
 )
+from gateway.session_reset import Clock, utc_now
+from gateway.tool_progress import ToolDisplay, ToolProgress
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener
 from gateway.work import ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.store import Store
@@ -91,8 +96,15 @@ class _Observer(TurnObserver):
     turn: OpenedTurn
     run_id: str
     event: ChannelEvent
+    progress: ToolProgress
     deltas: list[str] = field(default_factory=list)  # streamed text not yet passed on
     delta_sent_at: float = 0.0
+
+    async def tool_started(self, call: ToolCall) -> None:
+        await self.progress.started(call)
+
+    async def tool_finished(self, result: ToolResult, secs: float) -> None:
+        await self.progress.finished(result, secs)
 
     async def on_messages(self, new: Sequence[ChatMessage]) -> None:
         turn = self.turn
@@ -168,7 +180,11 @@ class ExecutionService:
         after_turn: AfterTurn | None = None,
         turn_latency: Callable[[str, float], None] | None = None,
         typing_delay_secs: float = 0.0,
+        chat_policies: Mapping[str, ChatPolicy] | None = None,
+        clock: Clock = utc_now,
     ) -> None:
+        """`chat_policies`: per channel (default: no resets, no tool progress);
+        `clock`: now, timezone-aware (tests move it across reset times)."""
         self.store = store
         self.sink = sink
         self.agents = agents
@@ -178,6 +194,8 @@ class ExecutionService:
         self.after_turn = after_turn
         self.turn_latency = turn_latency
         self.typing_delay_secs = typing_delay_secs
+        self.chat_policies = dict(chat_policies or {})
+        self.clock = clock
 
     async def run_turn(
         self, items: Sequence[WorkItem], *, stop_requested: Callable[[], bool]
@@ -237,22 +255,33 @@ class ExecutionService:
                     ChatMessage.system(request.system_prompt, Marker.SCHEDULED_SYSTEM_PROMPT)
                 )
             new.append(build_user_message(plan.items, profile.supports_vision))
+        fresh = request.session is SessionPolicy.FRESH and not resume
+        policy = self._policy(plan.channel)
+        reset = None if resume or fresh else policy.session_reset(request.origin, self.clock())
         turn = await self.opener.open(
             Opening(
                 plan.channel,
                 plan.chat_id,
                 session_base_id(plan.channel, plan.chat_id),
                 plan.items[0].session_id if resume else None,
-                request.session is SessionPolicy.FRESH and not resume,
+                fresh,
                 tuple(new),
                 plan.inbox_ids,
                 plan.run_id,
+                reset,
             )
         )
         structlog.contextvars.bind_contextvars(session_id=turn.session_id)
+        if turn.archived is not None:
+            log.info("session_reset", archived=turn.archived)
+        if turn.notice is not None:
+            self.sink.handoff(*turn.notice)
         if turn.repaired:
             log.warning("transcript_repaired", missing_results=turn.repaired)
         return turn
+
+    def _policy(self, channel: str) -> ChatPolicy:
+        return self.chat_policies.get(channel, DEFAULT_POLICY)
 
     async def _run(
         self,
@@ -271,7 +300,9 @@ class ExecutionService:
         silent = plan.request.delivery is Delivery.FAILURES_ONLY
         typing = _Typing(self.sink, event, None if silent else self.typing_delay_secs)
         await typing.start()
-        observer = _Observer(self.store, self.sink, turn, plan.run_id, event)
+        display = ToolDisplay.OFF if silent else self._policy(plan.channel).tools
+        progress = ToolProgress(self.sink, event, display)
+        observer = _Observer(self.store, self.sink, turn, plan.run_id, event, progress)
         ctx = ToolContext(
             session_id=turn.session_id,
             channel=plan.channel,
@@ -291,6 +322,7 @@ class ExecutionService:
             loop = AgentLoop(profile.provider, profile.tools, profile.loop)
             result = await loop.run(turn.history, ctx, observer, context)
             await observer.flush_deltas()  # the deltas add up to the whole reply
+            await progress.flush()
             reply = result.reply
             return reply, reply.content.strip() or EMPTY_REPLY, TurnOutcome(ok=True)
         except asyncio.CancelledError:
@@ -305,10 +337,12 @@ class ExecutionService:
             raise
         except ProviderError as exc:
             log.error("turn_failed_provider", error=str(exc), error_type=type(exc).__name__)
+            await progress.flush()
             text = user_facing_error(exc)
             return None, text, TurnOutcome(ok=False, error=text)
         except Exception as exc:
             log.exception("turn_failed")
+            await progress.flush()
             return None, GENERIC_FAILURE, TurnOutcome(ok=False, error=type(exc).__name__)
         finally:
             await typing.stop()

@@ -31,6 +31,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "clear_secrets",
     "configure_logging",
+    "redact_data",
     "redact_event",
     "redact_text",
     "register_secrets",
@@ -139,6 +140,12 @@ def _redact_value(value: Any, *, masked: bool) -> Any:
         return MASK if masked else redact_text(str(os.fspath(value)))
     # Any other object is rendered now so that its text is scrubbed too.
     return MASK if masked else redact_text(repr(value))
+
+
+def redact_data(value: Any) -> Any:
+    """A JSON-like value as log events show it: values of secret-looking keys
+    masked, registered secrets and credential patterns scrubbed from strings."""
+    return _redact_value(value, masked=False)
 
 
 def _is_secret_key(key: object) -> bool:

@@ -20,6 +20,7 @@ from gateway.work import WorkItem
 __all__ = [
     "EMPTY_REPLY",
     "GENERIC_FAILURE",
+    "SESSION_RESET_NOTICE",
     "STOPPED_REPLY",
     "build_user_message",
     "scheduled_failure",
@@ -30,6 +31,7 @@ __all__ = [
 STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
 GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
 EMPTY_REPLY = "(the model returned an empty reply)"
+SESSION_RESET_NOTICE = "New session: the previous one is archived (/sessions lists it)."
 
 
 def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]]:

@@ -11,8 +11,13 @@ checks that the session is still the chat's active one, where the cache says;
 if it is not, that write raises `StaleTurn` and the turn is run again from
 the database.
 
+A chat idle past its session-reset cutoff (gateway.session_reset) never opens
+from the cache: storage decides, by the session's last activity, whether a
+new session begins.
+
 Every other turn opens in one transaction: the session (active, fresh or the
-one a recovered turn started in), its active history, the repair of dangling
+one a recovered turn started in, or a new one replacing an idle one), its
+active history, the repair of dangling
 tool calls, the AGENT.md decision, the new messages and the inbox rows →
 `started`. Whoever changes a conversation's sessions or history outside a turn
 (commands, compaction) calls `forget`; a turn opened before that is not cached.
@@ -26,10 +31,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from agent.context import AgentPromptPolicy
 from agent.messages import ChatMessage, Role
 from agent.prompt_file import AgentPromptFile
+from gateway.bus import OutboundMessage
+from storage.clock import iso
 from storage.sessions import SessionRecord
 from storage.store import Store
 from storage.turns import CachedHistory, DeferredOpening, Opening, StaleTurn
@@ -43,6 +51,7 @@ class _Cached:
     user_turns: int
     prompt_turn: int | None
     at: float  # time.monotonic() when cached
+    last_active: datetime  # of the last message, as storage's updated_at counts it
 
 
 @dataclass(slots=True)
@@ -57,6 +66,8 @@ class OpenedTurn:
     # set when the turn opened in memory: the turn's first write stores it,
     # then sets it to None
     deferred: DeferredOpening | None = None
+    archived: str | None = None  # the idle session this turn's new one replaced
+    notice: tuple[OutboundMessage, int] | None = None  # telling the chat so: its outbox row
 
 
 def _user_turns(new: Sequence[ChatMessage]) -> int:
@@ -128,6 +139,8 @@ class TurnOpener:
             user_turns,
             user_turns if begun.injected else record.prompt_turn,
             opened_at,
+            archived=begun.archived.id if begun.archived is not None else None,
+            notice=begun.notice,
         )
 
     def _opens_in_memory(self, opening: Opening, cached: _Cached) -> bool:
@@ -136,6 +149,8 @@ class TurnOpener:
             return False
         if time.monotonic() - cached.at > self.in_memory_for_secs:
             return False  # a chat idle this long may have been archived meanwhile
+        if opening.reset is not None and opening.reset.due(iso(cached.last_active)):
+            return False  # idle past the reset cutoff: storage starts the new session
         return self.policy is None or not self.policy.due(
             cached.position.history, cached.user_turns, cached.prompt_turn
         )
@@ -151,7 +166,9 @@ class TurnOpener:
         if self._forgotten.get(key, -1) > turn.opened_at:
             return
         position = CachedHistory(turn.session_id, turn.segment, history[-1].seq + 1, history)
-        self._cache[key] = _Cached(position, turn.user_turns, turn.prompt_turn, time.monotonic())
+        self._cache[key] = _Cached(
+            position, turn.user_turns, turn.prompt_turn, time.monotonic(), history[-1].created_at
+        )
         self._cache.move_to_end(key)
         while len(self._cache) > self.capacity:
             self._cache.popitem(last=False)

@@ -69,13 +69,15 @@ def list_with_active(
 def switch_session(
     conn: sqlite3.Connection, channel: str, chat_id: str, ref: str
 ) -> SessionRecord | None:
-    """Make the session `ref` names active (un-archiving it); None if none matches."""
+    """Make the session `ref` names active (un-archiving it); None if none matches.
+
+    Switching counts as activity (`updated_at`): a session chosen with /use is
+    not replaced at once by the idle reset (gateway.session_reset)."""
     target = find_session(sessions.list_sessions(conn, channel, chat_id), ref)
     if target is None:
         return None
     sessions.bind_session(conn, channel, chat_id, target.id)
-    if target.status is SessionStatus.ARCHIVED:
-        sessions.set_session_status(conn, target.id, SessionStatus.ACTIVE)
+    sessions.set_session_status(conn, target.id, SessionStatus.ACTIVE)
     return target
 
 

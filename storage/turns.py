@@ -5,7 +5,9 @@ Each function runs inside one transaction on the storage thread (through
 functions decide *how*, so the runtime holds no SQL.
 
 - `begin_turn`: the session (active, fresh, or the one a recovered turn
-  started in), its active history, the repair of dangling tool calls, the
+  started in; an active one idle past the opening's `SessionReset` cutoff is
+  archived and replaced, with a notice for the chat queued in the outbox),
+  its active history, the repair of dangling tool calls, the
   agent prompt if the caller's check says it is due, the new messages, and
   the inbox rows → `started`.
 - `DeferredOpening.store`: the same for a turn that opened from a cached
@@ -20,10 +22,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from agent.messages import ChatMessage, repair_dangling_tool_calls
 from gateway.bus import OutboundMessage
-from storage import inbox, messages, sessions
+from storage import inbox, messages, outbox, sessions
+from storage.clock import iso
 from storage.sessions import SessionRecord
 
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "DeferredOpening",
     "Opening",
     "PromptCheck",
+    "SessionReset",
     "StaleTurn",
     "append_turn",
     "begin_turn",
@@ -41,6 +46,17 @@ __all__ = [
 
 class StaleTurn(Exception):
     """A turn opened from the cache found the session changed underneath it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReset:
+    """Replace the active session if it was last active before `before`."""
+
+    before: datetime
+    notice: str  # told to the chat when it happens ("": nothing)
+
+    def due(self, last_active: str) -> bool:
+        return last_active < iso(self.before)  # both fixed-width UTC text
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +71,7 @@ class Opening:
     new: tuple[ChatMessage, ...]  # empty when resuming
     inbox_ids: tuple[int, ...]
     run_id: str
+    reset: SessionReset | None = None  # only for the conversation's active session
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +95,8 @@ class Begun:
     history: list[ChatMessage]  # with the added messages
     repaired: int
     injected: bool
+    archived: SessionRecord | None = None  # the session the reset replaced
+    notice: tuple[OutboundMessage, int] | None = None  # its outbox row, to hand over
 
 
 def begin_turn(
@@ -95,10 +114,20 @@ def begin_turn(
         )
     else:
         record = None
+    archived = notice = None
     if record is None:
         record = sessions.ensure_active_session(
             conn, opening.channel, opening.chat_id, opening.base_id
         )
+        reset = opening.reset
+        # next_seq > 1: a session without a message has nothing to leave behind
+        if reset is not None and record.next_seq > 1 and reset.due(record.updated_at):
+            sessions.set_session_status(conn, record.id, sessions.SessionStatus.ARCHIVED)
+            archived = record
+            record = sessions.create_next_session(
+                conn, opening.channel, opening.chat_id, opening.base_id
+            )
+            notice = _queue_notice(conn, opening, reset, record)
     current = (record.id, record.segment, record.next_seq)
     if cached is not None and (cached.session_id, cached.segment, cached.next_seq) == current:
         history = list(cached.history)
@@ -118,7 +147,19 @@ def begin_turn(
         messages.append_messages(conn, record.id, added, opening.run_id, user_turn_prompt=injected)
     if opening.new:
         inbox.mark_started(conn, opening.inbox_ids, record.id)
-    return Begun(record, history + added, repaired, injected)
+    return Begun(record, history + added, repaired, injected, archived, notice)
+
+
+def _queue_notice(
+    conn: sqlite3.Connection, opening: Opening, reset: SessionReset, fresh: SessionRecord
+) -> tuple[OutboundMessage, int] | None:
+    """The chat's notice of the new session: an outbox row in the reset's
+    commit, so it is told exactly once even if the turn is then interrupted."""
+    if not reset.notice:
+        return None
+    # no run_id in its metadata: it must not take over the turn's streamed message
+    message = OutboundMessage(opening.channel, opening.chat_id, reset.notice, session_id=fresh.id)
+    return message, outbox.enqueue(conn, message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,9 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from channels.base import Channel
 from gateway.app import Gateway
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig, parse_config
+from gateway.session_reset import Clock, utc_now
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +66,7 @@ async def running_gateway(
     *,
     extra_channels: Sequence[Channel] = (),
     commands: CommandRegistry | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Clock = utc_now,
 ) -> AsyncIterator[Gateway]:
     gateway = Gateway(loaded, extra_channels=extra_channels, commands=commands, clock=clock)
     task = asyncio.create_task(gateway.run(), name="test-gateway")

@@ -4,13 +4,16 @@ A tool is a small class with a pydantic `Args` model (which yields the JSON
 schema the model sees) and an async `run`. A tool signals a problem the model
 should read by raising `ToolError`; any other exception is caught by the
 registry and reported to the model as a generic failure. Nothing here raises
-out of `ToolRegistry.execute` except cancellation.
+out of `ToolRegistry.execute` except cancellation. A `ToolCallWatcher` given
+to `execute_batch` is told when each call starts and ends (progress shown in
+the chat); what it raises is logged, never passed on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ __all__ = [
     "SkillService",
     "Tool",
     "ToolArgs",
+    "ToolCallWatcher",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
@@ -144,6 +148,16 @@ class ToolResult:
     ok: bool
 
 
+class ToolCallWatcher(Protocol):
+    async def tool_started(self, call: ToolCall) -> None:
+        """`call` is about to run (after its batch's assistant message is stored)."""
+        ...
+
+    async def tool_finished(self, result: ToolResult, secs: float) -> None:
+        """`result.call` ended after `secs` seconds."""
+        ...
+
+
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = (), *, timeout_secs: float = 120.0) -> None:
         self._tools: dict[str, Tool[Any]] = {}
@@ -204,11 +218,35 @@ class ToolRegistry:
             log.exception("tool_failed", tool=call.name)
             return ToolResult(call, "Error: the tool failed unexpectedly", ok=False)
 
-    async def execute_batch(self, calls: Iterable[ToolCall], ctx: ToolContext) -> list[ToolResult]:
+    async def execute_batch(
+        self,
+        calls: Iterable[ToolCall],
+        ctx: ToolContext,
+        watcher: ToolCallWatcher | None = None,
+    ) -> list[ToolResult]:
         """Run one batch of calls concurrently; results come back in call order."""
         calls = list(calls)
         if len(calls) == 1:
-            return [await self.execute(calls[0], ctx)]
+            return [await self._watched(calls[0], ctx, watcher)]
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(self.execute(c, ctx), name=f"tool:{c.name}") for c in calls]
+            tasks = [
+                tg.create_task(self._watched(c, ctx, watcher), name=f"tool:{c.name}") for c in calls
+            ]
         return [t.result() for t in tasks]
+
+    async def _watched(
+        self, call: ToolCall, ctx: ToolContext, watcher: ToolCallWatcher | None
+    ) -> ToolResult:
+        if watcher is None:
+            return await self.execute(call, ctx)
+        try:
+            await watcher.tool_started(call)
+        except Exception:  # progress display must never fail the call
+            log.exception("tool_watcher_failed", tool=call.name)
+        started = time.monotonic()
+        result = await self.execute(call, ctx)
+        try:
+            await watcher.tool_finished(result, time.monotonic() - started)
+        except Exception:
+            log.exception("tool_watcher_failed", tool=call.name)
+        return result

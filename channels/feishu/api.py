@@ -157,6 +157,13 @@ class FeishuApi:
         )
         return str(body.get("data", {}).get("message_id", ""))
 
+    async def patch_message(self, message_id: str, content: str) -> None:
+        """Replace the content of a card this app sent (it must be a shared
+        card: `config.update_multi` true before and after)."""
+        await self._call(
+            "PATCH", f"/open-apis/im/v1/messages/{_seg(message_id)}", json={"content": content}
+        )
+
     async def add_reaction(self, message_id: str, emoji: str) -> str:
         body = await self._call(
             "POST",

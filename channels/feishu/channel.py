@@ -5,7 +5,9 @@
 `InboundHandler`, which returns only once a message is durable, and only then is
 Feishu acknowledged. Feishu has no typing API: the configured reaction
 ("Typing") is added to the user's message when a turn starts and removed when
-it ends. Every task started here is tracked and cancelled by `stop()`.
+it ends. A turn's tool calls (`gateway.show_tool_results`) are one card,
+updated in place (`channels.feishu.progress`). Every task started here is
+tracked and cancelled by `stop()`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from channels.feishu.inbound import InboundHandler, MessageIdMap
 from channels.feishu.longconn import LongConnection
 from channels.feishu.outbound import send_reply
 from channels.feishu.parse import Envelope, EventFormatError, parse_envelope
+from channels.feishu.progress import tool_progress
 from channels.feishu.webhook import WEBHOOK_PATH, FeishuWebhook
 from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
 
@@ -42,12 +45,14 @@ _NOTIFY_TIMEOUT_SECS = 10.0
 
 class FeishuChannel(Channel):
     name = "feishu"
+    progress_interval_secs = 1.0  # updates of a turn's tool-progress card
 
     def __init__(self, config: FeishuConfig) -> None:
         super().__init__()
         self.config = config
         self.capabilities = Capabilities(
             max_message_chars=config.max_message_chars,
+            can_edit=True,  # cards only: the tool-progress card
             can_show_typing=bool(config.reaction_emoji),
             media_kinds=frozenset(MediaKind),
         )
@@ -67,6 +72,7 @@ class FeishuChannel(Channel):
         self._connection_task: asyncio.Task[None] | None = None
         self._reactions: dict[str, asyncio.Task[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._tool_progress = tool_progress(self.api, self._ids, self.progress_interval_secs)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -126,6 +132,7 @@ class FeishuChannel(Channel):
         self._tasks.clear()
         self._reactions.clear()
         self._connection_task = None
+        await self._tool_progress.close()
         await self.api.close()
 
     def _set_state(self, reason: str | None) -> None:
@@ -168,6 +175,9 @@ class FeishuChannel(Channel):
         return await send_reply(self.api, message, target, self.config.max_message_chars)
 
     async def notify(self, event: ChannelEvent) -> None:
+        if event.kind is EventKind.TOOL:
+            self._tool_progress.show(event)
+            return
         emoji = self.config.reaction_emoji
         target = self._ids.resolve(event.reply_to_message_id)
         if not emoji or target is None:

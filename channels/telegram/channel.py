@@ -32,9 +32,10 @@ from channels.base import (
     TransientSendError,
     split_text,
 )
+from channels.progress import LiveProgress
 from channels.telegram.config import WEBHOOK_PATH, TelegramConfig, TelegramMode
 from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
-from channels.telegram.live import LiveStreams, TypingLoops
+from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
 from channels.telegram.media import MediaFetcher
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import ALLOWED_UPDATES, UpdatePoller
@@ -64,6 +65,7 @@ class TelegramChannel(Channel):
     # Telegram shows "typing" for ≤5 s; streamed edits are throttled to stay under flood limits.
     typing_interval_secs = 4.0
     stream_interval_secs = 1.0
+    progress_interval_secs = 1.0  # edits of a turn's tool-progress message
 
     def __init__(self, config: TelegramConfig) -> None:
         super().__init__()
@@ -85,6 +87,7 @@ class TelegramChannel(Channel):
         self._media: MediaFetcher | None = None
         self._typing: TypingLoops | None = None
         self._streams: LiveStreams | None = None
+        self._tool_progress: LiveProgress | None = None
         self._poller: UpdatePoller | None = None
         self._task: asyncio.Task[None] | None = None
         self._progress: dict[int, list[int]] = {}  # outbox_id -> ids of parts already sent
@@ -116,6 +119,7 @@ class TelegramChannel(Channel):
         )
         self._typing = TypingLoops(sender, self.typing_interval_secs)
         self._streams = LiveStreams(sender, self.stream_interval_secs)
+        self._tool_progress = tool_progress(sender, self.progress_interval_secs)
         first_attempt = asyncio.Event()
         self._task = asyncio.create_task(self._run(first_attempt), name="telegram-channel")
         waiter = asyncio.create_task(first_attempt.wait(), name="telegram-start-wait")
@@ -133,6 +137,8 @@ class TelegramChannel(Channel):
             await self._typing.close()
         if self._streams is not None:
             await self._streams.close()
+        if self._tool_progress is not None:
+            await self._tool_progress.close()
         if self._poller is not None:
             await self._poller.confirm()
         if self._bot is not None:
@@ -342,6 +348,8 @@ class TelegramChannel(Channel):
                 await self._typing.stop(event.chat_id)
             elif event.kind is EventKind.DELTA and self.config.streaming and self._streams:
                 await self._streams.delta(event.chat_id, event.run_id, event.text)
+            elif event.kind is EventKind.TOOL and self._tool_progress is not None:
+                self._tool_progress.show(event)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -4,6 +4,8 @@ Wires the pieces — credentials, long-poll receiver, context tokens, media, typ
 — into the `Channel` contract, and owns sending: split to `max_message_chars`,
 echo the user's latest context_token, a client_id per part derived from the
 outbox id (stable across retries) and iLink's answers mapped to typed errors.
+WeChat cannot edit a message: a turn's tool calls (`gateway.show_tool_results`)
+come as one TOOL event when its tool work is over and go out as one message.
 Without credentials the channel stays not-ready and the gateway runs on.
 """
 
@@ -29,6 +31,7 @@ from channels.base import (
     TransientSendError,
     split_text,
 )
+from channels.progress import progress_text
 from channels.wechat.api import (
     ILinkClient,
     ILinkError,
@@ -227,6 +230,9 @@ class WechatChannel(Channel):
         return TransientSendError(str(exc))
 
     async def notify(self, event: ChannelEvent) -> None:
+        if event.kind is EventKind.TOOL:
+            await self._send_progress(event)
+            return
         if self._typing is None or not self.config.typing:
             return
         try:
@@ -236,3 +242,15 @@ class WechatChannel(Channel):
                 await self._typing.stop(event.chat_id)
         except Exception as exc:  # best effort by contract: never raise from notify
             log.info("wechat notify failed", channel=self.name, error=str(exc))
+
+    async def _send_progress(self, event: ChannelEvent) -> None:
+        """The turn's one progress message; best effort, not in the outbox."""
+        if not event.tool_calls:
+            return
+        text = progress_text(event.tool_calls)
+        message = OutboundMessage(self.name, event.chat_id, text, session_id=event.session_id)
+        try:
+            async with asyncio.timeout(_NOTIFY_TIMEOUT_SECS):
+                await self.send(message)
+        except (ChannelError, TimeoutError) as exc:
+            log.info("wechat tool progress not sent", channel=self.name, error=str(exc))

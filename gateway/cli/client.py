@@ -1,7 +1,9 @@
 """`picobot agent`: the terminal client for the WebSocket channel.
 
 Interactive mode: line editing and history (prompt_toolkit), replies rendered as
-Markdown (rich), a spinner with elapsed time while the agent works. One-shot
+Markdown (rich), a spinner with elapsed time while the agent works, and a dim
+line per finished tool call when the gateway's welcome says the operator wants
+them shown (`show_tool_results`). One-shot
 mode (`-m`): print the reply and exit 0, non-zero on error. The client keeps a
 stable chat id in a small state file so reconnecting continues the conversation,
 and remembers the reply ids it has shown so a reply re-sent after a reconnect
@@ -25,6 +27,7 @@ import websockets
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.text import Text
 
 __all__ = ["ClientState", "run_client"]
 
@@ -76,9 +79,12 @@ class ClientState:
 
 
 class Connection:
-    def __init__(self, ws: websockets.ClientConnection, state: ClientState) -> None:
+    def __init__(
+        self, ws: websockets.ClientConnection, state: ClientState, *, show_tools: bool = False
+    ) -> None:
         self.ws = ws
         self.state = state
+        self.show_tools = show_tools
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue(256)
 
     @classmethod
@@ -99,7 +105,7 @@ class Connection:
             ) from None
         if welcome.get("type") == "error":
             raise ClientError(f"the gateway refused the connection: {welcome.get('message')}")
-        return cls(ws, state)
+        return cls(ws, state, show_tools=welcome.get("show_tool_results") is True)
 
     async def pump(self) -> None:
         try:
@@ -126,6 +132,16 @@ def keep_line_breaks(text: str) -> str:
             fenced = not fenced
         out.append(line if fence or fenced or not line.strip() else line + "  ")
     return "\n".join(out)
+
+
+def tool_line(frame: dict[str, Any]) -> str | None:
+    """A finished tool call as one line (`tool` frame, PROTOCOL.md); None while it runs."""
+    status = frame.get("status")
+    if status not in ("ok", "error"):
+        return None
+    secs = frame.get("secs")
+    took = f" {secs:.1f}s" if isinstance(secs, int | float) else ""
+    return f"🔧 {frame.get('name')}({frame.get('summary')}) {status}{took}"
 
 
 def _print_reply(console: Console, text: str, *, plain: bool) -> None:
@@ -171,6 +187,11 @@ async def _await_reply(
                     raise ClientError("the gateway closed the connection")
                 if kind == "error" and frame.get("id") in (msg_id, None):
                     raise ClientError(f"{frame.get('code')}: {frame.get('message')}")
+                if kind == "tool" and interactive and conn.show_tools:
+                    line = tool_line(frame)
+                    if line is not None:
+                        console.print(Text(line, style="dim"))  # Text: no markup in arguments
+                    continue
                 if kind == "delta" and interactive:
                     streamed += str(frame.get("text", ""))
                     if live is None:

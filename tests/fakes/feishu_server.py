@@ -54,6 +54,9 @@ class Sent:
     def text(self) -> str:
         if self.msg_type == "text":
             return str(self.content.get("text", ""))
+        if self.msg_type == "interactive":  # a card: the text of its elements
+            texts = [el.get("text", {}).get("content", "") for el in self.content["elements"]]
+            return "\n".join(texts)
         paragraphs = self.content.get("zh_cn", {}).get("content", [])
         return "\n".join("".join(el.get("text", "") for el in p) for p in paragraphs)
 
@@ -79,6 +82,7 @@ class FakeFeishu:
     connections: int = 0
     reject_handshake: dict[str, str] | None = None
     requests: list[tuple[str, str]] = field(default_factory=list)
+    patches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (message id, card)
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
@@ -99,6 +103,7 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/messages", self._send)
         app.router.add_post("/open-apis/im/v1/messages/{mid}/reply", self._reply)
         app.router.add_get("/open-apis/im/v1/messages/{mid}", self._get_message)
+        app.router.add_patch("/open-apis/im/v1/messages/{mid}", self._patch)
         app.router.add_post("/open-apis/im/v1/messages/{mid}/reactions", self._react)
         app.router.add_delete("/open-apis/im/v1/messages/{mid}/reactions/{rid}", self._unreact)
         app.router.add_get("/open-apis/im/v1/messages/{mid}/resources/{key}", self._resource)
@@ -231,6 +236,26 @@ class FakeFeishu:
         result: web.Response = await self._record("reply", mid, None, await request.json())
         return result
 
+    async def _patch(self, request: web.Request) -> web.Response:
+        """Update a card this app sent. Like Feishu, only a shared card
+        (`config.update_multi` true before and after) can be updated."""
+        if (failed := await self._guard(request)) is not None:
+            return failed
+        mid = request.match_info["mid"]
+        sent = next((s for s in self.sent if s.message_id == mid), None)
+        if sent is None:
+            return web.json_response({"code": 230001, "msg": "message not found"}, status=400)
+        card = json.loads((await request.json())["content"])
+        if sent.msg_type != "interactive" or not (_shared(sent.content) and _shared(card)):
+            # the fake's code for Feishu's refusal to update anything but a shared card
+            return web.json_response(
+                {"code": 230099, "msg": "only shared cards can be updated"}, status=400
+            )
+        sent.content = card
+        self.patches.append((mid, card))
+        await self._notify()
+        return web.json_response({"code": 0, "msg": "success", "data": {}})
+
     async def _get_message(self, request: web.Request) -> web.Response:
         if (failed := await self._guard(request)) is not None:
             return failed
@@ -315,6 +340,10 @@ class FakeFeishu:
                 self.acks[headers["message_id"]] = int(json.loads(frame.payload)["code"])
             await self._notify()
         return ws
+
+
+def _shared(card: dict[str, Any]) -> bool:
+    return card.get("config", {}).get("update_multi") is True
 
 
 # -- event builders and the webhook event sender --------------------------------
