@@ -97,6 +97,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         parts = where.split(".")
         if parts[0] == "channels" and len(parts) > 1 and parts[1] not in enabled:
             continue  # a disabled channel's placeholders do not matter
+        if parts[0] == "mcpServers" and not any(
+            where.startswith(f"mcpServers.{k}.") for k, s in cfg.mcp_servers.items() if s.is_active
+        ):
+            continue  # nor an inactive MCP server's (an active one's stopped start-up)
         log.warning("config_env_missing", config_path=where, variable=var)
     try:
         return asyncio.run(_serve(loaded))
