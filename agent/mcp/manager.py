@@ -167,12 +167,21 @@ class McpManager:
         return self._specs
 
     def owns(self, name: str) -> bool:
-        return name in self._offers or name in self._known
+        return name in self._offers or self._server_of(name) is not None
+
+    def _server_of(self, name: str) -> str | None:
+        """The server a name not offered now belongs to: the one that offered it
+        before, else the configured key it starts with (a server not up yet)."""
+        key = self._known.get(name)
+        if key is not None:
+            return key
+        prefixes = [k for k in self._servers if name.startswith(tool_name(k, ""))]
+        return max(prefixes, key=len, default=None)
 
     async def call(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> str:
         offer = self._offers.get(name)
         if offer is None:
-            key = self._known.get(name)
+            key = self._server_of(name)
             if key is None or name in self._disabled:
                 raise ToolError(f"unknown tool {name!r}")
             self._observe(key, CallOutcome.UNAVAILABLE, 0.0)

@@ -199,3 +199,4 @@ async def _pump(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await receive.aclose()
+        await source.aclose()  # the SDK leaves closing its read end to the reader
