@@ -1,7 +1,8 @@
 """A stdio MCP server (FastMCP) for tests: `python fs_server.py [--pid-file F] [--gate FIFO]`.
 
 Tools: `echo` (returns its text), `crash` (the process exits mid-call), `grow`
-(adds a `shout` tool and sends notifications/tools/list_changed), `fail`
+(adds a `shout` tool and sends notifications/tools/list_changed), `quit`
+(answers, then exits while idle), `fail`
 (an isError result), `picture` (an image block). `--gate FIFO` makes the
 server wait, before it answers anything, until a line can be read from FIFO:
 a server that is still initialising for as long as the test wants.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from pathlib import Path
 
 from mcp.server.fastmcp import Context, FastMCP, Image
@@ -51,6 +53,13 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     server.add_tool(shout)
     await ctx.session.send_tool_list_changed()
     return "added shout"
+
+
+@server.tool()
+def quit() -> str:
+    """Answer, then exit while idle a moment later."""
+    threading.Timer(0.2, os._exit, args=(4,)).start()
+    return "bye"
 
 
 @server.tool()

@@ -32,7 +32,8 @@ def test_the_spec_example_parses_as_written() -> None:
     }
     config, _ = parse_config(raw, {"DASHSCOPE_API_KEY": "sk-dash-123456"})
     fs, web = config.mcp_servers["filesystem"], config.mcp_servers["WebSearch"]
-    assert fs.transport is McpTransport.STDIO and fs.timeout_secs == 60
+    assert fs.transport is McpTransport.STDIO
+    assert fs.timeout_secs == 60
     assert web.transport is McpTransport.HTTP
     assert web.headers == {"Authorization": "Bearer sk-dash-123456"}
     assert web.name == "AliyunBailianMCP_WebSearch"

@@ -106,6 +106,20 @@ async def test_a_stdio_server_that_crashes_mid_call_is_restarted(
         assert await mcp.call("mcp_fs_echo", {"text": "again"}, ctx) == "again"
 
 
+async def test_a_stdio_server_that_exits_while_idle_is_restarted(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "fs.pid"
+    async with running({"fs": stdio_server("--pid-file", str(pid_file))}) as mcp:
+        await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
+        first = _pid(pid_file)
+        assert await mcp.call("mcp_fs_quit", {}, ctx) == "bye"
+        await until(mcp, lambda: state(mcp, "fs") is not ServerState.UP)  # noticed unasked
+        await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
+        assert _pid(pid_file) != first
+        assert await mcp.call("mcp_fs_echo", {"text": "new"}, ctx) == "new"
+
+
 async def test_tools_list_changed_offers_the_new_tool(ctx: ToolContext) -> None:
     async with running({"fs": stdio_server()}) as mcp:
         await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
@@ -118,19 +132,18 @@ async def test_tools_list_changed_offers_the_new_tool(ctx: ToolContext) -> None:
 async def test_an_http_server_killed_and_restarted_on_its_port_comes_back(
     ctx: ToolContext,
 ) -> None:
-    async with HttpMcpServer(TOKEN) as http:
-        async with running({"web": http.entry(headers=AUTH)}) as mcp:
-            await until(mcp, lambda: state(mcp, "web") is ServerState.UP)
-            assert await mcp.call("mcp_web_echo", {"text": "hi"}, ctx) == "hi"
-            await http.kill()
-            # noticed without a call: the event stream broke
-            await until(mcp, lambda: state(mcp, "web") is not ServerState.UP)
-            assert offered(mcp) == []
-            with pytest.raises(McpUnavailable):
-                await mcp.call("mcp_web_echo", {"text": "hi"}, ctx)
-            await http.start()  # same port
-            await until(mcp, lambda: state(mcp, "web") is ServerState.UP)
-            assert await mcp.call("mcp_web_echo", {"text": "back"}, ctx) == "back"
+    async with HttpMcpServer(TOKEN) as http, running({"web": http.entry(headers=AUTH)}) as mcp:
+        await until(mcp, lambda: state(mcp, "web") is ServerState.UP)
+        assert await mcp.call("mcp_web_echo", {"text": "hi"}, ctx) == "hi"
+        await http.kill()
+        # noticed without a call: the event stream broke
+        await until(mcp, lambda: state(mcp, "web") is not ServerState.UP)
+        assert offered(mcp) == []
+        with pytest.raises(McpUnavailable):
+            await mcp.call("mcp_web_echo", {"text": "hi"}, ctx)
+        await http.start()  # same port
+        await until(mcp, lambda: state(mcp, "web") is ServerState.UP)
+        assert await mcp.call("mcp_web_echo", {"text": "back"}, ctx) == "back"
 
 
 async def test_an_http_server_that_drops_mid_call_ends_the_call_at_once(
@@ -151,7 +164,8 @@ async def test_a_server_down_at_start_is_retried_until_it_comes_up(ctx: ToolCont
         async with running({"web": http.entry(headers=AUTH)}) as mcp:
             await until(mcp, lambda: state(mcp, "web") is ServerState.DOWN)
             status = mcp.statuses()[0]
-            assert status.error is not None and "cannot reach the server" in status.error
+            assert status.error is not None
+            assert "cannot reach the server" in status.error
             await http.start()
             try:
                 await until(mcp, lambda: state(mcp, "web") is ServerState.UP)

@@ -22,7 +22,8 @@ def test_a_long_name_is_cut_with_a_hash_that_keeps_two_names_apart() -> None:
     a = tool_name("server", "x" * 80 + "a")
     b = tool_name("server", "x" * 80 + "b")
     assert len(a) == len(b) == MAX_TOOL_NAME
-    assert VALID.match(a) and VALID.match(b)
+    assert VALID.match(a)
+    assert VALID.match(b)
     assert a != b
     assert a == tool_name("server", "x" * 80 + "a")  # stable across runs and restarts
     assert a.startswith("mcp_server_xxx")
