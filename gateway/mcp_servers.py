@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from agent.mcp.config import McpServerConfig
 from gateway.logging import register_secrets
-from gateway.metrics import Metrics
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
+    from gateway.metrics import Metrics
 
 __all__ = ["build_mcp", "mcp_details", "mcp_metrics", "secret_values"]
 

@@ -1,6 +1,6 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
-Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, channels.
+Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
 """
@@ -168,6 +168,16 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return asyncio.run(run_jobs_command(args, _load(args)))
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from gateway.cli.mcp import run_mcp_command
+    from gateway.logging import configure_logging
+
+    loaded = _load(args)
+    # warnings (a server that cannot be reached, a name taken) go to stderr
+    configure_logging("warning", "console", stream=sys.stderr)
+    return asyncio.run(run_mcp_command(args, loaded))
+
+
 def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
@@ -242,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_jobs_parser(sub, with_config)
     sub.choices["jobs"].set_defaults(func=cmd_jobs)
+
+    from gateway.cli.mcp import add_mcp_parser
+
+    add_mcp_parser(sub, with_config)
+    sub.choices["mcp"].set_defaults(func=cmd_mcp)
 
     channels = sub.add_parser("channels", help="channel set-up")
     ch_sub = channels.add_subparsers(dest="action", required=True)
