@@ -17,7 +17,6 @@ mid-call leaves the call waiting for its timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -80,12 +79,10 @@ async def _stderr_pipe(server: str, tail: StderrTail) -> AsyncIterator[TextIO]:
         yield writer
     finally:
         writer.close()  # the child is gone by now: the reader sees the end of the pipe
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(1.0):  # unless a grandchild still holds it open
-                await asyncio.shield(task)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        try:
+            await asyncio.wait([task], timeout=1.0)  # unless a grandchild holds it open
+        finally:
+            task.cancel()
 
 
 class _WatchedStream(httpx.AsyncByteStream):
@@ -195,8 +192,9 @@ async def _pump(
     try:
         yield receive
     finally:
+        # Synchronous closes: this may run while the SDK's task group is being
+        # cancelled, where any await can be interrupted.
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await receive.aclose()
-        await source.aclose()  # the SDK leaves closing its read end to the reader
+        receive.close()
+        source.close()  # the SDK leaves closing its read end to the reader
+        await asyncio.wait([task])
