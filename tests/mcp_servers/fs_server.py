@@ -15,6 +15,7 @@ import os
 import threading
 from pathlib import Path
 
+from common_tools import add_common_tools  # this folder: the script runs as a file
 from mcp.server.fastmcp import Context, FastMCP, Image
 
 parser = argparse.ArgumentParser()
@@ -30,16 +31,7 @@ if options.gate:
 server = FastMCP("fs", log_level="WARNING")
 
 
-@server.tool()
-def echo(text: str) -> str:
-    """Return the text unchanged."""
-    return text
-
-
-@server.tool()
-def crash() -> str:
-    """Exit the server process in the middle of the call."""
-    os._exit(3)
+add_common_tools(server)
 
 
 @server.tool()

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import sys
 from typing import Any
 
 import uvicorn
+from common_tools import add_common_tools  # this folder: the script runs as a file
 from mcp.server.fastmcp import FastMCP
 
 parser = argparse.ArgumentParser()
@@ -26,16 +26,7 @@ options = parser.parse_args()
 server = FastMCP("search", host="127.0.0.1", log_level="WARNING")
 
 
-@server.tool()
-def echo(text: str) -> str:
-    """Return the text unchanged."""
-    return text
-
-
-@server.tool()
-def crash() -> str:
-    """Exit the server process in the middle of the call."""
-    os._exit(3)
+add_common_tools(server)
 
 
 def guarded(app: Any, token: str) -> Any:
