@@ -226,6 +226,7 @@ class McpServer:
         failures = 0
         while not self._stopping.is_set():
             self._up_since = None
+            self._tail.lines.clear()  # the stderr of this attempt's child only
             error: str | None = None
             try:
                 await self._connect_and_serve()
