@@ -8,10 +8,10 @@ filter), so profiles are built per (agent, channel) on first use and kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.context import ContextBuilder, ContextSettings
+from agent.context import ContextBuilder, ContextPart, ContextSettings
 from agent.loop import LoopSettings
 from agent.providers import create_provider
 from agent.providers.base import LLMProvider, ProviderSettings
@@ -104,7 +104,9 @@ def build_profile(
     settings: ChannelSettings | None,
     *,
     stream: bool,
+    parts: Sequence[ContextPart] = (),
 ) -> AgentProfile:
+    """`parts`: blocks injected into every turn (e.g. which MCP servers are down)."""
     agent = config.agents[agent_name]
     model = config.models[agent.model]
     tools = registry
@@ -119,7 +121,7 @@ def build_profile(
         stream=stream,
     )
     context = ContextBuilder(
-        ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars)
+        ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars), parts
     )
     summary = config.models[agent.compaction.summary_model or agent.model]
     return AgentProfile(

@@ -18,10 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
 
+from agent.mcp.status import McpStatusPart
 from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
@@ -50,6 +52,7 @@ from gateway.lifecycle import (
     start_services,
 )
 from gateway.logging import register_secrets
+from gateway.mcp_servers import build_mcp, mcp_details, mcp_metrics
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher, RetryPolicy
@@ -61,6 +64,9 @@ from gateway.turns import TurnOpener
 from scheduler.service import Scheduler
 from storage.db import Database
 from storage.store import Store
+
+if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager
 
 __all__ = ["Gateway"]
 
@@ -135,6 +141,7 @@ class Gateway:
         self.processor: InboundProcessor | None = None
         self.compactor: Compactor | None = None
         self.scheduler: Scheduler | None = None
+        self.mcp: McpManager | None = None
 
     @property
     def base_url(self) -> str:
@@ -211,6 +218,14 @@ class Gateway:
         )
         if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
             registry.register(SchedulerManageTool())
+        self.mcp = build_mcp(
+            cfg.mcp_servers,
+            disabled=cfg.tools.disabled,
+            reserved=registry.names(),
+            metrics=self.metrics,
+        )
+        if self.mcp is not None:
+            registry.add_source(self.mcp)  # offered per turn: the tools of the servers up then
         return tool_settings, registry
 
     async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
@@ -220,6 +235,7 @@ class Gateway:
         tool_settings, registry = self._tools()
         enabled = cfg.channels.enabled()
         by_name = {c.name: c for c in self.channels}
+        parts = [McpStatusPart(self.mcp)] if self.mcp is not None else []
 
         def profile(agent: str, channel: str) -> AgentProfile:
             return build_profile(
@@ -229,6 +245,7 @@ class Gateway:
                 registry,
                 enabled.get(channel),
                 stream=by_name[channel].capabilities.can_stream,
+                parts=parts,
             )
 
         agents = AgentDirectory(
@@ -320,6 +337,7 @@ class Gateway:
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
+            *([self.mcp] if self.mcp is not None else []),  # stops after the turns that use it
             *(_channel_service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
@@ -342,7 +360,9 @@ class Gateway:
         self, store: Store, dispatcher: OutboundDispatcher, scheduler: Scheduler | None
     ) -> web.Application:
         """The HTTP app with each channel's routes mounted, and what /ready reads."""
-        app = build_http_app(HttpProbes(self.readiness, self._render_metrics))
+        app = build_http_app(
+            HttpProbes(self.readiness, self._render_metrics, lambda: mcp_details(self.mcp))
+        )
         mount = AppMount(app)
         for channel in self.channels:
             channel.setup(
@@ -384,6 +404,7 @@ class Gateway:
             self.metrics.set_queue_depth("session_pending", self.sessions.pending_messages)
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
+        mcp_metrics(self.mcp, self.metrics)
         return self.metrics.render()
 
 

@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
 )
 
+from agent.mcp.config import McpServerConfig, unset_placeholders
 from channels.base import ChannelSettings, DailyTime
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
@@ -233,6 +234,8 @@ class Config(_Model):
     time: TimeConfig = Field(default_factory=TimeConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # The spec's (and Claude Desktop's) spelling; see docs/mcp.md.
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, alias="mcpServers")
 
     def check_references(self) -> list[str]:
         """Cross-references pydantic cannot see: agents → providers/models,
@@ -257,6 +260,9 @@ class Config(_Model):
                 problems.append(
                     f"scheduler.jobs[{n}] ({job.id}): payload.agent: no agent named {agent_name!r}"
                 )
+        problems.extend(
+            "mcpServers: a server key must not be empty" for key in self.mcp_servers if not key
+        )
         if not self.gateway.loopback_only and self.channels.websocket.enabled:
             token = self.gateway.auth_token
             if token is None or not token.get_secret_value():
@@ -371,7 +377,7 @@ def parse_config(
         config = Config.model_validate(substituted)
     except ValidationError as exc:
         raise ConfigError(f"{source} is invalid:\n{_format_errors(exc)}") from None
-    problems = config.check_references()
+    problems = config.check_references() + unset_placeholders(config.mcp_servers, missing)
     if problems:
         raise ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
     return config, missing

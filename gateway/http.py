@@ -24,6 +24,8 @@ class HttpProbes:
 
     readiness: Callable[[], list[str]]  # reasons the gateway is not ready; [] = ready
     metrics: Callable[[], Awaitable[tuple[bytes, str]]]  # (body, content type)
+    # More of the /ready body that never decides readiness (e.g. each MCP server's state).
+    details: Callable[[], dict[str, object]] = dict
 
 
 class AppMount:
@@ -50,9 +52,12 @@ def build_http_app(probes: HttpProbes) -> web.Application:
 
     async def ready(_request: web.Request) -> web.Response:
         reasons = probes.readiness()
+        details = probes.details()
         if reasons:
-            return web.json_response({"status": "not_ready", "reasons": reasons}, status=503)
-        return web.json_response({"status": "ready"})
+            return web.json_response(
+                {"status": "not_ready", "reasons": reasons, **details}, status=503
+            )
+        return web.json_response({"status": "ready", **details})
 
     async def metrics(_request: web.Request) -> web.Response:
         body, content_type = await probes.metrics()

@@ -66,9 +66,10 @@ _PAIR_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     ),
 )
 _OUR_HANDLER: Final = "_picobot_handler"
-# Libraries that log every HTTP request at INFO (the LLM SDKs use httpx): shown
-# at debug only, so that info stays one line per turn.
-_CHATTY_LOGGERS: Final = ("httpx",)
+# Libraries that log every HTTP request at INFO (the LLM SDKs use httpx; the MCP
+# SDK logs session ids and stream reconnects): shown at debug only, so that
+# info stays one line per turn.
+_CHATTY_LOGGERS: Final = ("httpx", "mcp")
 
 
 class _SecretRegistry:

@@ -111,6 +111,31 @@ class Metrics:
             ["channel"],
             registry=reg,
         )
+        self._mcp_up = Gauge(
+            "picobot_mcp_server_up",
+            "1 when the MCP server is connected and its tools are offered, else 0.",
+            ["server"],
+            registry=reg,
+        )
+        self._mcp_tools = Gauge(
+            "picobot_mcp_tools",
+            "Tools the MCP server offers now.",
+            ["server"],
+            registry=reg,
+        )
+        self._mcp_calls = Counter(
+            "picobot_mcp_calls",
+            "MCP tool calls, by outcome (ok, error, unavailable).",
+            ["server", "outcome"],
+            registry=reg,
+        )
+        self._mcp_latency = Histogram(
+            "picobot_mcp_call_duration_seconds",
+            "Duration of one MCP tool call.",
+            ["server"],
+            buckets=LLM_BUCKETS,
+            registry=reg,
+        )
         # Memory, CPU and file descriptors of this process (Linux /proc; empty elsewhere).
         ProcessCollector(namespace="picobot", registry=reg)
         # labels() hashes and locks on every call; the hot series are looked up once
@@ -148,6 +173,10 @@ class Metrics:
     def scheduler_run(self, status: str) -> None:
         self._scheduler.labels(status=status).inc()
 
+    def mcp_call(self, server: str, outcome: str, seconds: float) -> None:
+        self._child(self._mcp_calls, server, outcome).inc()
+        self._child(self._mcp_latency, server).observe(max(0.0, seconds))
+
     # -- histograms ----------------------------------------------------------
     def turn_latency(self, channel: str, seconds: float) -> None:
         self._child(self._turn, channel).observe(max(0.0, seconds))
@@ -170,6 +199,10 @@ class Metrics:
 
     def set_channel_ready(self, channel: str, ready: bool) -> None:
         self._ready.labels(channel=channel).set(1 if ready else 0)
+
+    def set_mcp_server(self, server: str, up: bool, tools: int) -> None:
+        self._mcp_up.labels(server=server).set(1 if up else 0)
+        self._mcp_tools.labels(server=server).set(tools)
 
     # -- exposition ------------------------------------------------------------
     def render(self) -> tuple[bytes, str]:

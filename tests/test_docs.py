@@ -8,18 +8,26 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from agent.mcp.config import McpServerConfig
 from gateway.config import AgentConfig, Config, ModelConfig, ProviderConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMED = {"providers": ProviderConfig, "models": ModelConfig, "agents": AgentConfig}
+NAMED = {
+    "providers": (ProviderConfig, "<name>"),
+    "models": (ModelConfig, "<name>"),
+    "agents": (AgentConfig, "<name>"),
+    "mcpServers": (McpServerConfig, "<key>"),
+}
 
 
 def _keys(model: type[BaseModel], prefix: str) -> list[str]:
     keys: list[str] = []
     for name, field in model.model_fields.items():
-        key = prefix + name
-        if model is Config and name in NAMED:
-            keys.extend(_keys(NAMED[name], f"{name}.<name>."))
+        spelled = field.alias or name  # as the file spells it (mcpServers, isActive, baseUrl)
+        key = prefix + spelled
+        if model is Config and spelled in NAMED:
+            entry, placeholder = NAMED[spelled]
+            keys.extend(_keys(entry, f"{spelled}.{placeholder}."))
             continue
         sub = [
             c
@@ -40,7 +48,7 @@ def test_every_config_key_is_documented() -> None:
 
 def test_example_config_has_every_section_and_channel() -> None:
     example = json.loads((ROOT / "config.example.json").read_text())
-    assert set(example) == set(Config.model_fields)
+    assert set(example) == {f.alias or name for name, f in Config.model_fields.items()}
     assert set(example["channels"]) == {"websocket", "telegram", "feishu", "wechat"}
 
 

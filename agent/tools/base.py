@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -41,6 +41,7 @@ __all__ = [
     "ToolResult",
     "ToolServices",
     "ToolSettings",
+    "ToolSource",
 ]
 
 log = structlog.get_logger(__name__)
@@ -141,6 +142,18 @@ class Tool(ABC, Generic[A]):
         return ToolSpec(self.name, self.description, schema)
 
 
+class ToolSource(Protocol):
+    """Tools that come and go while the gateway runs (MCP servers). The registry
+    asks for `specs()` on every turn; a call of a name the source `owns` goes
+    to `call`, which raises `ToolError` for what the model should read."""
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    def owns(self, name: str) -> bool: ...
+
+    async def call(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     call: ToolCall
@@ -163,6 +176,9 @@ class ToolRegistry:
         self._tools: dict[str, Tool[Any]] = {}
         self._specs: list[ToolSpec] | None = None  # JSON schemas are costly to build
         self.timeout_secs = timeout_secs
+        self._sources: list[ToolSource] = []
+        # which source tools this registry offers: (allow or None for all, deny)
+        self._source_filter: tuple[frozenset[str] | None, frozenset[str]] = (None, frozenset())
         for tool in tools:
             self.register(tool)
 
@@ -171,6 +187,19 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} registered twice")
         self._tools[tool.name] = tool
         self._specs = None
+
+    def add_source(self, source: ToolSource) -> None:
+        """Offer `source`'s tools too, as they are when each turn starts."""
+        self._sources.append(source)
+
+    def _offers(self, name: str) -> bool:
+        allow, deny = self._source_filter
+        return (allow is None or name in allow) and name not in deny and name not in self._tools
+
+    def _source_of(self, name: str) -> ToolSource | None:
+        if not self._offers(name):
+            return None
+        return next((s for s in self._sources if s.owns(name)), None)
 
     def names(self) -> list[str]:
         return sorted(self._tools)
@@ -183,24 +212,39 @@ class ToolRegistry:
         allowed = set(self._tools) if allow is None else set(allow)
         denied = set(deny)
         kept = [t for n, t in self._tools.items() if n in allowed and n not in denied]
-        return ToolRegistry(kept, timeout_secs=self.timeout_secs)
+        narrow = ToolRegistry(kept, timeout_secs=self.timeout_secs)
+        narrow._sources = self._sources  # the same live sources, seen through both filters
+        was_allowed, was_denied = self._source_filter
+        now_allowed = None if allow is None else frozenset(allow)
+        if was_allowed is not None:
+            now_allowed = was_allowed if now_allowed is None else was_allowed & now_allowed
+        narrow._source_filter = (now_allowed, was_denied | denied)
+        return narrow
 
     def specs(self) -> list[ToolSpec]:
+        """The tools to offer now: the registered ones, then the sources' current ones."""
         if self._specs is None:
             self._specs = [self._tools[n].spec() for n in sorted(self._tools)]
-        return self._specs
+        if not self._sources:
+            return self._specs
+        live = [spec for src in self._sources for spec in src.specs() if self._offers(spec.name)]
+        return [*self._specs, *live]
 
     async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(call.name)
-        if tool is None:
+        source = self._source_of(call.name) if tool is None else None
+        if tool is None and source is None:
             return ToolResult(call, f"Error: unknown tool {call.name!r}", ok=False)
         try:
             raw = json.loads(call.arguments or "{}")
             if not isinstance(raw, dict):
                 raise ToolError("arguments must be a JSON object")
-            args = tool.Args.model_validate(raw)
             async with asyncio.timeout(self.timeout_secs):
-                content = await tool.run(args, ctx)
+                if tool is not None:
+                    content = await tool.run(tool.Args.model_validate(raw), ctx)
+                else:
+                    assert source is not None
+                    content = await source.call(call.name, raw, ctx)  # the source validates
             return ToolResult(call, content, ok=True)
         except json.JSONDecodeError as exc:
             return ToolResult(call, f"Error: arguments are not valid JSON: {exc.msg}", ok=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agent.mcp.naming import PREFIX as MCP_PREFIX
 from agent.tools.base import Tool, ToolRegistry, ToolSettings
 from agent.tools.calculator import CalculatorTool
 from agent.tools.files import EditTool, ReadTool, WriteTool
@@ -51,13 +52,19 @@ def build_registry(
     A name in `disabled` that is neither built in nor in `other_known` (tools the
     caller registers elsewhere, e.g. memory_search, scheduler_manage, task; the
     caller applies `disabled` to those itself) raises ValueError naming it.
+    `mcp_*` names are not checked: MCP servers say which tools they have only
+    once they are connected (the MCP manager applies `disabled` to them).
     """
     tools = builtin_tools(settings, timezone)
     names = {t.name for t in tools}
     excluded = set(disabled)
     if excluded & SHELL_ALIASES:
         excluded |= SHELL_ALIASES
-    unknown = sorted(excluded - names - SHELL_ALIASES - set(other_known))
+    unknown = sorted(
+        n
+        for n in excluded - names - SHELL_ALIASES - set(other_known)
+        if not n.startswith(MCP_PREFIX)
+    )
     if unknown:
         raise ValueError(
             f"unknown tool name(s) in tools.disabled: {', '.join(unknown)} "

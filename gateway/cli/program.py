@@ -1,7 +1,7 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
 Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, pairing,
-channels.
+mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
 """
@@ -98,6 +98,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         parts = where.split(".")
         if parts[0] == "channels" and len(parts) > 1 and parts[1] not in enabled:
             continue  # a disabled channel's placeholders do not matter
+        if parts[0] == "mcpServers" and not any(
+            where.startswith(f"mcpServers.{k}.") for k, s in cfg.mcp_servers.items() if s.is_active
+        ):
+            continue  # nor an inactive MCP server's (an active one's stopped start-up)
         log.warning("config_env_missing", config_path=where, variable=var)
     try:
         return asyncio.run(_serve(loaded))
@@ -169,6 +173,16 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     from gateway.cli.pairing import run_pairing_command
 
     return asyncio.run(run_pairing_command(args, _load(args)))
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from gateway.cli.mcp import run_mcp_command
+    from gateway.logging import configure_logging
+
+    loaded = _load(args)
+    # warnings (a server that cannot be reached, a name taken) go to stderr
+    configure_logging("warning", "console", stream=sys.stderr)
+    return asyncio.run(run_mcp_command(args, loaded))
 
 
 def cmd_channels_login(args: argparse.Namespace) -> int:
@@ -250,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pairing_parser(sub, with_config)
     sub.choices["pairing"].set_defaults(func=cmd_pairing)
+
+    from gateway.cli.mcp import add_mcp_parser
+
+    add_mcp_parser(sub, with_config)
+    sub.choices["mcp"].set_defaults(func=cmd_mcp)
 
     channels = sub.add_parser("channels", help="channel set-up")
     ch_sub = channels.add_subparsers(dest="action", required=True)

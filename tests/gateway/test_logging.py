@@ -33,6 +33,7 @@ def _restore_logging() -> Iterator[None]:
             root.removeHandler(handler)
     root.setLevel(level)
     logging.getLogger("httpx").setLevel(logging.NOTSET)
+    logging.getLogger("mcp").setLevel(logging.NOTSET)
     structlog.contextvars.clear_contextvars()
     structlog.reset_defaults()
     clear_secrets()

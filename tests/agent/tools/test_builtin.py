@@ -68,3 +68,9 @@ def test_names_of_tools_registered_elsewhere_can_be_declared_known(
     assert registry.names() == sorted(EXPECTED - {"read"})
     with pytest.raises(ValueError, match=r"unknown tool name.*: task"):
         build_registry(settings, "UTC", disabled=["task"], other_known=["memory_search"])
+
+
+def test_mcp_names_in_disabled_are_taken_as_given(settings: ToolSettings) -> None:
+    """MCP servers say which tools they have only once connected."""
+    registry = build_registry(settings, "UTC", disabled=["mcp_fs_write_file", "read"])
+    assert registry.names() == sorted(EXPECTED - {"read"})
