@@ -127,4 +127,10 @@ CREATE TABLE job_runs (
 CREATE INDEX job_runs_unfinished ON job_runs (job_id, status) WHERE status IN ('claimed', 'running');
 """
 
-MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER]
+# When `picobot outbox retry` put a row back: its give-up clock starts there
+# (NULL: at created_at, which stays the age the late-reply note reports).
+_V3_OUTBOX_REQUEUED = """
+ALTER TABLE outbox ADD COLUMN requeued_at TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER, _V3_OUTBOX_REQUEUED]
