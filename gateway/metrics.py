@@ -111,6 +111,12 @@ class Metrics:
             ["channel"],
             registry=reg,
         )
+        self._degraded = Gauge(
+            "picobot_channel_send_degraded",
+            "1 while the channel's platform does not answer sends (replies wait), else 0.",
+            ["channel"],
+            registry=reg,
+        )
         # Memory, CPU and file descriptors of this process (Linux /proc; empty elsewhere).
         ProcessCollector(namespace="picobot", registry=reg)
         # labels() hashes and locks on every call; the hot series are looked up once
@@ -130,8 +136,8 @@ class Metrics:
     def outbound_sent(self, channel: str) -> None:
         self._child(self._sent, channel).inc()
 
-    def outbound_failed(self, channel: str) -> None:
-        self._failed.labels(channel=channel).inc()
+    def outbound_failed(self, channel: str, count: int = 1) -> None:
+        self._failed.labels(channel=channel).inc(count)
 
     def outbound_retry(self, channel: str) -> None:
         self._retries.labels(channel=channel).inc()
@@ -170,6 +176,9 @@ class Metrics:
 
     def set_channel_ready(self, channel: str, ready: bool) -> None:
         self._ready.labels(channel=channel).set(1 if ready else 0)
+
+    def set_channel_send_degraded(self, channel: str, degraded: bool) -> None:
+        self._degraded.labels(channel=channel).set(1 if degraded else 0)
 
     # -- exposition ------------------------------------------------------------
     def render(self) -> tuple[bytes, str]:
