@@ -67,6 +67,15 @@ async def until_rows(gw: Gateway, where: str, count: int, timeout: float = 20.0)
             await asyncio.sleep(0.02)
 
 
+async def until_degraded(gw: Gateway, channel: str, timeout: float = 10.0) -> str:
+    """Until /ready reports `channel`'s sending degraded; that reason."""
+    prefix = f"channel {channel}: sending degraded"
+    async with asyncio.timeout(timeout):
+        while not (found := [r for r in gw.readiness() if r.startswith(prefix)]):
+            await asyncio.sleep(0.02)
+    return found[0]
+
+
 async def get(gw: Gateway, path: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as http, http.get(gw.base_url + path) as resp:
         return resp.status, await resp.text()
@@ -190,20 +199,34 @@ async def test_blocked_by_the_user_fails_at_once_and_other_chats_keep_flowing(
 async def test_a_reply_not_delivered_within_the_give_up_time_fails_saying_so(
     home: Path, llm: FakeOpenAI, tg: FakeTelegram
 ) -> None:
+    """Two replies are refused (the channel degrades), a third is queued while
+    it is degraded and never tried: at 2 s all three are given up, the third
+    without an attempt of its own (1 s base backoff: the probe after the
+    degradation comes 1-2 s later, the next one 2-4 s after that)."""
     tg.start_outage("sendMessage")
-    loaded = telegram_config(home, llm, tg, outbound_give_up_after_secs=2)
+    loaded = telegram_config(
+        home,
+        llm,
+        tg,
+        outbound_retry_base_secs=1,
+        outbound_retry_max_secs=100,
+        outbound_give_up_after_secs=2,
+    )
     async with running_gateway(loaded) as gw:
         await tg.add_message("first", chat_id=42, user_id=42)
         await tg.add_message("second", chat_id=43, user_id=43)
-        await until_rows(gw, "state = 'failed'", 2)
+        await until_degraded(gw, "telegram")
+        await tg.add_message("third", chat_id=44, user_id=44)
+        await until_rows(gw, "state = 'failed'", 3)
         failed = await rows(gw, "state = 'failed'")
         _, metrics = await get(gw, "/metrics")
-    assert sorted(r["chat_id"] for r in failed) == ["42", "43"]
+    assert [r["chat_id"] for r in failed] == ["42", "43", "44"]
     for row in failed:
         assert row["last_error"].startswith("gave up: not delivered within 2 s of being queued")
         assert "outbound_give_up_after_secs" in row["last_error"]
         assert "Bad Gateway" in row["last_error"]
-    assert 'picobot_outbound_failed_total{channel="telegram"} 2.0' in metrics
+    assert failed[2]["attempts"] == 0  # held while degraded, then out of time
+    assert 'picobot_outbound_failed_total{channel="telegram"} 3.0' in metrics
     assert tg.sent_texts == []
 
 
@@ -220,6 +243,7 @@ async def test_a_degraded_channel_holds_new_replies_until_it_answers_again(
         await channel.submit("c1", "a", message_id="m1")
         await channel.submit("c2", "b", message_id="m2")
         await channel.wait_attempts(2)
+        await until_degraded(gw, "rec")
         for n in range(3, 6):
             await channel.submit(f"c{n}", "later", message_id=f"m{n}")
         await until_rows(gw, "1", 5)
