@@ -7,11 +7,14 @@ the row was queued; a permanent error fails it at once. Each decision also
 says whether the failure is evidence that the platform itself is down
 (`outage`), which is what marks a channel degraded (gateway.channel_health).
 
+`with_late_note` decides whether a reply that waited long says so.
+
 This module decides; it never sends, stores or sleeps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,8 +22,18 @@ from enum import StrEnum
 import structlog
 
 from channels.base import PermanentSendError, RateLimited, RecipientOffline, TransientSendError
+from gateway.bus import OutboundMessage
+from gateway.replies import late_note
 
-__all__ = ["Action", "Decision", "RetryPolicy", "backoff_secs", "classify_failure", "gave_up"]
+__all__ = [
+    "Action",
+    "Decision",
+    "RetryPolicy",
+    "backoff_secs",
+    "classify_failure",
+    "gave_up",
+    "with_late_note",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -89,3 +102,13 @@ def classify_failure(
         delay = backoff_secs(policy, attempts_so_far + 1)
     # one last try at the deadline rather than a give-up long after it
     return Decision(Action.RETRY, min(delay, left), reason, outage)
+
+
+def with_late_note(
+    message: OutboundMessage, waited_secs: float, policy: RetryPolicy
+) -> OutboundMessage:
+    """`message`, written `waited_secs` ago, with the late note if that is long."""
+    notice_after = policy.stale_notice_secs
+    if notice_after <= 0 or waited_secs < notice_after or not message.text.strip():
+        return message
+    return dataclasses.replace(message, text=message.text + late_note(waited_secs))

@@ -14,7 +14,6 @@ events bypass the outbox (`notify`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,9 +25,14 @@ import structlog
 from channels.base import Channel
 from gateway.bus import ChannelEvent, OutboundMessage
 from gateway.channel_health import ChannelHealth
-from gateway.delivery_policy import Action, RetryPolicy, classify_failure, gave_up
+from gateway.delivery_policy import (
+    Action,
+    RetryPolicy,
+    classify_failure,
+    gave_up,
+    with_late_note,
+)
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
-from gateway.replies import late_note
 from storage import outbox
 from storage.clock import iso, parse_iso
 from storage.store import Store
@@ -304,7 +308,9 @@ class OutboundDispatcher:
                 continue
             try:
                 async with asyncio.timeout(self.send_timeout_secs):
-                    await channel.send(self._outgoing(row))
+                    message = row.to_message()
+                    waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
+                    await channel.send(with_late_note(message, waited, self.policy))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -323,17 +329,6 @@ class OutboundDispatcher:
             if self.metrics is not None:
                 self.metrics.outbound_sent(channel.name)
             await self._answered(channel.name, state)
-
-    def _outgoing(self, row: outbox.OutboxRow) -> OutboundMessage:
-        """The row as a message, with the late note if it waited long."""
-        message = row.to_message()
-        notice_after = self.policy.stale_notice_secs
-        if notice_after <= 0 or not message.text.strip():
-            return message
-        waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
-        if waited < notice_after:
-            return message
-        return dataclasses.replace(message, text=message.text + late_note(waited))
 
     async def _record_failure(
         self, name: str, row: outbox.OutboxRow, exc: Exception, state: _SenderState

@@ -9,8 +9,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from channels.base import PermanentSendError, RateLimited, RecipientOffline, TransientSendError
+from gateway.bus import OutboundMessage
 from gateway.channel_health import ChannelHealth
-from gateway.delivery_policy import Action, RetryPolicy, backoff_secs, classify_failure
+from gateway.delivery_policy import (
+    Action,
+    RetryPolicy,
+    backoff_secs,
+    classify_failure,
+    with_late_note,
+)
 
 POLICY = RetryPolicy(base_secs=1.0, max_secs=300.0, give_up_after_secs=3_600.0)
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -99,3 +106,16 @@ def test_an_answer_ends_the_episode_and_says_how_long_it_lasted() -> None:
     assert health.answered(T0 + timedelta(seconds=90)) == 90.0
     assert not health.degraded
     assert health.not_ready_reason() is None
+
+
+def test_a_reply_that_waited_long_says_so_unless_the_note_is_off() -> None:
+    message = OutboundMessage(channel="tg", chat_id="42", text="the answer")
+    policy = RetryPolicy(stale_notice_secs=600.0)
+    assert with_late_note(message, 599.0, policy) is message
+    late = with_late_note(message, 3_900.0, policy).text
+    assert late == "the answer\n\n(Sent late: this reply was written 1 h 5 min ago" + (
+        " and could not be delivered until now.)"
+    )
+    assert with_late_note(message, 3_900.0, RetryPolicy(stale_notice_secs=0)) is message
+    empty = OutboundMessage(channel="tg", chat_id="42", text="  ")
+    assert with_late_note(empty, 3_900.0, policy) is empty
