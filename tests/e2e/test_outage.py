@@ -153,7 +153,7 @@ async def test_feishu_outage_then_recovery_delivers_each_reply_once_in_order(
             for n in range(1, 4):
                 await fs.push_event(message_event(f"q{n}", chat_id="oc_a", message_id=f"om_{n}"))
                 await until_rows(gw, "1", n)
-            await fs.wait_until(lambda: len(fs.refused) >= OUTAGE_CALLS, 30)
+            await fs.wait_until(lambda: len(replies(fs.refused)) >= OUTAGE_CALLS, 30)
             assert any("channel feishu: sending degraded" in r for r in gw.readiness())
             assert await rows(gw, "state != 'pending'") == []
 
@@ -169,6 +169,12 @@ async def test_feishu_outage_then_recovery_delivers_each_reply_once_in_order(
         ("om_3", "echo: q3"),
     ]
     assert [r["state"] for r in outbox] == ["sent"] * 3
+    # each once: Feishu's idempotency key would hide a second send, so count the calls
+    assert len(replies(fs.requests)) - len(replies(fs.refused)) == 3
+
+
+def replies(calls: list[tuple[str, str]]) -> list[str]:
+    return [path for method, path in calls if method == "POST" and path.endswith("/reply")]
 
 
 async def test_blocked_by_the_user_fails_at_once_and_other_chats_keep_flowing(
