@@ -14,6 +14,7 @@ channels stopped → HTTP server down → storage closed last.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from gateway.chat_policy import build_chat_policies
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig
 from gateway.context import Compactor
+from gateway.delivery_policy import RetryPolicy
 from gateway.execution import ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
@@ -55,7 +57,7 @@ from gateway.logging import register_secrets
 from gateway.mcp_servers import build_mcp, mcp_details, mcp_metrics
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
-from gateway.outbound import OutboundDispatcher, RetryPolicy
+from gateway.outbound import OutboundDispatcher
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
 from gateway.session_reset import Clock, utc_now
@@ -260,9 +262,10 @@ class Gateway:
             store,
             by_name,
             RetryPolicy(
-                cfg.gateway.outbound_max_attempts,
-                cfg.gateway.outbound_retry_base_secs,
-                cfg.gateway.outbound_retry_max_secs,
+                base_secs=cfg.gateway.outbound_retry_base_secs,
+                max_secs=cfg.gateway.outbound_retry_max_secs,
+                give_up_after_secs=cfg.gateway.outbound_give_up_after_secs,
+                stale_notice_secs=cfg.gateway.outbound_stale_notice_secs,
             ),
             send_timeout_secs=cfg.gateway.send_timeout_secs,
             rescan_secs=cfg.gateway.outbox_rescan_secs,
@@ -378,6 +381,11 @@ class Gateway:
         self._readiness.add("storage", lambda: None if self.db is not None else "not open")
         for channel in self.channels:
             self._readiness.add(f"channel {channel.name}", _not_ready_reason(channel))
+        for channel in self.channels:
+            self._readiness.add(
+                f"channel {channel.name}",
+                functools.partial(dispatcher.sending_problem, channel.name),
+            )
         self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")
         if scheduler is not None:
             self._readiness.add(
@@ -405,6 +413,10 @@ class Gateway:
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
         mcp_metrics(self.mcp, self.metrics)
+        if self.dispatcher is not None:
+            for channel in self.channels:
+                problem = self.dispatcher.sending_problem(channel.name)
+                self.metrics.set_channel_send_degraded(channel.name, problem is not None)
         return self.metrics.render()
 
 

@@ -25,7 +25,9 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from agent.mcp.config import McpServerConfig, unset_placeholders
 from channels.base import ChannelSettings, DailyTime
@@ -115,6 +117,9 @@ def check_admin_entry(entry: str) -> str:
     return entry
 
 
+_RETIRED = "retired_key"  # a key that used to exist: its error names it and says why
+
+
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(19876, ge=0, le=65535)
@@ -124,9 +129,10 @@ class GatewayConfig(_Model):
     max_pending_per_session: int = Field(20, ge=1)
     agent_prompt_reinject_every: int = Field(100, ge=0)
     inbound_queue_capacity: int = Field(1024, ge=1)
-    outbound_max_attempts: int = Field(8, ge=1)
     outbound_retry_base_secs: float = Field(1.0, gt=0)
     outbound_retry_max_secs: float = Field(300.0, gt=0)
+    outbound_give_up_after_secs: float = Field(86_400.0, gt=0)
+    outbound_stale_notice_secs: float = Field(600.0, ge=0)
     send_timeout_secs: float = Field(30.0, gt=0)
     outbox_rescan_secs: float = Field(30.0, gt=0)
     shutdown_timeout_secs: float = Field(30.0, gt=0)
@@ -136,6 +142,19 @@ class GatewayConfig(_Model):
     show_tool_results: bool = False
     session_ttl_secs: float = Field(0.0, ge=0)  # 0: never
     session_reset_at: DailyTime | None = None  # local "HH:MM" in time.timezone
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "outbound_max_attempts" in data:
+            raise PydanticCustomError(
+                _RETIRED,
+                "retired: a reply is no longer given up after a number of attempts but "
+                "when gateway.outbound_give_up_after_secs (default 86400, one day) pass "
+                "without delivery; remove this key",
+                {"key": "outbound_max_attempts"},
+            )
+        return data
 
     @property
     def loopback_only(self) -> bool:
@@ -360,7 +379,10 @@ def _substitute(node: Any, environ: Mapping[str, str], path: str, missing: dict[
 def _format_errors(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = list(err["loc"])
+        if err["type"] == _RETIRED:
+            loc.append(err.get("ctx", {}).get("key", "?"))
+        where = ".".join(str(p) for p in loc) or "(top level)"
         reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         lines.append(f"  {where}: {reason}")
     return "\n".join(lines)

@@ -136,6 +136,12 @@ class Metrics:
             buckets=LLM_BUCKETS,
             registry=reg,
         )
+        self._degraded = Gauge(
+            "picobot_channel_send_degraded",
+            "1 while the channel's platform does not answer sends (replies wait), else 0.",
+            ["channel"],
+            registry=reg,
+        )
         # Memory, CPU and file descriptors of this process (Linux /proc; empty elsewhere).
         ProcessCollector(namespace="picobot", registry=reg)
         # labels() hashes and locks on every call; the hot series are looked up once
@@ -155,8 +161,8 @@ class Metrics:
     def outbound_sent(self, channel: str) -> None:
         self._child(self._sent, channel).inc()
 
-    def outbound_failed(self, channel: str) -> None:
-        self._failed.labels(channel=channel).inc()
+    def outbound_failed(self, channel: str, count: int = 1) -> None:
+        self._failed.labels(channel=channel).inc(count)
 
     def outbound_retry(self, channel: str) -> None:
         self._retries.labels(channel=channel).inc()
@@ -203,6 +209,9 @@ class Metrics:
     def set_mcp_server(self, server: str, up: bool, tools: int) -> None:
         self._mcp_up.labels(server=server).set(1 if up else 0)
         self._mcp_tools.labels(server=server).set(tools)
+
+    def set_channel_send_degraded(self, channel: str, degraded: bool) -> None:
+        self._degraded.labels(channel=channel).set(1 if degraded else 0)
 
     # -- exposition ------------------------------------------------------------
     def render(self) -> tuple[bytes, str]:

@@ -3,14 +3,17 @@
 A sender gets rows handed over in memory right after they commit, or reads
 due rows from the outbox (oldest first, per-chat order kept by the query);
 it sends them and records the result. A failing channel only delays
-itself. Retry policy lives in `classify_failure`, which branches on the
-channel error type. Typing/streaming events bypass the outbox (`notify`).
+itself. What a failed send means is decided by `classify_failure`
+(gateway.delivery_policy): a row ends by time, never by attempt count. A
+channel whose platform stops answering is degraded (gateway.channel_health):
+its sender holds every row and sends one probe row at a time until the
+platform answers, then all its rows go again, oldest first. Typing/streaming
+events bypass the outbox (`notify`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,20 +22,22 @@ from typing import Protocol
 
 import structlog
 
-from channels.base import (
-    Channel,
-    PermanentSendError,
-    RateLimited,
-    RecipientOffline,
-    TransientSendError,
-)
+from channels.base import Channel
 from gateway.bus import ChannelEvent, OutboundMessage
+from gateway.channel_health import ChannelHealth
+from gateway.delivery_policy import (
+    Action,
+    RetryPolicy,
+    classify_failure,
+    gave_up,
+    with_late_note,
+)
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from storage import outbox
 from storage.clock import iso, parse_iso
 from storage.store import Store
 
-__all__ = ["Decision", "OutboundDispatcher", "RetryPolicy", "classify_failure"]
+__all__ = ["DeliveryMetrics", "OutboundDispatcher"]
 
 log = structlog.get_logger(__name__)
 
@@ -43,42 +48,9 @@ _READY_MAX = 1024  # rows handed over in memory; beyond that the sender scans
 class DeliveryMetrics(Protocol):
     def outbound_sent(self, channel: str) -> None: ...
 
-    def outbound_failed(self, channel: str) -> None: ...
+    def outbound_failed(self, channel: str, count: int = 1) -> None: ...
 
     def outbound_retry(self, channel: str) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    max_attempts: int = 8
-    base_secs: float = 1.0
-    max_secs: float = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    action: str  # "retry" | "park" | "fail"
-    delay: float = 0.0
-    reason: str = ""
-
-
-def classify_failure(exc: BaseException, attempts_so_far: int, policy: RetryPolicy) -> Decision:
-    """What to do with a row whose send raised `exc` after `attempts_so_far` earlier tries."""
-    reason = f"{type(exc).__name__}: {exc}"[:500]
-    if isinstance(exc, RecipientOffline):
-        return Decision("park", reason=reason)
-    if isinstance(exc, PermanentSendError):
-        return Decision("fail", reason=reason)
-    attempts = attempts_so_far + 1
-    if attempts >= policy.max_attempts:
-        return Decision("fail", reason=f"gave up after {attempts} attempts; last: {reason}")
-    if isinstance(exc, RateLimited):
-        return Decision("retry", max(0.0, exc.retry_after), reason)
-    backoff = min(policy.max_secs, policy.base_secs * 2 ** (attempts - 1))
-    jittered = backoff * random.uniform(0.5, 1.0)
-    if not isinstance(exc, TransientSendError | TimeoutError):
-        log.error("send_unexpected_error", error=reason)
-    return Decision("retry", jittered, reason)
 
 
 @dataclass(slots=True)
@@ -98,6 +70,10 @@ class _SenderState:
     or marks of sent rows are uncommitted. Reads and commits run in order on
     the database's one thread, so a row committed after a scan read is
     handed over after that scan's result arrives.
+
+    While the channel is degraded the sender stays in scan mode and keeps
+    nothing in `ready` (every handed-over row is committed: a scan finds it);
+    it sends one row per probe, found by a scan, so per-chat order holds.
     """
 
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -109,6 +85,8 @@ class _SenderState:
     waiting_chats: frozenset[str] = frozenset()  # their new rows must queue behind
     next_due_at: str | None = None
     marks: list[asyncio.Future[None]] = field(default_factory=list)
+    health: ChannelHealth = field(default_factory=ChannelHealth)
+    fresh: bool = True  # rows a previous run left waiting are tried at the first scan
 
     def rescan(self) -> None:
         self.scanning = self.dirty = True
@@ -171,6 +149,7 @@ class OutboundDispatcher:
             return
         if (
             state.scanning
+            or state.health.degraded
             or message.chat_id in state.waiting_chats
             or len(state.ready) >= _READY_MAX
         ):
@@ -179,6 +158,11 @@ class OutboundDispatcher:
         state.ready.append(outbox.OutboxRow.new(message, row_id))
         state.drained.clear()
         state.wake.set()
+
+    def sending_problem(self, channel: str) -> str | None:
+        """Why `channel` is not taking sends (for /ready); None when it is."""
+        state = self._states.get(channel)
+        return None if state is None else state.health.not_ready_reason()
 
     def recipient_online(self, channel: str, chat_id: str) -> None:
         state = self._states.get(channel)
@@ -236,16 +220,16 @@ class OutboundDispatcher:
         state = self._states[name]
         state.wake.clear()
         _prune(state)
+        if state.health.degraded:
+            await self._probe(channel, state)
+            return
         if state.ready:
             rows = list(state.ready)
             state.ready.clear()
             await self._deliver(channel, rows, state, blocked=set(state.waiting_chats))
             return
         if state.scanning:
-            await _settle(state)  # a scan must not see rows sent but not yet marked
-            if state.unpark:
-                chats, state.unpark = sorted(state.unpark), set()
-                await self.store.unpark(name, chats)
+            await self._before_scan(name, state)
             state.dirty = False
             found = await self.store.outbox_scan(name)
             state.waiting_chats, state.next_due_at = found.waiting_chats, found.next_due_at
@@ -256,6 +240,43 @@ class OutboundDispatcher:
                 return
             state.scanning = False
         state.drained.set()
+        await self._sleep_until_due(state)
+
+    async def _before_scan(self, name: str, state: _SenderState) -> None:
+        await _settle(state)  # a scan must not see rows sent but not yet marked
+        if state.unpark:
+            chats, state.unpark = sorted(state.unpark), set()
+            await self.store.unpark(name, chats)
+        if state.fresh:  # a start is the moment to try again whatever waited
+            await self.store.outbox_resume(name)
+            state.fresh = False
+
+    async def _probe(self, channel: Channel, state: _SenderState) -> None:
+        """Degraded: when the probe is due, send the first due row alone; keep
+        every other row waiting for the next probe, and fail those out of time."""
+        name, health = channel.name, state.health
+        state.ready.clear()  # committed rows: the scan finds them
+        await self._before_scan(name, state)
+        now = datetime.now(UTC)
+        if health.probe_due(now):
+            found = await self.store.outbox_scan(name)
+            state.waiting_chats = found.waiting_chats
+            if found.due:
+                await self._deliver(channel, found.due[:1], state, blocked=set())
+                if not health.degraded:
+                    return  # the platform answered: every row may go again
+                now = datetime.now(UTC)
+        until = max(now, health.next_probe_at or now)
+        clock_before = now - timedelta(seconds=self.policy.give_up_after_secs)
+        held = await self.store.outbox_hold(
+            name, iso(until), iso(clock_before), gave_up(self.policy, health.last_error)
+        )
+        if held.expired:
+            log.error("outbound_expired", target=name, rows=held.expired, reason=health.last_error)
+            if self.metrics is not None:
+                self.metrics.outbound_failed(name, held.expired)
+        state.next_due_at = held.next_due_at
+        state.drained.set()  # nothing may go before the probe: a flush need not wait
         await self._sleep_until_due(state)
 
     async def _sleep_until_due(self, state: _SenderState) -> None:
@@ -278,23 +299,27 @@ class OutboundDispatcher:
         blocked: set[str],
     ) -> None:
         """Send in order, skipping `blocked` chats (an earlier row of theirs
-        waits: the scan sends theirs in order). Each success is queued for the
-        next group commit at once, so a crash can re-send at most what went
-        out in the last commit."""
+        waits: the scan sends theirs in order), and stopping when the channel
+        becomes degraded. Each success is queued for the next group commit at
+        once, so a crash can re-send at most what went out in the last commit."""
         for row in rows:
             if row.chat_id in blocked:
                 state.rescan()
                 continue
             try:
                 async with asyncio.timeout(self.send_timeout_secs):
-                    await channel.send(row.to_message())
+                    message = row.to_message()
+                    waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
+                    await channel.send(with_late_note(message, waited, self.policy))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 blocked.add(row.chat_id)
                 state.waiting_chats |= {row.chat_id}
                 state.rescan()
-                await self._record_failure(channel.name, row, exc)
+                await self._record_failure(channel.name, row, exc, state)
+                if state.health.degraded:
+                    return  # the rest waits for the probe
                 continue
             queued = self.store.mark_sent_soon(row.id)
             if queued is None:
@@ -303,29 +328,59 @@ class OutboundDispatcher:
                 state.marks.append(queued)  # commits even if this task is cancelled
             if self.metrics is not None:
                 self.metrics.outbound_sent(channel.name)
+            await self._answered(channel.name, state)
 
-    async def _record_failure(self, name: str, row: outbox.OutboxRow, exc: Exception) -> None:
-        decision = classify_failure(exc, row.attempts, self.policy)
-        if decision.action == "park":
+    async def _record_failure(
+        self, name: str, row: outbox.OutboxRow, exc: Exception, state: _SenderState
+    ) -> None:
+        now = datetime.now(UTC)
+        waited = (now - parse_iso(row.clock_start)).total_seconds()
+        decision = classify_failure(exc, row.attempts, waited, self.policy)
+        if decision.outage:
+            self._not_answered(name, state, decision.reason, now)
+        else:
+            await self._answered(name, state)
+        if decision.action is Action.PARK:
             log.info("outbound_parked", outbox_id=row.id, chat_id=row.chat_id)
             await self.store.park(row.id, decision.reason)
-        elif decision.action == "fail":
+        elif decision.action is Action.FAIL:
             log.error("outbound_failed", outbox_id=row.id, target=name, reason=decision.reason)
             await self.store.mark_failed(row.id, decision.reason)
             if self.metrics is not None:
                 self.metrics.outbound_failed(name)
         else:
-            at = iso(datetime.now(UTC) + timedelta(seconds=decision.delay))
-            log.warning(
+            # While degraded every probe fails the same way: the episode's one warning says so.
+            record = log.debug if state.health.degraded else log.info
+            record(
                 "outbound_retry",
                 outbox_id=row.id,
                 target=name,
                 delay=round(decision.delay, 2),
                 reason=decision.reason,
             )
+            at = iso(now + timedelta(seconds=decision.delay))
             await self.store.reschedule(row.id, at, decision.reason)
             if self.metrics is not None:
                 self.metrics.outbound_retry(name)
+
+    def _not_answered(self, name: str, state: _SenderState, reason: str, now: datetime) -> None:
+        if not state.health.failed(reason, now, self.policy):
+            return
+        log.warning("outbound_channel_degraded", target=name, reason=reason)
+        state.ready.clear()
+        state.rescan()
+
+    async def _answered(self, name: str, state: _SenderState) -> None:
+        """The platform answered a send: a degraded episode ends, and every
+        row it held may go at once."""
+        down_secs = state.health.answered(datetime.now(UTC))
+        if down_secs is None:
+            return
+        resumed = await self.store.outbox_resume(name)
+        log.info(
+            "outbound_channel_recovered", target=name, down_secs=round(down_secs, 1), rows=resumed
+        )
+        state.rescan()
 
 
 async def _settle(state: _SenderState) -> None:

@@ -1,6 +1,7 @@
 """What a turn puts into the conversation besides the model's words: the user
 message built from the inbound message(s), and the gateway's own replies when
-a turn is stopped or fails (short and safe; details go to the log)."""
+a turn is stopped or fails (short and safe; details go to the log), and the
+note on a reply delivered late."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ __all__ = [
     "SESSION_RESET_NOTICE",
     "STOPPED_REPLY",
     "build_user_message",
+    "format_duration",
+    "late_note",
     "scheduled_failure",
     "unknown_agent",
     "user_facing_error",
@@ -82,3 +85,27 @@ def unknown_agent(name: str) -> str:
 def scheduled_failure(job_id: str | None, text: str) -> str:
     """What a silent scheduled task's notify chat gets when the task fails."""
     return f"Scheduled task {job_id or '?'} failed: {text}"
+
+
+def format_duration(secs: float) -> str:
+    """Two units at most: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`."""
+    total = max(0, int(secs))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min"
+    return f"{seconds} s"
+
+
+def late_note(waited_secs: float) -> str:
+    """Appended to a reply that waited long in the outbox (at the end, so the
+    parts of a long reply sent by an earlier attempt stay the same)."""
+    return (
+        f"\n\n(Sent late: this reply was written {format_duration(waited_secs)} ago "
+        "and could not be delivered until now.)"
+    )

@@ -146,4 +146,12 @@ CREATE UNIQUE INDEX pairings_approved ON pairings (channel, sender_id) WHERE sta
 CREATE INDEX pairings_by_sender ON pairings (channel, sender_id, created_at);
 """
 
-MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER, _V3_PAIRINGS]
+
+# When `picobot outbox retry` put a row back: its give-up clock starts there
+# (NULL: at created_at, which stays the age the late-reply note reports).
+_V4_OUTBOX_REQUEUED = """
+ALTER TABLE outbox ADD COLUMN requeued_at TEXT;
+"""
+
+
+MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER, _V3_PAIRINGS, _V4_OUTBOX_REQUEUED]

@@ -1,7 +1,10 @@
 """The durable outbox: every reply is a row before it is sent.
 
 States: pending → sent | failed; pending → parked (recipient offline) →
-pending when the recipient is back. `attempts` counts real delivery attempts.
+pending when the recipient is back. `attempts` counts real delivery attempts;
+`next_attempt_at` is when a pending row may go next (NULL: now). A row's
+give-up clock starts at `requeued_at` if an operator re-queued it, else at
+`created_at`.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from gateway.bus import OutboundMessage
 from storage.clock import now_iso
 
 __all__ = [
+    "Held",
     "OutboxRow",
     "OutboxState",
     "due_rows",
     "enqueue",
+    "hold",
     "list_rows",
     "mark_failed",
     "mark_sent",
@@ -28,6 +33,7 @@ __all__ = [
     "outbox_counts",
     "park",
     "reschedule",
+    "resume",
     "retry_row",
     "scan",
     "unpark",
@@ -55,6 +61,13 @@ class OutboxRow:
     session_id: str | None
     run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    next_attempt_at: str | None = None
+    requeued_at: str | None = None
+
+    @property
+    def clock_start(self) -> str:
+        """Where the give-up clock of this row started."""
+        return self.requeued_at or self.created_at
 
     def to_message(self) -> OutboundMessage:
         return OutboundMessage(
@@ -114,6 +127,8 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         session_id=r["session_id"],
         run_id=run_id if isinstance(run_id, str) else None,
         metadata=metadata,
+        next_attempt_at=r["next_attempt_at"],
+        requeued_at=r["requeued_at"],
     )
 
 
@@ -158,8 +173,12 @@ def due_rows(conn: sqlite3.Connection, channel: str, now: str, limit: int = 200)
 
 
 def next_due_at(conn: sqlite3.Connection, channel: str) -> str | None:
+    """The earliest retry time of a row that is first in its chat (a later
+    row cannot go before the one ahead of it, whatever its own time says)."""
     row = conn.execute(
-        "SELECT MIN(next_attempt_at) FROM outbox WHERE channel = ? AND state = 'pending'",
+        "SELECT MIN(o.next_attempt_at) FROM outbox o WHERE o.channel = ? AND o.state = 'pending' "
+        "AND NOT EXISTS (SELECT 1 FROM outbox w WHERE w.channel = o.channel "
+        "AND w.chat_id = o.chat_id AND w.state IN ('pending', 'parked') AND w.id < o.id)",
         (channel,),
     ).fetchone()
     return row[0] if row else None
@@ -208,6 +227,42 @@ def park(conn: sqlite3.Connection, row_id: int, reason: str) -> None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    expired: int  # rows failed for running out of time
+    next_due_at: str | None  # the earliest time a pending row may go now
+
+
+def hold(
+    conn: sqlite3.Connection, channel: str, until: str, clock_before: str, reason: str
+) -> Held:
+    """A degraded channel: fail the pending rows whose give-up clock started
+    before `clock_before`, and let no other pending row go before `until`
+    (rows already waiting longer keep their time)."""
+    expired = conn.execute(
+        "UPDATE outbox SET state = 'failed', last_error = ? WHERE channel = ? "
+        "AND state = 'pending' AND COALESCE(requeued_at, created_at) < ?",
+        (reason, channel, clock_before),
+    ).rowcount
+    conn.execute(
+        "UPDATE outbox SET next_attempt_at = ? WHERE channel = ? AND state = 'pending' "
+        "AND (next_attempt_at IS NULL OR next_attempt_at < ?)",
+        (until, channel, until),
+    )
+    return Held(expired, next_due_at(conn, channel))
+
+
+def resume(conn: sqlite3.Connection, channel: str) -> int:
+    """Every pending row of `channel` may go now (the platform is back, or the
+    gateway just started): the scan sends them oldest first, per-chat order kept."""
+    cursor = conn.execute(
+        "UPDATE outbox SET next_attempt_at = NULL WHERE channel = ? AND state = 'pending' "
+        "AND next_attempt_at IS NOT NULL",
+        (channel,),
+    )
+    return cursor.rowcount
+
+
 def unpark(conn: sqlite3.Connection, channel: str, chat_id: str) -> int:
     cursor = conn.execute(
         "UPDATE outbox SET state = 'pending', next_attempt_at = NULL "
@@ -218,11 +273,12 @@ def unpark(conn: sqlite3.Connection, channel: str, chat_id: str) -> int:
 
 
 def retry_row(conn: sqlite3.Connection, row_id: int) -> bool:
-    """Put a failed (or parked) row back to pending with a fresh attempt budget."""
+    """Put a failed (or parked) row back to pending with a fresh budget: its
+    give-up clock starts again now."""
     cursor = conn.execute(
-        "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = NULL "
-        "WHERE id = ? AND state IN ('failed', 'parked')",
-        (row_id,),
+        "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = NULL, "
+        "requeued_at = ? WHERE id = ? AND state IN ('failed', 'parked')",
+        (now_iso(), row_id),
     )
     return cursor.rowcount == 1
 

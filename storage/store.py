@@ -23,7 +23,7 @@ from storage.compaction import commit_compaction
 from storage.conversations import Replaced, SessionStats
 from storage.db import Database
 from storage.inbox import InboxEntry
-from storage.outbox import Scan
+from storage.outbox import Held, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
 from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
@@ -232,6 +232,16 @@ class Store:
 
     async def unpark(self, channel: str, chat_ids: Sequence[str]) -> None:
         await self.db.write(functools.partial(_unpark_all, channel=channel, chat_ids=chat_ids))
+
+    async def outbox_hold(self, channel: str, until: str, clock_before: str, reason: str) -> Held:
+        return await self.db.write(
+            functools.partial(
+                outbox.hold, channel=channel, until=until, clock_before=clock_before, reason=reason
+            )
+        )
+
+    async def outbox_resume(self, channel: str) -> int:
+        return await self.db.write(functools.partial(outbox.resume, channel=channel))
 
     async def outbox_counts(self) -> dict[str, int]:
         return await self.db.read(outbox.outbox_counts)

@@ -2,7 +2,9 @@
 
 Works whether or not the gateway is running: each command is one read or one
 write transaction. A running gateway sends a retried row at its next rescan
-of the outbox (`gateway.outbox_rescan_secs`).
+of the outbox (`gateway.outbox_rescan_secs`). `list` shows each row's age and
+when it goes next as the database has it (a degraded channel's sender writes
+its next probe time there).
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from gateway.config import LoadedConfig
+from gateway.replies import format_duration
 from storage import outbox
+from storage.clock import parse_iso
 from storage.db import Database
 
 __all__ = ["add_outbox_parser", "run_outbox_command"]
@@ -46,12 +51,26 @@ async def run_outbox_command(args: argparse.Namespace, loaded: LoadedConfig) -> 
         rows = await db.read(functools.partial(outbox.list_rows, failed_only=args.failed))
         if not rows:
             print("no failed rows" if args.failed else "the outbox is empty")
+        now = datetime.now(UTC)
         for r in rows:
             text = r.text.replace("\n", " ")
             preview = text[:60] + ("…" if len(text) > 60 else "")
+            age = format_duration((now - parse_iso(r.created_at)).total_seconds())
             print(
-                f"{r.id}\t{r.state.value}\t{r.channel}:{r.chat_id}\tattempts={r.attempts}\t{preview}"
+                f"{r.id}\t{r.state.value}\t{r.channel}:{r.chat_id}\tattempts={r.attempts}\t"
+                f"age={age}\tnext={_next_attempt(r, now)}\t{preview}"
             )
             if r.last_error:
                 print(f"\t\tlast error: {r.last_error}")
         return 0
+
+
+def _next_attempt(row: outbox.OutboxRow, now: datetime) -> str:
+    if row.state is outbox.OutboxState.PARKED:
+        return "when the recipient is back"
+    if row.state is not outbox.OutboxState.PENDING:
+        return "never (outbox retry to queue it again)"
+    if row.next_attempt_at is None:
+        return "now"
+    due_in = (parse_iso(row.next_attempt_at) - now).total_seconds()
+    return "now" if due_in <= 0 else f"in {format_duration(due_in)}"

@@ -310,3 +310,53 @@ async def test_sigkill_before_a_scheduled_turn_starts_replays_its_request_once(
         )
     assert [tuple(r) for r in rows] == [("done", 1, 1)]
     assert [r[0] for r in runs] == ["interrupted"]  # at most one execution per fire time
+
+
+async def test_sigkill_during_an_outage_then_restart_after_it_delivers_every_reply_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Telegram refuses every sendMessage (502); the gateway is killed with the
+    replies waiting and started again once Telegram is back: each reply goes
+    out once, in order per chat, and the outage cost one warning line."""
+    from tests.fakes.telegram_server import FakeTelegram
+
+    db_path = home / "storage" / "sessions.db"
+    async with FakeTelegram() as tg:
+        config = _config(llm, outbound_retry_base_secs=0.05, outbound_retry_max_secs=0.3)
+        config["channels"] = {"websocket": {"enabled": False}, "telegram": tg.settings()}
+        env = child_env(home)
+        tg.start_outage("sendMessage")
+        gw = await spawn_gateway(config, home, env)
+        chats = [(42, "one"), (42, "two"), (42, "three"), (43, "elsewhere")]
+        for n, (chat_id, text) in enumerate(chats, 1):
+            await tg.add_message(text, chat_id=chat_id, user_id=chat_id)
+            await _wait_for_row(db_path, f"SELECT id FROM outbox LIMIT 1 OFFSET {n - 1}")
+        await gw.wait_event("outbound_channel_degraded", timeout=20)
+        await tg.wait_for(lambda: len(tg.refused("sendMessage")) >= 12, timeout=30)
+        gw.proc.kill()
+        assert await gw.proc.wait() == -signal.SIGKILL
+        assert tg.sent_texts == []
+
+        tg.end_outage()
+        gw2 = await spawn_gateway(config, home, env)
+        try:
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 4, timeout=30)
+        finally:
+            assert await gw2.stop() == 0
+        delivered = [
+            (c.params["chat_id"], c.params["_visible"])
+            for c in tg.calls_of("sendMessage")
+            if c.params.get("_ok")
+        ]
+    assert [t for chat, t in delivered if chat == "42"] == ["echo: one", "echo: two", "echo: three"]
+    assert [t for chat, t in delivered if chat == "43"] == ["echo: elsewhere"]
+    assert len(delivered) == 4
+    assert len(llm.requests) == 4  # the turns were not run again
+    # every logger, the libraries' too: one line above info for the whole outage
+    loud = [line["event"] for line in gw.lines if line.get("level") in ("warning", "error")]
+    assert loud == ["outbound_channel_degraded"]
+    async with Database(db_path) as db:
+        states = await db.read(
+            lambda c: c.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall()
+        )
+    assert [tuple(r) for r in states] == [("sent", 4)]

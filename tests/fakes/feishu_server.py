@@ -3,6 +3,8 @@
 `FakeFeishu` serves, on one aiohttp app (port 0):
 - the Open API: tenant token, bot info, send, reply, get message, reactions
   add/remove, resource download; injected failures (`fail_next`) for rate limits;
+  an outage (`start_outage` … `end_outage`: HTTP 502 with an HTML page for
+  matching calls, each recorded in `refused`);
 - the long connection: POST /callback/ws/endpoint and a websocket at /ws speaking
   protobuf `pbbp2.Frame`s (pong for ping with the ClientConfig, events pushed
   in `chunks`, acks recorded); `go_silent()` makes the current connection stop
@@ -83,10 +85,12 @@ class FakeFeishu:
     reject_handshake: dict[str, str] | None = None
     requests: list[tuple[str, str]] = field(default_factory=list)
     patches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (message id, card)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # calls an outage answered
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
         self._failures: list[tuple[str, str, int, dict[str, Any]]] = []
+        self._outage: tuple[str, str, int] | None = None
         self._tokens: set[str] = set()
         self._uuids: dict[str, str] = {}
         self._ids = itertools.count(1)
@@ -133,6 +137,18 @@ class FakeFeishu:
         body = {"code": code, "msg": f"injected error {code}"}
         self._failures.append((method, path_prefix, status, body))
 
+    def start_outage(
+        self,
+        method: str = "POST",
+        path_prefix: str = "/open-apis/im/v1/messages",
+        status: int = 502,
+    ) -> None:
+        """Matching API calls fail with `status` and an HTML page until `end_outage`."""
+        self._outage = (method, path_prefix, status)
+
+    def end_outage(self) -> None:
+        self._outage = None
+
     def add_resource(self, message_id: str, key: str, data: bytes, ctype: str, name: str) -> None:
         self.resources[(message_id, key)] = (data, ctype, name)
 
@@ -177,6 +193,13 @@ class FakeFeishu:
 
     async def _guard(self, request: web.Request, auth: bool = True) -> web.Response | None:
         self.requests.append((request.method, request.path))
+        if self._outage is not None:
+            method, prefix, status = self._outage
+            if request.method == method and request.path.startswith(prefix):
+                self.refused.append((request.method, request.path))
+                await self._notify()
+                page = f"<html><body><h1>{status}</h1></body></html>"
+                return web.Response(status=status, text=page, content_type="text/html")
         for i, (method, prefix, status, body) in enumerate(self._failures):
             if method == request.method and request.path.startswith(prefix):
                 del self._failures[i]

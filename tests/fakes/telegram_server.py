@@ -9,7 +9,10 @@ with GET `/file/bot<token>/<file_path>`.
 getUpdates keeps the real offset semantics: an update stays pending until a
 getUpdates call with a higher offset confirms it, and an empty call is held for
 up to `timeout` seconds until an update arrives. Errors can be injected per
-method (`fail_next`). Everything the bot did is recorded in `calls`.
+method (`fail_next`), and an outage (`start_outage` … `end_outage`) answers
+every call of a method as Telegram's front end does when the Bot API is down:
+HTTP 502 with an HTML page. Everything the bot did is recorded in `calls`
+(`error_code` set on the calls that were refused).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +45,7 @@ class Call:
     content_type: str
     uploads: dict[str, bytes] = field(default_factory=dict)  # multipart file parts
     at: float = field(default_factory=time.monotonic)
+    error_code: int | None = None  # the HTTP status of an injected failure
 
     def json(self, key: str) -> Any:
         return json.loads(self.params[key])
@@ -103,6 +108,7 @@ class FakeTelegram:
         self._next_update_id = 1000
         self._next_message_id: dict[int, int] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        self._outages: dict[str, int] = {}  # method -> HTTP status while it is down
         self._changed = asyncio.Condition()
         self._closing = False
         self._runner: web.AppRunner | None = None
@@ -192,6 +198,18 @@ class FakeTelegram:
         failure = _Failure(status, description, parameters, when)
         self._failures.setdefault(method, []).extend([failure] * times)
 
+    def start_outage(self, method: str = "sendMessage", status: int = 502) -> None:
+        """Every call of `method` fails with `status` (an HTML error page, not
+        the Bot API's JSON) until `end_outage`."""
+        self._outages[method] = status
+
+    def end_outage(self, method: str = "sendMessage") -> None:
+        self._outages.pop(method, None)
+
+    def refused(self, method: str) -> list[Call]:
+        """Calls of `method` answered with an injected failure or an outage."""
+        return [c for c in self.calls_of(method) if c.error_code is not None]
+
     def settings(self, **overrides: Any) -> dict[str, Any]:
         """A `channels.telegram` config section pointing at this fake."""
         section: dict[str, Any] = {
@@ -244,8 +262,14 @@ class FakeTelegram:
                 params[key] = f"attach://{value.filename}"
                 uploads[key] = value.file.read()
         call = Call(method, params, request.content_type, uploads)
+        if method in self._outages:
+            call.error_code = status = self._outages[method]
+            await self._record(call)
+            page = f"<html><body><h1>{status} {HTTPStatus(status).phrase}</h1></body></html>"
+            return web.Response(status=status, text=page, content_type="text/html")
         failure = self._take_failure(call)
         if failure is not None:
+            call.error_code = failure.status
             await self._record(call)
             return _error(failure.status, failure.description, failure.parameters)
         handler = getattr(self, f"_m_{method}", None)

@@ -145,3 +145,21 @@ def test_refusal_pair_needs_pairing(tmp_path: Path) -> None:
     assert load_config(None, environ={}, cwd=tmp_path).config.channels.websocket.refusal_mode == (
         "explain"
     )
+
+
+def test_the_retired_attempt_count_is_refused_with_its_path_and_why(tmp_path: Path) -> None:
+    cfg = _write(tmp_path / "c.json", {"gateway": {"outbound_max_attempts": 8}})
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg, environ={}, cwd=tmp_path)
+    message = str(err.value)
+    assert "gateway.outbound_max_attempts: retired:" in message
+    assert "gateway.outbound_give_up_after_secs" in message
+
+
+def test_outbound_delivery_defaults(tmp_path: Path) -> None:
+    gateway = load_config(
+        None, environ={"PICOBOT_HOME": str(tmp_path)}, cwd=tmp_path
+    ).config.gateway
+    assert gateway.outbound_give_up_after_secs == 86_400
+    assert gateway.outbound_stale_notice_secs == 600
+    assert gateway.outbound_retry_max_secs == 300

@@ -114,3 +114,15 @@ def test_every_series_is_prefixed_and_registries_are_private() -> None:
     assert ("picobot_inbound_messages_total", frozenset({("channel", "telegram")})) not in other
     global_names = {family.name for family in REGISTRY.collect()}
     assert "picobot_inbound_messages" not in global_names
+
+
+def test_a_degraded_channel_and_rows_given_up_at_once() -> None:
+    m = Metrics()
+    m.set_channel_send_degraded("telegram", True)
+    m.set_channel_send_degraded("feishu", False)
+    m.outbound_failed("telegram", 3)
+    samples, types = scrape(m)
+    assert types["picobot_channel_send_degraded"] == "gauge"
+    assert value(samples, "picobot_channel_send_degraded", channel="telegram") == 1
+    assert value(samples, "picobot_channel_send_degraded", channel="feishu") == 0
+    assert value(samples, "picobot_outbound_failed_total", channel="telegram") == 3
