@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from agent.context import ContextBuilder, ContextSettings
 from agent.loop import LoopSettings
 from agent.providers import create_provider
-from agent.providers.base import LLMProvider, ProviderSettings
+from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
-from gateway.config import CompactionConfig, Config, LoadedConfig
+from gateway.config import CompactionConfig, Config, LoadedConfig, ModelPrices, ProviderConfig
 
 __all__ = [
     "AgentDirectory",
@@ -46,6 +47,7 @@ class AgentProfile:
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     summary_model: str = ""  # model id for compaction summaries (default: the agent's)
     summary_timeout_secs: float = 120.0
+    prices: ModelPrices | None = None  # for the /status cost estimate
 
 
 ProfileFactory = Callable[[str, str], AgentProfile]  # (agent name, channel) → profile
@@ -79,6 +81,17 @@ class AgentDirectory:
         return profile
 
 
+def _sends_cache_key(p: ProviderConfig) -> bool:
+    """Whether requests carry `prompt_cache_key`: some OpenAI-compatible servers
+    refuse fields they do not know, so by default only OpenAI itself gets it."""
+    if p.type != "openai" or p.prompt_cache == "off":
+        return False
+    if p.prompt_cache_key is not None:
+        return p.prompt_cache_key
+    host = urlsplit(p.base_url).hostname if p.base_url else "api.openai.com"
+    return host is not None and (host == "openai.com" or host.endswith(".openai.com"))
+
+
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
     providers: dict[str, LLMProvider] = {}
     for name, p in loaded.config.providers.items():
@@ -91,6 +104,11 @@ def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
             max_retries=p.max_retries,
             retry_max_wait_secs=p.retry_max_wait_secs,
             api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
+            prompt_cache=PromptCacheSettings(
+                enabled=p.prompt_cache == "auto",
+                ttl=CacheTTL(p.prompt_cache_ttl),
+                send_key=_sends_cache_key(p),
+            ),
         )
         providers[name] = create_provider(p.type, settings)
     return providers
@@ -133,4 +151,5 @@ def build_profile(
         compaction=agent.compaction,
         summary_model=summary.model_id,
         summary_timeout_secs=config.providers[agent.provider].llm_timeout_secs,
+        prices=model.prices,
     )

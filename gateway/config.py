@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from agent.providers import TEMPERATURE_LIMITS
 from channels.base import ChannelSettings
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
@@ -33,6 +34,7 @@ __all__ = [
     "ConfigError",
     "LoadedConfig",
     "ModelConfig",
+    "ModelPrices",
     "ProviderConfig",
     "QueueMode",
     "find_config_file",
@@ -58,11 +60,24 @@ class ProviderConfig(_Model):
     llm_timeout_secs: float = Field(120.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     retry_max_wait_secs: float = Field(60.0, gt=0)
+    prompt_cache: Literal["auto", "off"] = "auto"
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"  # anthropic
+    prompt_cache_key: bool | None = None  # openai; None: only to api.openai.com
 
     @field_validator("base_url")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+
+class ModelPrices(_Model):
+    """What a model costs, per million tokens, for the /status estimate."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(None, ge=0)  # default: the input price
+    cache_write: float | None = Field(None, ge=0)  # default: the input price
+    currency: str = Field("USD", min_length=1, max_length=8)
 
 
 class ModelConfig(_Model):
@@ -71,6 +86,7 @@ class ModelConfig(_Model):
     max_tokens: int | None = Field(None, gt=0)
     context_window_tokens: int = Field(128_000, gt=0)
     supports_vision: bool = True
+    prices: ModelPrices | None = None
 
 
 class CompactionConfig(_Model):
@@ -223,12 +239,35 @@ class Config(_Model):
                 problems.append(
                     f"scheduler.jobs[{n}] ({job.id}): payload.agent: no agent named {agent_name!r}"
                 )
+        problems += self._provider_limits()
         if not self.gateway.loopback_only and self.channels.websocket.enabled:
             token = self.gateway.auth_token
             if token is None or not token.get_secret_value():
                 problems.append(
                     "gateway.auth_token: required when gateway.host is not a loopback "
                     f"address ({self.gateway.host!r})"
+                )
+        return problems
+
+    def _provider_limits(self) -> list[str]:
+        """Values a provider's type refuses: every turn would fail at run time."""
+        problems: list[str] = []
+        for name, each in self.providers.items():
+            if each.type != "anthropic" and each.prompt_cache_ttl != "5m":
+                problems.append(
+                    f"providers.{name}.prompt_cache_ttl: only anthropic providers take a TTL"
+                )
+        for name, agent in self.agents.items():
+            provider = self.providers.get(agent.provider)
+            model = self.models.get(agent.model)
+            if provider is None or model is None or model.temperature is None:
+                continue
+            low, high = TEMPERATURE_LIMITS[provider.type]
+            if not low <= model.temperature <= high:
+                problems.append(
+                    f"providers.{agent.provider}: models.{agent.model}.temperature "
+                    f"{model.temperature} is out of range for a {provider.type} provider "
+                    f"({low:g} to {high:g}; agents.{name} uses both)"
                 )
         return problems
 

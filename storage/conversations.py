@@ -15,6 +15,7 @@ from storage.sessions import SessionRecord, SessionStatus
 __all__ = [
     "Replaced",
     "SessionStats",
+    "TokenTotals",
     "archive_active",
     "delete_session",
     "find_session",
@@ -35,10 +36,25 @@ class Replaced:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenTotals:
+    """The provider-reported tokens of a session's messages, every segment."""
+
+    input: int = 0  # whole prompts, cached parts included
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def uncached_input(self) -> int:
+        return max(0, self.input - self.cache_read - self.cache_write)
+
+
+@dataclass(frozen=True, slots=True)
 class SessionStats:
     record: SessionRecord
     message_count: int  # in the active history
     chars: int  # of content, reasoning and tool-call arguments in the active history
+    tokens: TokenTotals = TokenTotals()
 
 
 def find_session(records: list[SessionRecord], ref: str) -> SessionRecord | None:
@@ -128,4 +144,22 @@ def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sessi
         " FROM messages WHERE session_id = ? AND segment = ?",
         (record.id, record.segment),
     ).fetchone()
-    return SessionStats(record, int(row[0]), int(row[1]))
+    return SessionStats(record, int(row[0]), int(row[1]), _token_totals(conn, record.id))
+
+
+# A compaction copies the kept rows (usage included) into the new segment;
+# a copy keeps its created_at, so each message is counted once per group.
+_TOKENS = (
+    "SELECT COALESCE(SUM(i), 0), COALESCE(SUM(o), 0), COALESCE(SUM(r), 0), COALESCE(SUM(w), 0)"
+    " FROM (SELECT json_extract(usage, '$.input_tokens') AS i,"
+    " json_extract(usage, '$.output_tokens') AS o,"
+    " json_extract(usage, '$.cache_read_tokens') AS r,"
+    " json_extract(usage, '$.cache_write_tokens') AS w"
+    " FROM messages WHERE session_id = ? AND usage IS NOT NULL"
+    " GROUP BY created_at, role, usage)"
+)
+
+
+def _token_totals(conn: sqlite3.Connection, session_id: str) -> TokenTotals:
+    row = conn.execute(_TOKENS, (session_id,)).fetchone()
+    return TokenTotals(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
