@@ -26,6 +26,8 @@ __all__ = [
     "UnknownAgent",
     "build_profile",
     "build_providers",
+    "provider_settings",
+    "sends_cache_key",
 ]
 
 
@@ -81,7 +83,7 @@ class AgentDirectory:
         return profile
 
 
-def _sends_cache_key(p: ProviderConfig) -> bool:
+def sends_cache_key(p: ProviderConfig) -> bool:
     """Whether requests carry `prompt_cache_key`: some OpenAI-compatible servers
     refuse fields they do not know, so by default only OpenAI itself gets it."""
     if p.type != "openai" or p.prompt_cache == "off":
@@ -92,26 +94,31 @@ def _sends_cache_key(p: ProviderConfig) -> bool:
     return host is not None and (host == "openai.com" or host.endswith(".openai.com"))
 
 
+def provider_settings(loaded: LoadedConfig, name: str) -> ProviderSettings:
+    """`providers.<name>` as the provider takes it."""
+    p = loaded.config.providers[name]
+    return ProviderSettings(
+        name=name,
+        api_key=p.api_key.get_secret_value(),
+        base_url=p.base_url,
+        extra_headers=dict(p.extra_headers),
+        timeout_secs=p.llm_timeout_secs,
+        max_retries=p.max_retries,
+        retry_max_wait_secs=p.retry_max_wait_secs,
+        api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
+        prompt_cache=PromptCacheSettings(
+            enabled=p.prompt_cache == "auto",
+            ttl=CacheTTL(p.prompt_cache_ttl),
+            send_key=sends_cache_key(p),
+        ),
+    )
+
+
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
-    providers: dict[str, LLMProvider] = {}
-    for name, p in loaded.config.providers.items():
-        settings = ProviderSettings(
-            name=name,
-            api_key=p.api_key.get_secret_value(),
-            base_url=p.base_url,
-            extra_headers=dict(p.extra_headers),
-            timeout_secs=p.llm_timeout_secs,
-            max_retries=p.max_retries,
-            retry_max_wait_secs=p.retry_max_wait_secs,
-            api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
-            prompt_cache=PromptCacheSettings(
-                enabled=p.prompt_cache == "auto",
-                ttl=CacheTTL(p.prompt_cache_ttl),
-                send_key=_sends_cache_key(p),
-            ),
-        )
-        providers[name] = create_provider(p.type, settings)
-    return providers
+    return {
+        name: create_provider(p.type, provider_settings(loaded, name))
+        for name, p in loaded.config.providers.items()
+    }
 
 
 def build_profile(

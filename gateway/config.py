@@ -266,8 +266,8 @@ class Config(_Model):
             if not low <= model.temperature <= high:
                 problems.append(
                     f"providers.{agent.provider}: models.{agent.model}.temperature "
-                    f"{model.temperature} is out of range for a {provider.type} provider "
-                    f"({low:g} to {high:g}; agents.{name} uses both)"
+                    f"{model.temperature} is out of range: {provider.type} providers take "
+                    f"{low:g} to {high:g} (agents.{name} uses both)"
                 )
         return problems
 

@@ -132,8 +132,9 @@ def delete_session(
 
 
 def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> SessionStats | None:
-    """Size of the active session's history, counted by SQLite: cheap even for
-    a history of many thousands of messages (nothing is loaded into Python)."""
+    """Size of the active session's history and the session's tokens, counted
+    by SQLite: cheap even for many thousands of messages (nothing is loaded
+    into Python)."""
     record = sessions.active_session(conn, channel, chat_id)
     if record is None:
         return None

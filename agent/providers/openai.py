@@ -38,7 +38,13 @@ from agent.providers.media import load_media, mention_files
 from agent.providers.retry import Sleep, classify_status, server_message
 from agent.providers.sdk import SdkProvider
 
-__all__ = ["OpenAIProvider", "prompt_cache_key", "to_openai_messages", "to_openai_tools"]
+__all__ = [
+    "OpenAIProvider",
+    "parse_usage",
+    "prompt_cache_key",
+    "to_openai_messages",
+    "to_openai_tools",
+]
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -122,7 +128,7 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _usage_of(raw: object) -> Usage | None:
+def parse_usage(raw: object) -> Usage | None:
     """`prompt_tokens` includes the cached part: OpenAI's
     `prompt_tokens_details.cached_tokens` (and `cache_write_tokens`), or
     DeepSeek's `prompt_cache_hit_tokens`."""
@@ -168,7 +174,7 @@ class _StreamAssembler:
 
     async def feed(self, raw: object) -> None:
         chunk = _obj(raw)
-        self.usage = _usage_of(chunk.get("usage")) or self.usage
+        self.usage = parse_usage(chunk.get("usage")) or self.usage
         for choice in map(_obj, chunk.get("choices") or ()):
             delta = _obj(choice.get("delta"))
             reasoning = _reasoning_of(delta)
@@ -219,7 +225,7 @@ def _parse_completion(raw: object, provider: str) -> LLMResponse:
         content=_text(message.get("content")),
         tool_calls=tuple(calls),
         reasoning_content=_reasoning_of(message),
-        usage=_usage_of(_obj(raw).get("usage")),
+        usage=parse_usage(_obj(raw).get("usage")),
         finish_reason=_text(choice.get("finish_reason")) or None,
     )
 
