@@ -55,9 +55,9 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens of one provider call. `input_tokens` is the whole prompt; the
-    cache counts are the parts of it read from / written to the provider's
-    prompt cache (the rest was processed uncached)."""
+    """Tokens of one provider call (or a sum of calls). `input_tokens` is the
+    whole prompt; the cache counts are the parts of it read from / written to
+    the provider's prompt cache (the rest was processed uncached)."""
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -8,38 +8,39 @@ estimate: the provider's invoice is the truth (rounding, tiers, discounts).
 
 from __future__ import annotations
 
+from agent.messages import Usage
 from gateway.agents import AgentProfile
 from gateway.config import ModelPrices
-from storage.conversations import SessionStats, TokenTotals
+from storage.conversations import SessionStats
 
 __all__ = ["estimate_cost", "usage_status"]
 
 _PER = 1_000_000  # prices are per million tokens
 
 
-def estimate_cost(tokens: TokenTotals, prices: ModelPrices) -> float:
+def estimate_cost(tokens: Usage, prices: ModelPrices) -> float:
     """Uncached input, cache reads, cache writes and output, each at its price
     (a missing cache price falls back to the input price)."""
     read = prices.input if prices.cache_read is None else prices.cache_read
     write = prices.input if prices.cache_write is None else prices.cache_write
     return (
-        tokens.uncached_input * prices.input
-        + tokens.cache_read * read
-        + tokens.cache_write * write
-        + tokens.output * prices.output
+        tokens.uncached_input_tokens * prices.input
+        + tokens.cache_read_tokens * read
+        + tokens.cache_write_tokens * write
+        + tokens.output_tokens * prices.output
     ) / _PER
 
 
 def usage_status(stats: SessionStats, profile: AgentProfile) -> str:
     """The /status lines about tokens (and cost, when the model has prices)."""
     tokens = stats.tokens
-    if not tokens.input and not tokens.output:
+    if not tokens.input_tokens and not tokens.output_tokens:
         return "Tokens in this session: none reported yet"
-    share = tokens.cache_read / tokens.input if tokens.input else 0.0
+    share = tokens.cache_read_tokens / tokens.input_tokens if tokens.input_tokens else 0.0
     lines = [
-        f"Tokens in this session: {tokens.input:,} in, {tokens.output:,} out; "
+        f"Tokens in this session: {tokens.input_tokens:,} in, {tokens.output_tokens:,} out; "
         f"{share:.1%} of the input read from the prompt cache "
-        f"({tokens.cache_read:,} read, {tokens.cache_write:,} written)"
+        f"({tokens.cache_read_tokens:,} read, {tokens.cache_write_tokens:,} written)"
     ]
     if profile.prices is not None:
         cost = estimate_cost(tokens, profile.prices)

@@ -7,15 +7,15 @@ They return what happened; the wording for the chat is the caller's.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent.messages import Usage
 from storage import sessions
 from storage.sessions import SessionRecord, SessionStatus
 
 __all__ = [
     "Replaced",
     "SessionStats",
-    "TokenTotals",
     "archive_active",
     "delete_session",
     "find_session",
@@ -36,25 +36,11 @@ class Replaced:
 
 
 @dataclass(frozen=True, slots=True)
-class TokenTotals:
-    """The provider-reported tokens of a session's messages, every segment."""
-
-    input: int = 0  # whole prompts, cached parts included
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-    @property
-    def uncached_input(self) -> int:
-        return max(0, self.input - self.cache_read - self.cache_write)
-
-
-@dataclass(frozen=True, slots=True)
 class SessionStats:
     record: SessionRecord
     message_count: int  # in the active history
     chars: int  # of content, reasoning and tool-call arguments in the active history
-    tokens: TokenTotals = TokenTotals()
+    tokens: Usage = field(default_factory=Usage)  # every message of the session, all segments
 
 
 def find_session(records: list[SessionRecord], ref: str) -> SessionRecord | None:
@@ -161,6 +147,6 @@ _TOKENS = (
 )
 
 
-def _token_totals(conn: sqlite3.Connection, session_id: str) -> TokenTotals:
+def _token_totals(conn: sqlite3.Connection, session_id: str) -> Usage:
     row = conn.execute(_TOKENS, (session_id,)).fetchone()
-    return TokenTotals(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+    return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]))

@@ -7,7 +7,6 @@ from pathlib import Path
 from agent.messages import ChatMessage, Marker, Role, ToolCall, Usage
 from storage import conversations, messages, sessions
 from storage.compaction import commit_compaction
-from storage.conversations import TokenTotals
 from storage.db import Connection, Database
 
 
@@ -62,7 +61,5 @@ async def test_session_tokens_count_every_segment_once(tmp_path: Path) -> None:
         stats = await db.read(lambda c: conversations.session_stats(c, "websocket", "c"))
     assert stats is not None
     assert stats.record.segment == 1
-    assert stats.tokens == TokenTotals(
-        input=1000 + 1100 + 500 + 7, output=10 + 20 + 40 + 3, cache_read=1750, cache_write=250
-    )
-    assert stats.tokens.uncached_input == 2607 - 1750 - 250
+    assert stats.tokens == Usage(1000 + 1100 + 500 + 7, 10 + 20 + 40 + 3, 1750, 250)
+    assert stats.tokens.uncached_input_tokens == 2607 - 1750 - 250
