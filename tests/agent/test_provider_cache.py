@@ -181,3 +181,17 @@ def test_usage_fields_of_compatible_services() -> None:
     deepseek = {"prompt_tokens": 100, "completion_tokens": 5, "prompt_cache_hit_tokens": 80}
     assert parse_usage(deepseek) == Usage(100, 5, 80, 0)
     assert parse_usage({"prompt_tokens": 7, "completion_tokens": 1}) == Usage(7, 1)
+
+
+async def test_openai_sends_the_tail_after_the_history(gpt: FakeOpenAI) -> None:
+    provider = _openai(gpt, PromptCacheSettings())
+    tail = [ChatMessage.system("memory: likes tea", "memory")]
+    try:
+        await provider.complete(LLMRequest("m", [PERSONA, ChatMessage.user("hi")], tail=tail))
+    finally:
+        await provider.aclose()
+    assert gpt.requests[0]["messages"] == [
+        {"role": "system", "content": AGENT_MD},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "memory: likes tea"},
+    ]
