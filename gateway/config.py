@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from agent.providers import TEMPERATURE_LIMITS
 from channels.base import ChannelSettings
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
@@ -44,6 +43,11 @@ __all__ = [
 ]
 
 
+# The temperatures each provider type's API accepts (inclusive): Anthropic
+# refuses anything above 1, and every turn would fail.
+_TEMPERATURE_LIMITS = {"openai": (0.0, 2.0), "anthropic": (0.0, 1.0)}
+
+
 class ConfigError(Exception):
     """The configuration cannot be used; the message says where and why."""
 
@@ -57,12 +61,12 @@ class ProviderConfig(_Model):
     base_url: str | None = None
     api_key: SecretStr = SecretStr("")
     extra_headers: dict[str, str] = Field(default_factory=dict)
-    llm_timeout_secs: float = Field(120.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
-    retry_max_wait_secs: float = Field(60.0, gt=0)
     prompt_cache: Literal["auto", "off"] = "auto"
     prompt_cache_ttl: Literal["5m", "1h"] = "5m"  # anthropic
     prompt_cache_key: bool | None = None  # openai; None: only to api.openai.com
+    llm_timeout_secs: float = Field(120.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    retry_max_wait_secs: float = Field(60.0, gt=0)
 
     @field_validator("base_url")
     @classmethod
@@ -262,7 +266,7 @@ class Config(_Model):
             model = self.models.get(agent.model)
             if provider is None or model is None or model.temperature is None:
                 continue
-            low, high = TEMPERATURE_LIMITS[provider.type]
+            low, high = _TEMPERATURE_LIMITS[provider.type]
             if not low <= model.temperature <= high:
                 problems.append(
                     f"providers.{agent.provider}: models.{agent.model}.temperature "

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from agent.providers.base import LLMProvider, ProviderConfigError, ProviderSettings
 
-__all__ = ["PROVIDER_KINDS", "TEMPERATURE_LIMITS", "create_provider"]
+__all__ = ["PROVIDER_KINDS", "create_provider"]
 
 PROVIDER_KINDS = ("openai", "anthropic")
-# What each API accepts (inclusive); Anthropic refuses a temperature above 1.
-TEMPERATURE_LIMITS: dict[str, tuple[float, float]] = {"openai": (0.0, 2.0), "anthropic": (0.0, 1.0)}
 
 
 def create_provider(kind: str, settings: ProviderSettings) -> LLMProvider:
