@@ -35,7 +35,7 @@ from agent.compaction_prompt import (
     summary_request_text,
     with_prefix,
 )
-from agent.messages import ChatMessage, Marker, Role
+from agent.messages import ChatMessage, Marker, Role, Usage
 from agent.providers.base import LLMProvider, LLMRequest, ProviderError
 
 __all__ = [
@@ -249,12 +249,13 @@ async def compact(
     split = split_history(history, boundary)
     head, body = format_transcript(split.folded)
     transcript = cut_to_budget(head, body, transcript_budget_chars(window_tokens))
-    text = await _summarise(provider, model, transcript, timeout_secs)
+    text, usage = await _summarise(provider, model, transcript, timeout_secs)
     summarised = text is not None
     if text is None:
         fallback = cut_to_budget(head, body, fallback_budget_chars(window_tokens))
         text = f"{_FALLBACK_NOTE}\n\n{fallback}"
     summary = ChatMessage.system(with_prefix(text), marker=Marker.HISTORY_COMPACTION)
+    summary.usage = usage  # the summary call's tokens count towards the session's
     new_history = [*split.kept_system, summary, *split.recent]
     result = CompactionResult(
         kept_system=split.kept_system,
@@ -278,7 +279,7 @@ async def compact(
 
 async def _summarise(
     provider: LLMProvider, model: str, transcript: str, timeout_secs: float
-) -> str | None:
+) -> tuple[str | None, Usage | None]:
     request = LLMRequest(
         model=model,
         messages=[
@@ -291,15 +292,15 @@ async def _summarise(
             response = await provider.complete(request)
     except TimeoutError:
         log.warning("compaction_summary_timeout", provider=provider.name, timeout=timeout_secs)
-        return None
+        return None, None
     except ProviderError as exc:
         log.warning("compaction_summary_failed", provider=provider.name, error=type(exc).__name__)
-        return None
+        return None, None
     except Exception:  # a bug in a provider must not break the turn that triggered us
         log.exception("compaction_summary_crashed", provider=provider.name)
-        return None
+        return None, None
     text = response.content.strip()
     if not text:
         log.warning("compaction_summary_empty", provider=provider.name)
-        return None
-    return text
+        return None, response.usage
+    return text, response.usage

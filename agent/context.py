@@ -1,15 +1,22 @@
 """The context builder: the one place that decides what the model sees.
 
-A request's messages are assembled from ordered parts:
+A request is ordered from the most to the least stable part, so that the
+provider can cache the longest possible prefix (docs/caching.md):
 
-1. the operator's `system_prompt` (config; sent first, never persisted);
-2. per-turn injected blocks (`ContextPart`s: the skill index, the memory
-   summary …), rendered once when the turn starts and sent on every call of
-   that turn, never persisted;
-3. the history — which begins with the agent prompt (AGENT.md). That prompt
-   *is* persisted: `AgentPromptPolicy.check` decides, when a turn opens,
-   whether it is due (a new or reset history, or every N user turns);
-4. tool results of earlier turns trimmed to `tool_result_trim_chars`.
+1. the tool definitions (the registry's order; the loop sends them);
+2. the operator's `system_prompt` (config; sent first, never persisted);
+3. the history — which begins with the agent prompt (AGENT.md) and, after a
+   compaction, the summary of the earlier turns; then the turns, appended to
+   and never rewritten. AGENT.md *is* persisted: `AgentPromptPolicy.check`
+   decides, when a turn opens, whether it is due (a new or reset history, or
+   every N user turns), and a re-injection is stored before the latest user
+   message, not put at the front. Tool results of earlier turns are trimmed
+   to `tool_result_trim_chars`: a long result changes once, when its turn
+   is over, and stays the same from then on;
+4. per-turn injected blocks (`ContextPart`s: the skill index, the memory
+   summary …), rendered once when the turn starts, sent after the history on
+   every call of that turn (`PreparedContext.tail`), never persisted — what
+   varies per turn never comes before the history.
 
 It takes neutral input (`TurnFacts`, `ChatMessage`s) and never imports the
 gateway, channels or storage.
@@ -102,21 +109,25 @@ def _trimmed(message: ChatMessage, limit: int) -> ChatMessage:
 
 @dataclass(frozen=True, slots=True)
 class PreparedContext:
-    """A turn's fixed parts, ready to put in front of the history on each call."""
+    """A turn's fixed parts: `head` goes in front of the history on each
+    call, `tail` after it; `cache_key` names the conversation for the
+    provider's prompt cache."""
 
-    prefix: tuple[ChatMessage, ...]
+    head: tuple[ChatMessage, ...]
     trim_chars: int
+    tail: tuple[ChatMessage, ...] = ()
+    cache_key: str | None = None
 
     def messages(self, history: Sequence[ChatMessage], turn_start: int) -> list[ChatMessage]:
-        """What the model sees: the prefix, earlier turns with long tool results
-        trimmed, then this turn (from `turn_start`) whole."""
+        """The cacheable part of a request: the head, earlier turns with long
+        tool results trimmed, then this turn (from `turn_start`) whole."""
         limit = self.trim_chars
         tool = Role.TOOL
         older = [
             _trimmed(m, limit) if m.role is tool and len(m.content) > limit else m
             for m in history[:turn_start]
         ]
-        return [*self.prefix, *older, *history[turn_start:]]
+        return [*self.head, *older, *history[turn_start:]]
 
 
 class ContextBuilder:
@@ -124,15 +135,15 @@ class ContextBuilder:
         self.settings = settings
         self.parts = tuple(parts)
         base = [ChatMessage.system(settings.system_prompt)] if settings.system_prompt else []
-        self._static = PreparedContext(tuple(base), settings.tool_result_trim_chars)
+        self._head = tuple(base)
 
     async def prepare(self, turn: TurnFacts) -> PreparedContext:
         """Render the injected blocks once for the turn."""
-        if not self.parts:
-            return self._static
-        blocks = list(self._static.prefix)
+        tail: list[ChatMessage] = []
         for part in self.parts:
             text = await part.render(turn)
             if text:
-                blocks.append(ChatMessage.system(text, part.marker))
-        return PreparedContext(tuple(blocks), self.settings.tool_result_trim_chars)
+                tail.append(ChatMessage.system(text, part.marker))
+        return PreparedContext(
+            self._head, self.settings.tool_result_trim_chars, tuple(tail), turn.session_id
+        )

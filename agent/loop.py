@@ -82,6 +82,8 @@ class AgentLoop:
                 tools=specs,
                 temperature=s.temperature,
                 max_tokens=s.max_tokens,
+                tail=context.tail,
+                cache_key=context.cache_key,
             )
             response = await self.provider.complete(request, on_delta)
             assistant = ChatMessage(

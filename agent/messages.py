@@ -7,6 +7,7 @@ value object; persistence and wire mapping live elsewhere.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -54,11 +55,41 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one provider call (or a sum of calls). `input_tokens` is the
+    whole prompt; the cache counts are the parts of it read from / written to
+    the provider's prompt cache (the rest was processed uncached)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return max(0, self.input_tokens - self.cache_read_tokens - self.cache_write_tokens)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Usage:
+        """From `to_dict` output; keys it does not know (or lacks) are ignored."""
+
+        def count(key: str) -> int:
+            value = data.get(key)
+            return value if isinstance(value, int) else 0
+
+        return cls(
+            count("input_tokens"),
+            count("output_tokens"),
+            count("cache_read_tokens"),
+            count("cache_write_tokens"),
+        )
 
     def to_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
 
 
 def _now() -> datetime:

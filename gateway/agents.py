@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from agent.context import ContextBuilder, ContextPart, ContextSettings
 from agent.loop import LoopSettings
 from agent.providers import create_provider
-from agent.providers.base import LLMProvider, ProviderSettings
+from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
-from gateway.config import CompactionConfig, Config, LoadedConfig
+from gateway.config import CompactionConfig, Config, LoadedConfig, ModelPrices, ProviderConfig
 
 __all__ = [
     "AgentDirectory",
@@ -25,6 +26,8 @@ __all__ = [
     "UnknownAgent",
     "build_profile",
     "build_providers",
+    "provider_settings",
+    "sends_cache_key",
 ]
 
 
@@ -46,6 +49,7 @@ class AgentProfile:
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     summary_model: str = ""  # model id for compaction summaries (default: the agent's)
     summary_timeout_secs: float = 120.0
+    prices: ModelPrices | None = None  # for the /status cost estimate
 
 
 ProfileFactory = Callable[[str, str], AgentProfile]  # (agent name, channel) → profile
@@ -79,21 +83,42 @@ class AgentDirectory:
         return profile
 
 
+def sends_cache_key(p: ProviderConfig) -> bool:
+    """Whether requests carry `prompt_cache_key`: some OpenAI-compatible servers
+    refuse fields they do not know, so by default only OpenAI itself gets it."""
+    if p.type != "openai" or p.prompt_cache == "off":
+        return False
+    if p.prompt_cache_key is not None:
+        return p.prompt_cache_key
+    host = urlsplit(p.base_url).hostname if p.base_url else "api.openai.com"
+    return host is not None and (host == "openai.com" or host.endswith(".openai.com"))
+
+
+def provider_settings(loaded: LoadedConfig, name: str) -> ProviderSettings:
+    """`providers.<name>` as the provider takes it."""
+    p = loaded.config.providers[name]
+    return ProviderSettings(
+        name=name,
+        api_key=p.api_key.get_secret_value(),
+        base_url=p.base_url,
+        extra_headers=dict(p.extra_headers),
+        timeout_secs=p.llm_timeout_secs,
+        max_retries=p.max_retries,
+        retry_max_wait_secs=p.retry_max_wait_secs,
+        api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
+        prompt_cache=PromptCacheSettings(
+            enabled=p.prompt_cache == "auto",
+            ttl=CacheTTL(p.prompt_cache_ttl),
+            send_key=sends_cache_key(p),
+        ),
+    )
+
+
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
-    providers: dict[str, LLMProvider] = {}
-    for name, p in loaded.config.providers.items():
-        settings = ProviderSettings(
-            name=name,
-            api_key=p.api_key.get_secret_value(),
-            base_url=p.base_url,
-            extra_headers=dict(p.extra_headers),
-            timeout_secs=p.llm_timeout_secs,
-            max_retries=p.max_retries,
-            retry_max_wait_secs=p.retry_max_wait_secs,
-            api_key_hint=loaded.missing_env.get(f"providers.{name}.api_key"),
-        )
-        providers[name] = create_provider(p.type, settings)
-    return providers
+    return {
+        name: create_provider(p.type, provider_settings(loaded, name))
+        for name, p in loaded.config.providers.items()
+    }
 
 
 def build_profile(
@@ -135,4 +160,5 @@ def build_profile(
         compaction=agent.compaction,
         summary_model=summary.model_id,
         summary_timeout_secs=config.providers[agent.provider].llm_timeout_secs,
+        prices=model.prices,
     )

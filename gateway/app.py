@@ -63,6 +63,7 @@ from gateway.session_commands import SessionCommands
 from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
+from gateway.usage import usage_status
 from scheduler.service import Scheduler
 from storage.db import Database
 from storage.store import Store
@@ -322,6 +323,7 @@ class Gateway:
                 item, sid, agents.resolve(item.message.channel)
             ),
             status_line=lambda stats, ch: Compactor.status_line(stats, agents.resolve(ch)),
+            usage_line=lambda stats, ch: usage_status(stats, agents.resolve(ch)),
         )
         AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
         processor = InboundProcessor(

@@ -44,6 +44,7 @@ __all__ = [
     "ConfigError",
     "LoadedConfig",
     "ModelConfig",
+    "ModelPrices",
     "ProviderConfig",
     "QueueMode",
     "admins_from_env",
@@ -52,6 +53,11 @@ __all__ = [
     "parse_config",
     "picobot_home",
 ]
+
+
+# The temperatures each provider type's API accepts (inclusive): Anthropic
+# refuses anything above 1, and every turn would fail.
+_TEMPERATURE_LIMITS = {"openai": (0.0, 2.0), "anthropic": (0.0, 1.0)}
 
 
 class ConfigError(Exception):
@@ -67,6 +73,9 @@ class ProviderConfig(_Model):
     base_url: str | None = None
     api_key: SecretStr = SecretStr("")
     extra_headers: dict[str, str] = Field(default_factory=dict)
+    prompt_cache: Literal["auto", "off"] = "auto"
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"  # anthropic
+    prompt_cache_key: bool | None = None  # openai; None: only to api.openai.com
     llm_timeout_secs: float = Field(120.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     retry_max_wait_secs: float = Field(60.0, gt=0)
@@ -79,12 +88,23 @@ class ProviderConfig(_Model):
         return value or None
 
 
+class ModelPrices(_Model):
+    """What a model costs, per million tokens, for the /status estimate."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(None, ge=0)  # default: the input price
+    cache_write: float | None = Field(None, ge=0)  # default: the input price
+    currency: str = Field("USD", min_length=1, max_length=8)
+
+
 class ModelConfig(_Model):
     model_id: str = Field(min_length=1)
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, gt=0)
     context_window_tokens: int = Field(128_000, gt=0)
     supports_vision: bool = True
+    prices: ModelPrices | None = None
 
 
 class CompactionConfig(_Model):
@@ -282,12 +302,35 @@ class Config(_Model):
         problems.extend(
             "mcpServers: a server key must not be empty" for key in self.mcp_servers if not key
         )
+        problems += self._provider_limits()
         if not self.gateway.loopback_only and self.channels.websocket.enabled:
             token = self.gateway.auth_token
             if token is None or not token.get_secret_value():
                 problems.append(
                     "gateway.auth_token: required when gateway.host is not a loopback "
                     f"address ({self.gateway.host!r})"
+                )
+        return problems
+
+    def _provider_limits(self) -> list[str]:
+        """Values a provider's type refuses: every turn would fail at run time."""
+        problems: list[str] = []
+        for name, each in self.providers.items():
+            if each.type != "anthropic" and each.prompt_cache_ttl != "5m":
+                problems.append(
+                    f"providers.{name}.prompt_cache_ttl: only anthropic providers take a TTL"
+                )
+        for name, agent in self.agents.items():
+            provider = self.providers.get(agent.provider)
+            model = self.models.get(agent.model)
+            if provider is None or model is None or model.temperature is None:
+                continue
+            low, high = _TEMPERATURE_LIMITS[provider.type]
+            if not low <= model.temperature <= high:
+                problems.append(
+                    f"providers.{agent.provider}: models.{agent.model}.temperature "
+                    f"{model.temperature} is out of range: {provider.type} providers take "
+                    f"{low:g} to {high:g} (agents.{name} uses both)"
                 )
         return problems
 

@@ -25,9 +25,14 @@ class MeteredProvider:
             raise
         finally:
             self.metrics.llm_latency(self.name, request.model, time.monotonic() - started)
-        if response.usage is not None:
-            self.metrics.tokens(
-                request.model, response.usage.input_tokens, response.usage.output_tokens
+        usage = response.usage
+        if usage is not None:
+            self.metrics.tokens(request.model, usage.input_tokens, usage.output_tokens)
+            self.metrics.input_tokens(
+                request.model,
+                usage.uncached_input_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
             )
         return response
 

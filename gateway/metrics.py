@@ -82,6 +82,12 @@ class Metrics:
             ["model", "direction"],
             registry=reg,
         )
+        self._input = Counter(
+            "picobot_llm_input_tokens",
+            "Input tokens by prompt-cache use: read from the cache, written to it, or neither.",
+            ["model", "cache"],
+            registry=reg,
+        )
         self._queue = Gauge(
             "picobot_queue_depth",
             "Items waiting in an internal queue.",
@@ -172,6 +178,12 @@ class Metrics:
             self._tokens.labels(model=model, direction="input").inc(input)
         if output > 0:
             self._tokens.labels(model=model, direction="output").inc(output)
+
+    def input_tokens(self, model: str, uncached: int, cache_read: int, cache_write: int) -> None:
+        """One call's input split by cache use (the hit rate is read / all)."""
+        for kind, n in (("none", uncached), ("read", cache_read), ("write", cache_write)):
+            if n > 0:
+                self._child(self._input, model, kind).inc(n)
 
     def llm_failed(self, provider: str) -> None:
         self._llm_failed.labels(provider=provider).inc()

@@ -44,6 +44,7 @@ class SessionCommands:
         history_changed: Callable[[str, str], None],
         compact: CompactHook | None = None,
         status_line: StatusHook | None = None,
+        usage_line: StatusHook | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -51,6 +52,7 @@ class SessionCommands:
         self.history_changed = history_changed  # (channel, chat_id): drop cached history
         self.compact_hook = compact
         self.status_hook = status_line
+        self.usage_hook = usage_line  # tokens and cost of the session
         for name, help_, handler in (
             ("help", "list the commands", self.help),
             ("new", "/new [TITLE]: start a new session and switch to it", self.new),
@@ -64,7 +66,7 @@ class SessionCommands:
                 self.delete,
             ),
             ("stop", "cancel the running task", self.stop),
-            ("status", "show the current session's size and context use", self.status),
+            ("status", "show the session's size, context use and tokens", self.status),
             ("compact", "compact the current session's history now", self.compact),
         ):
             registry.add(Command(name, help_, handler))
@@ -161,4 +163,6 @@ class SessionCommands:
         ]
         if self.status_hook is not None:
             lines.append(self.status_hook(stats, call.channel))
+        if self.usage_hook is not None:
+            lines.append(self.usage_hook(stats, call.channel))
         return "\n".join(lines)

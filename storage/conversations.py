@@ -7,8 +7,9 @@ They return what happened; the wording for the chat is the caller's.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent.messages import Usage
 from storage import sessions
 from storage.sessions import SessionRecord, SessionStatus
 
@@ -39,6 +40,7 @@ class SessionStats:
     record: SessionRecord
     message_count: int  # in the active history
     chars: int  # of content, reasoning and tool-call arguments in the active history
+    tokens: Usage = field(default_factory=Usage)  # every message of the session, all segments
 
 
 def find_session(records: list[SessionRecord], ref: str) -> SessionRecord | None:
@@ -118,8 +120,9 @@ def delete_session(
 
 
 def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> SessionStats | None:
-    """Size of the active session's history, counted by SQLite: cheap even for
-    a history of many thousands of messages (nothing is loaded into Python)."""
+    """Size of the active session's history and the session's tokens, counted
+    by SQLite: cheap even for many thousands of messages (nothing is loaded
+    into Python)."""
     record = sessions.active_session(conn, channel, chat_id)
     if record is None:
         return None
@@ -130,4 +133,22 @@ def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sessi
         " FROM messages WHERE session_id = ? AND segment = ?",
         (record.id, record.segment),
     ).fetchone()
-    return SessionStats(record, int(row[0]), int(row[1]))
+    return SessionStats(record, int(row[0]), int(row[1]), _token_totals(conn, record.id))
+
+
+# A compaction copies the kept rows (usage included) into the new segment;
+# a copy keeps its created_at, so each message is counted once per group.
+_TOKENS = (
+    "SELECT COALESCE(SUM(i), 0), COALESCE(SUM(o), 0), COALESCE(SUM(r), 0), COALESCE(SUM(w), 0)"
+    " FROM (SELECT json_extract(usage, '$.input_tokens') AS i,"
+    " json_extract(usage, '$.output_tokens') AS o,"
+    " json_extract(usage, '$.cache_read_tokens') AS r,"
+    " json_extract(usage, '$.cache_write_tokens') AS w"
+    " FROM messages WHERE session_id = ? AND usage IS NOT NULL"
+    " GROUP BY created_at, role, usage)"
+)
+
+
+def _token_totals(conn: sqlite3.Connection, session_id: str) -> Usage:
+    row = conn.execute(_TOKENS, (session_id,)).fetchone()
+    return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]))

@@ -115,7 +115,7 @@ def _message(row: sqlite3.Row) -> ChatMessage:
         reasoning_content=row["reasoning_content"],
         media=tuple(json.loads(row["media"])) if row["media"] else (),
         marker=row["marker"],
-        usage=Usage(**usage) if usage else None,
+        usage=Usage.from_dict(usage) if usage else None,
         created_at=parse_iso(row["created_at"]),
         seq=row["seq"],
     )

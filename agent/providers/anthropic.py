@@ -1,26 +1,25 @@
 """The Anthropic provider (Messages API, native tool use) on the official `anthropic` SDK.
 
-Maps `ChatMessage` lists to Anthropic's shape: system messages joined into the
-`system` parameter, tool calls as `tool_use` blocks, tool results as `tool_result`
-blocks inside user messages, consecutive same-role messages merged, images as
-base64 `image` blocks. Thinking blocks come back as `reasoning_content` (they are
-not sent back: their signatures are not stored). Streams text deltas when asked,
-retries with `with_retries` (the SDK's own retries are off), and maps SDK errors
-to the provider error tree. It never logs keys or message text.
+The body is built by `anthropic_wire` (system blocks, the history in place,
+prompt-cache breakpoints unless `prompt_cache` is off). Thinking blocks come
+back as `reasoning_content` (they are not sent back: their signatures are not
+stored); usage keeps the cache reads and writes apart. Streams text deltas when
+asked, retries with `with_retries` (the SDK's own retries are off), and maps
+SDK errors to the provider error tree. It never logs keys or message text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import anthropic
 import httpx2
 from anthropic.types import Message
 
-from agent.messages import ChatMessage, Role, ToolCall, Usage
+from agent.messages import ToolCall, Usage
+from agent.providers.anthropic_wire import to_anthropic_prompt, to_anthropic_tools
 from agent.providers.base import (
     DeltaSink,
     LLMRequest,
@@ -28,13 +27,11 @@ from agent.providers.base import (
     ProviderError,
     ProviderSettings,
     ProviderUnavailable,
-    ToolSpec,
 )
-from agent.providers.media import load_media, mention_files
 from agent.providers.retry import Sleep, classify_status
 from agent.providers.sdk import SdkProvider
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "to_anthropic_messages"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "map_anthropic_error"]
 
 DEFAULT_MAX_TOKENS = 4096
 
@@ -47,81 +44,6 @@ _STREAM_ERROR_STATUS = {
     "authentication_error": 401,
     "permission_error": 403,
 }
-
-Block = dict[str, Any]
-
-
-async def _user_blocks(message: ChatMessage) -> list[Block]:
-    media = await load_media(message.media)
-    blocks: list[Block] = [
-        {
-            "type": "image",
-            "source": {"type": "base64", "media_type": image.mime_type, "data": image.data_b64},
-        }
-        for image in media.images
-    ]
-    text = mention_files(message.content, media.other_paths)
-    if text:  # the API rejects empty text blocks
-        blocks.append({"type": "text", "text": text})
-    return blocks
-
-
-def _tool_input(arguments: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
-        return {"raw_arguments": arguments}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _assistant_blocks(message: ChatMessage) -> list[Block]:
-    blocks: list[Block] = [{"type": "text", "text": message.content}] if message.content else []
-    blocks += [
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)}
-        for c in message.tool_calls
-    ]
-    return blocks
-
-
-def _tool_result_block(message: ChatMessage) -> Block:
-    return {"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}
-
-
-async def to_anthropic_messages(
-    messages: Sequence[ChatMessage],
-) -> tuple[str, list[dict[str, Any]]]:
-    """Return (system text, messages) with same-role neighbours merged."""
-    system: list[str] = []
-    turns: list[tuple[str, list[Block]]] = []
-    for message in messages:
-        if message.role is Role.SYSTEM:
-            if message.content:
-                system.append(message.content)
-            continue
-        if message.role is Role.ASSISTANT:
-            role, blocks = "assistant", _assistant_blocks(message)
-        elif message.role is Role.TOOL:
-            role, blocks = "user", [_tool_result_block(message)]
-        else:
-            role, blocks = "user", await _user_blocks(message)
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
-    wire = []
-    for role, blocks in turns:
-        if role == "user":  # tool_result blocks must lead their user message
-            blocks.sort(key=lambda b: b["type"] != "tool_result")
-        wire.append({"role": role, "content": blocks})
-    return "\n\n".join(system), wire
-
-
-def to_anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
-    ]
 
 
 def _parse_message(message: Message) -> LLMResponse:
@@ -137,12 +59,14 @@ def _parse_message(message: Message) -> LLMResponse:
             arguments = json.dumps(block.input, ensure_ascii=False)
             calls.append(ToolCall(block.id, block.name, arguments))
     usage = message.usage
-    cached = (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
+    read = usage.cache_read_input_tokens or 0
+    written = usage.cache_creation_input_tokens or 0
     return LLMResponse(
         content="".join(text),
         tool_calls=tuple(calls),
         reasoning_content="".join(thinking) or None,
-        usage=Usage(usage.input_tokens + cached, usage.output_tokens),
+        # input_tokens counts only what came after the last breakpoint
+        usage=Usage(usage.input_tokens + read + written, usage.output_tokens, read, written),
         finish_reason=message.stop_reason,
     )
 
@@ -186,16 +110,20 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         client = self._client_for_call()
-        system, messages = await to_anthropic_messages(request.messages)
+        prompt = await to_anthropic_prompt(request.messages, request.tail)
+        tools = to_anthropic_tools(request.tools)
+        cache = self._settings.prompt_cache
+        if cache.enabled and request.cache_key is not None:
+            prompt.mark_cache(tools, cache.ttl)
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": messages,
+            "messages": prompt.messages,
         }
-        if system:
-            params["system"] = system
-        if request.tools:
-            params["tools"] = to_anthropic_tools(request.tools)
+        if prompt.system:
+            params["system"] = prompt.system
+        if tools:
+            params["tools"] = tools
         if request.temperature is not None:
             # Not a typed parameter of this SDK version; the API still accepts it.
             params["extra_body"] = {"temperature": request.temperature}

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.messages import ChatMessage, ToolCall, Usage
 
 __all__ = [
+    "CacheTTL",
     "DeltaSink",
     "LLMProvider",
     "LLMRequest",
     "LLMResponse",
+    "PromptCacheSettings",
     "ProviderAuthError",
     "ProviderConfigError",
     "ProviderError",
@@ -75,11 +78,21 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class LLMRequest:
+    """One call. `messages` is the cacheable part, most stable first (operator
+    prompt, AGENT.md, compaction summary, then the append-only history);
+    `tail` holds per-turn blocks that go after it and never into the cached
+    prefix; `cache_key` names the conversation the request belongs to —
+    None for a one-off request (a compaction summary) that no later request
+    repeats, which therefore gets no cache hints (a cache write costs more
+    than plain input)."""
+
     model: str
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec] = ()
     temperature: float | None = None
     max_tokens: int | None = None
+    tail: Sequence[ChatMessage] = ()
+    cache_key: str | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +115,24 @@ class LLMProvider(Protocol):
     async def aclose(self) -> None: ...
 
 
+class CacheTTL(StrEnum):
+    """How long an Anthropic cache breakpoint lives (refreshed on every hit)."""
+
+    FIVE_MINUTES = "5m"
+    ONE_HOUR = "1h"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCacheSettings:
+    """`providers.<name>.prompt_cache*`: what a provider adds to help the
+    service cache the request prefix. Off changes nothing about the order of
+    the request; it only leaves the hints out."""
+
+    enabled: bool = True
+    ttl: CacheTTL = CacheTTL.FIVE_MINUTES  # Anthropic breakpoints
+    send_key: bool = False  # OpenAI-compatible: send `prompt_cache_key`
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderSettings:
     """What a provider needs, mapped from `providers.<name>` by the composition root."""
@@ -114,3 +145,4 @@ class ProviderSettings:
     max_retries: int = 3  # extra attempts after the first, for retryable errors
     retry_max_wait_secs: float = 60.0  # cap on one wait and on the sum of waits
     api_key_hint: str | None = None  # e.g. "OPENAI_API_KEY", named in the missing-key error
+    prompt_cache: PromptCacheSettings = field(default_factory=PromptCacheSettings)

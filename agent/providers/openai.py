@@ -4,11 +4,18 @@ Maps `ChatMessage` lists to chat-completions messages and back on the official
 `openai` SDK, streams text deltas when asked, keeps DeepSeek-style
 `reasoning_content`, and turns SDK errors into the provider error tree. Retries
 are ours (`with_retries`); the SDK's own are off. It never logs keys or message text.
+
+These services cache a repeated request prefix on their own; what helps is
+that the prefix does not change (the messages come in the context builder's
+order, the request's tail last) and, where the endpoint accepts the field, a
+per-conversation `prompt_cache_key` (`providers.<name>.prompt_cache_key`).
+Usage keeps the cached part of the prompt apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +38,13 @@ from agent.providers.media import load_media, mention_files
 from agent.providers.retry import Sleep, classify_status, server_message
 from agent.providers.sdk import SdkProvider
 
-__all__ = ["OpenAIProvider", "to_openai_messages", "to_openai_tools"]
+__all__ = [
+    "OpenAIProvider",
+    "parse_usage",
+    "prompt_cache_key",
+    "to_openai_messages",
+    "to_openai_tools",
+]
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -111,14 +124,29 @@ def _reasoning_of(part: dict[str, Any]) -> str | None:
     return None
 
 
-def _usage_of(raw: object) -> Usage | None:
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def parse_usage(raw: object) -> Usage | None:
+    """`prompt_tokens` includes the cached part: OpenAI's
+    `prompt_tokens_details.cached_tokens` (and `cache_write_tokens`), or
+    DeepSeek's `prompt_cache_hit_tokens`."""
     usage = _obj(raw)
     if not usage:
         return None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    details = _obj(usage.get("prompt_tokens_details"))
     return Usage(
-        prompt if isinstance(prompt, int) else 0, completion if isinstance(completion, int) else 0
+        _int(usage.get("prompt_tokens")),
+        _int(usage.get("completion_tokens")),
+        _int(details.get("cached_tokens")) or _int(usage.get("prompt_cache_hit_tokens")),
+        _int(details.get("cache_write_tokens")),
     )
+
+
+def prompt_cache_key(conversation: str) -> str:
+    """The `prompt_cache_key` of a conversation: stable, and no chat id in clear."""
+    return "picobot-" + hashlib.sha256(conversation.encode()).hexdigest()[:32]
 
 
 @dataclass(slots=True)
@@ -146,7 +174,7 @@ class _StreamAssembler:
 
     async def feed(self, raw: object) -> None:
         chunk = _obj(raw)
-        self.usage = _usage_of(chunk.get("usage")) or self.usage
+        self.usage = parse_usage(chunk.get("usage")) or self.usage
         for choice in map(_obj, chunk.get("choices") or ()):
             delta = _obj(choice.get("delta"))
             reasoning = _reasoning_of(delta)
@@ -197,7 +225,7 @@ def _parse_completion(raw: object, provider: str) -> LLMResponse:
         content=_text(message.get("content")),
         tool_calls=tuple(calls),
         reasoning_content=_reasoning_of(message),
-        usage=_usage_of(_obj(raw).get("usage")),
+        usage=parse_usage(_obj(raw).get("usage")),
         finish_reason=_text(choice.get("finish_reason")) or None,
     )
 
@@ -238,10 +266,12 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         client = self._client_for_call()
-        params: dict[str, Any] = {
-            "model": request.model,
-            "messages": await to_openai_messages(request.messages),
-        }
+        messages = await to_openai_messages(request.messages)
+        messages += await to_openai_messages(request.tail)  # after the cacheable prefix
+        params: dict[str, Any] = {"model": request.model, "messages": messages}
+        cache = self._settings.prompt_cache
+        if cache.enabled and cache.send_key and request.cache_key:
+            params["prompt_cache_key"] = prompt_cache_key(request.cache_key)
         if request.tools:
             params["tools"] = to_openai_tools(request.tools)
         if request.temperature is not None:

@@ -95,7 +95,7 @@ async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeAnthro
     assert fake.requests[1] == {
         "model": "claude-test",
         "max_tokens": 300,
-        "system": "You are terse.\n\nSkill index: none.",
+        "system": [{"type": "text", "text": "You are terse."}],
         "tools": [
             {
                 "name": "calculator",
@@ -128,6 +128,11 @@ async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeAnthro
                 "content": [
                     {"type": "tool_result", "tool_use_id": one.id, "content": "42"},
                     {"type": "tool_result", "tool_use_id": two.id, "content": "4"},
+                    # a system message after the first user turn stays in place
+                    {
+                        "type": "text",
+                        "text": "<system-reminder>\nSkill index: none.\n</system-reminder>",
+                    },
                     {"type": "text", "text": "and be quick"},
                 ],
             },

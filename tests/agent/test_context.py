@@ -39,22 +39,40 @@ def _history() -> list[ChatMessage]:
     ]
 
 
-async def test_parts_come_in_order_after_the_operator_prompt_and_before_the_history() -> None:
+async def test_parts_go_after_the_history_and_the_operator_prompt_first() -> None:
     skills = _Part("skills", "skill index", Marker.SKILL_INDEX)
     empty = _Part("memory", None)
     builder = ContextBuilder(ContextSettings("operator extras", 100), [skills, empty])
     prepared = await builder.prepare(FACTS)
     history = _history()
     sent = prepared.messages(history, turn_start=5)
-    assert [(m.role, m.content[:13]) for m in sent[:3]] == [
+    assert [(m.role, m.content[:13]) for m in sent[:2]] == [
         (Role.SYSTEM, "operator extr"),
-        (Role.SYSTEM, "skill index"),
         (Role.SYSTEM, "AGENT.md text"),
     ]
-    assert sent[1].marker is Marker.SKILL_INDEX
+    assert len(sent) == 1 + len(history)  # the parts are not in the cacheable prefix
+    assert [(m.content, m.marker) for m in prepared.tail] == [("skill index", Marker.SKILL_INDEX)]
     assert skills.rendered == [FACTS]
-    assert empty.rendered == [FACTS]
-    assert len(sent) == 2 + len(history)  # the empty part is left out
+    assert empty.rendered == [FACTS]  # rendered, and left out: it had nothing
+    assert prepared.cache_key == FACTS.session_id
+
+
+async def test_the_prefix_is_the_same_on_every_call_of_every_turn() -> None:
+    """Volatile parts change every turn; what comes before the tail does not."""
+    clock = _Part("time", "")
+    builder = ContextBuilder(ContextSettings("operator extras", 100), [clock])
+    history = _history()[:5]
+    seen: list[list[str]] = []
+    for turn in range(3):
+        clock.text = f"it is {turn} o'clock"
+        prepared = await builder.prepare(FACTS)
+        history.append(ChatMessage.user(f"question {turn}"))
+        sent = prepared.messages(history, turn_start=len(history) - 1)
+        seen.append([m.content for m in sent])
+        assert prepared.tail[0].content == f"it is {turn} o'clock"
+        history.append(ChatMessage(Role.ASSISTANT, f"answer {turn}"))
+    assert seen[1][: len(seen[0])] == seen[0]
+    assert seen[2][: len(seen[1])] == seen[1]
 
 
 async def test_only_earlier_turns_tool_results_are_trimmed() -> None:

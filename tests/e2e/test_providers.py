@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent.prompt_file import DEFAULT_AGENT_PROMPT
 from storage.db import Database
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -89,10 +90,18 @@ async def test_anthropic_tool_round_trip_through_the_gateway(home: Path) -> None
         first, second = claude.requests
     assert first["model"] == "claude-test"
     assert first["max_tokens"] == 512
-    assert first["system"].startswith("Be brief.")  # agent extras, then AGENT.md
+    cached = {"type": "ephemeral"}
+    assert first["system"] == [  # agent extras, then AGENT.md: blocks, the stable one marked
+        {"type": "text", "text": "Be brief."},
+        {"type": "text", "text": DEFAULT_AGENT_PROMPT.strip(), "cache_control": cached},
+    ]
     assert any(t["name"] == "calculator" and "input_schema" in t for t in first["tools"])
+    assert first["tools"][-1]["cache_control"] == cached
     assert first["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "what is 6*7?"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "what is 6*7?", "cache_control": cached}],
+        }
     ]
     assert second["messages"][1] == {
         "role": "assistant",
@@ -105,9 +114,17 @@ async def test_anthropic_tool_round_trip_through_the_gateway(home: Path) -> None
             }
         ],
     }
+    assert second["messages"][0]["content"][0] == {"type": "text", "text": "what is 6*7?"}
     assert second["messages"][2] == {
         "role": "user",
-        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}],
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": "42",
+                "cache_control": cached,  # the latest history prefix
+            }
+        ],
     }
 
 

@@ -7,7 +7,10 @@ signature_delta, tool_use with input_json_delta), message_delta, message_stop. I
 checks the key (`x-api-key`, or `Authorization: Bearer` as anthropic SDK 2.x
 sends it) when `api_key` is set and requires the `anthropic-version`
 header. Scripting and recording are shared with FakeOpenAI (`ScriptedLLMServer`).
-Nothing here ever leaves loopback.
+Prompt caching is emulated as the service describes it (`prompt_cache`, see
+tests/fakes/prompt_cache.py): usage reports `cache_read_input_tokens` and
+`cache_creation_input_tokens`, and a request with more than four
+`cache_control` breakpoints is refused with a 400. Nothing here ever leaves loopback.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.openai_server import Reply, ScriptedLLMServer, last_user_text, split_text
+from tests.fakes.prompt_cache import AnthropicCache, CacheRequestError
 
 __all__ = ["FakeAnthropic", "anthropic_error_body"]
 
@@ -42,6 +46,10 @@ class FakeAnthropic(ScriptedLLMServer):
     """POST /v1/messages the way Anthropic answers it."""
 
     _ids = itertools.count(1)
+
+    def __init__(self, *, prompt_cache: AnthropicCache | None = None) -> None:
+        super().__init__()
+        self.prompt_cache = prompt_cache or AnthropicCache()
 
     @property
     def base_url(self) -> str:
@@ -72,13 +80,25 @@ class FakeAnthropic(ScriptedLLMServer):
         if not isinstance(body.get("max_tokens"), int):
             payload = anthropic_error_body(400, "max_tokens: Field required")
             return web.json_response(payload, status=400)
+        try:
+            self.prompt_cache.validate(body)
+        except CacheRequestError as exc:
+            return web.json_response(anthropic_error_body(400, str(exc)), status=400)
         reply = await self._next_reply(body, last_user_text(body.get("messages", [])))
         if reply.is_error:
             payload = reply.body if reply.body is not None else anthropic_error_body(reply.status)
             return web.json_response(payload, status=reply.status, headers=reply.headers)
+        usage = self._usage(body, reply)
+        self.billed.append((body, usage))
         if body.get("stream"):
-            return await self._stream(request, body, reply)
-        return web.json_response(self._message(body, reply))
+            return await self._stream(request, body, reply, usage)
+        return web.json_response(self._message(body, reply, usage))
+
+    def _usage(self, body: dict[str, Any], reply: Reply) -> dict[str, int]:
+        """Scripted usage as given; else counted words, split by the prompt cache."""
+        if reply.usage is not None:
+            return {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}
+        return {**self.prompt_cache.usage(body), "output_tokens": self._usage_of(reply, body)[1]}
 
     @staticmethod
     def _blocks(reply: Reply) -> list[dict[str, Any]]:
@@ -94,7 +114,7 @@ class FakeAnthropic(ScriptedLLMServer):
             )
         return blocks
 
-    def _envelope(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    def _envelope(self, body: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
         return {
             "id": f"msg_{next(self._ids):06d}",
             "type": "message",
@@ -103,20 +123,22 @@ class FakeAnthropic(ScriptedLLMServer):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self._usage_of(reply, body)[0], "output_tokens": 1},
+            "usage": {**usage, "output_tokens": 1},
         }
 
-    def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        message = self._envelope(body, reply)
-        prompt, completion = self._usage_of(reply, body)
+    def _message(self, body: dict[str, Any], reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
+        message = self._envelope(body, usage)
         message["content"] = self._blocks(reply)
         message["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
-        message["usage"] = {"input_tokens": prompt, "output_tokens": completion}
+        message["usage"] = usage
         return message
 
-    def _events(self, body: dict[str, Any], reply: Reply) -> list[tuple[str, dict[str, Any]]]:
+    def _events(
+        self, body: dict[str, Any], reply: Reply, usage: dict[str, int]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        opening = {"type": "message_start", "message": self._envelope(body, usage)}
         events: list[tuple[str, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": self._envelope(body, reply)}),
+            ("message_start", opening),
             ("ping", {"type": "ping"}),
         ]
         for index, block in enumerate(self._blocks(reply)):
@@ -147,7 +169,7 @@ class FakeAnthropic(ScriptedLLMServer):
             if kind == "text" and reply.stream_error is not None:
                 return events
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-        completion = self._usage_of(reply, body)[1]
+        completion = usage["output_tokens"]
         stop = "tool_use" if reply.tool_calls else "end_turn"
         events.append(
             (
@@ -163,7 +185,7 @@ class FakeAnthropic(ScriptedLLMServer):
         return events
 
     async def _stream(
-        self, request: web.Request, body: dict[str, Any], reply: Reply
+        self, request: web.Request, body: dict[str, Any], reply: Reply, usage: dict[str, int]
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={
@@ -172,7 +194,7 @@ class FakeAnthropic(ScriptedLLMServer):
             }
         )
         await response.prepare(request)
-        events = self._events(body, reply)
+        events = self._events(body, reply, usage)
         if reply.stream_error is not None:
             events.append(("error", anthropic_error_body(529, reply.stream_error)))
         try:

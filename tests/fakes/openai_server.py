@@ -25,6 +25,8 @@ from typing import Any, Self
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tests.fakes.prompt_cache import OpenAICache
+
 __all__ = [
     "FakeOpenAI",
     "Reply",
@@ -94,6 +96,8 @@ class ScriptedLLMServer:
         self.delay: float = 0.0
         self.responder: Responder | None = None
         self.requests: list[dict[str, Any]] = []
+        # each answered request with the usage reported for it
+        self.billed: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.request_headers: list[CIMultiDict[str]] = []  # case-insensitive keys
         self._script: deque[Reply] = deque()
         self._gate = asyncio.Event()
@@ -265,9 +269,24 @@ def openai_error_body(status: int, message: str | None = None) -> dict[str, Any]
 
 
 class FakeOpenAI(ScriptedLLMServer):
-    """POST /v1/chat/completions (and GET /v1/models) the way OpenAI answers them."""
+    """POST /v1/chat/completions (and GET /v1/models) the way OpenAI answers them.
+
+    Prompt caching is emulated (tests/fakes/prompt_cache.py) and reported in
+    `usage.prompt_tokens_details.cached_tokens`. With `accepted_fields` set it
+    behaves like the OpenAI-compatible servers that refuse a request carrying
+    any other top-level field (400)."""
 
     _ids = itertools.count(1)
+
+    def __init__(
+        self,
+        *,
+        prompt_cache: OpenAICache | None = None,
+        accepted_fields: frozenset[str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.prompt_cache = prompt_cache or OpenAICache()
+        self.accepted_fields = accepted_fields
 
     @property
     def base_url(self) -> str:
@@ -296,13 +315,19 @@ class FakeOpenAI(ScriptedLLMServer):
         body = await self._record(request)
         if not self._authorized(request):
             return self._unauthorized()
+        unknown = sorted(set(body) - self.accepted_fields) if self.accepted_fields else []
+        if unknown:
+            text = f"Unrecognized request argument supplied: {', '.join(unknown)}"
+            return web.json_response(openai_error_body(400, text), status=400)
         reply = await self._next_reply(body, last_user_text(body.get("messages", [])))
         if reply.is_error:
             payload = reply.body if reply.body is not None else openai_error_body(reply.status)
             return web.json_response(payload, status=reply.status, headers=reply.headers)
+        usage = self._usage(body, reply)
+        self.billed.append((body, usage))
         if body.get("stream"):
-            return await self._stream(request, body, reply)
-        return web.json_response(self._completion(body, reply))
+            return await self._stream(request, body, reply, usage)
+        return web.json_response(self._completion(body, reply, usage))
 
     @staticmethod
     def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
@@ -318,15 +343,25 @@ class FakeOpenAI(ScriptedLLMServer):
             for call in reply.tool_calls
         ]
 
-    def _usage(self, body: dict[str, Any], reply: Reply) -> dict[str, int]:
-        prompt, completion = self._usage_of(reply, body)
+    def _usage(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        """Scripted usage as given; else counted words (tool definitions
+        included), the cached prefix among them."""
+        if reply.usage is not None:
+            (prompt, completion), cached = reply.usage, 0
+        else:
+            prompt = len(OpenAICache.prompt_tokens(body))
+            completion = self._usage_of(reply, body)[1]
+            cached = self.prompt_cache.cached_tokens(body)
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         }
 
-    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    def _completion(
+        self, body: dict[str, Any], reply: Reply, usage: dict[str, Any]
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {
             "role": "assistant",
             "content": reply.text or None,
@@ -350,10 +385,12 @@ class FakeOpenAI(ScriptedLLMServer):
                     "finish_reason": "tool_calls" if reply.tool_calls else "stop",
                 }
             ],
-            "usage": self._usage(body, reply),
+            "usage": usage,
         }
 
-    def _chunks(self, body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+    def _chunks(
+        self, body: dict[str, Any], reply: Reply, usage: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         base: dict[str, Any] = {
             "id": f"chatcmpl-{next(self._ids)}",
@@ -389,11 +426,11 @@ class FakeOpenAI(ScriptedLLMServer):
                 chunks.append(chunk({"tool_calls": [part]}))
         chunks.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
         if include_usage:
-            chunks.append({**base, "choices": [], "usage": self._usage(body, reply)})
+            chunks.append({**base, "choices": [], "usage": usage})
         return chunks
 
     async def _stream(
-        self, request: web.Request, body: dict[str, Any], reply: Reply
+        self, request: web.Request, body: dict[str, Any], reply: Reply, usage: dict[str, Any]
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={
@@ -403,7 +440,7 @@ class FakeOpenAI(ScriptedLLMServer):
         )
         await response.prepare(request)
         try:
-            for item in self._chunks(body, reply):
+            for item in self._chunks(body, reply, usage):
                 await response.write(f"data: {json.dumps(item, ensure_ascii=False)}\n\n".encode())
             if reply.stream_error is not None:
                 error = openai_error_body(500, reply.stream_error)

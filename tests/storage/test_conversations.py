@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.messages import ChatMessage, Role, ToolCall
+from agent.messages import ChatMessage, Marker, Role, ToolCall, Usage
 from storage import conversations, messages, sessions
+from storage.compaction import commit_compaction
 from storage.db import Connection, Database
 
 
@@ -32,3 +33,33 @@ async def test_session_stats_count_what_the_history_holds(tmp_path: Path) -> Non
     expected += sum(len(t.arguments) for m in history for t in m.tool_calls)
     assert stats.chars == expected
     assert stats.record.user_turns == 1
+
+
+async def test_session_tokens_count_every_segment_once(tmp_path: Path) -> None:
+    """Tokens of the whole session: a compaction's copies of kept messages
+    are not counted again, its summary call is, older rows without cache
+    counts read as zero."""
+    turns = [
+        ChatMessage.user("one"),
+        ChatMessage(Role.ASSISTANT, "a", usage=Usage(1000, 10, 800, 150)),
+        ChatMessage.user("two"),
+        ChatMessage(Role.ASSISTANT, "b", usage=Usage(1100, 20, 950, 100)),
+    ]
+    summary = ChatMessage.system("[Compressed History] one", Marker.HISTORY_COMPACTION)
+    summary.usage = Usage(500, 40)
+    legacy = '{"input_tokens": 7, "output_tokens": 3}'  # stored before cache counts existed
+
+    def fill(c: Connection) -> None:
+        sessions.create_session(c, "websocket", "c", "c")
+        messages.append_messages(c, "c", turns)
+        commit_compaction(c, "c", 0, [summary, *turns[2:]], "2026-01-01T00:00:00+00:00")
+        messages.append_messages(c, "c", [ChatMessage.user("three")])
+        c.execute("UPDATE messages SET usage = ? WHERE content = 'three'", (legacy,))
+
+    async with Database(tmp_path / "db.sqlite") as db:
+        await db.write(fill)
+        stats = await db.read(lambda c: conversations.session_stats(c, "websocket", "c"))
+    assert stats is not None
+    assert stats.record.segment == 1
+    assert stats.tokens == Usage(1000 + 1100 + 500 + 7, 10 + 20 + 40 + 3, 1750, 250)
+    assert stats.tokens.uncached_input_tokens == 2607 - 1750 - 250
