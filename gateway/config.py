@@ -19,8 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -35,6 +33,15 @@ from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
 from channels.websocket import WebSocketConfig
 from channels.wechat.config import WechatConfig
+from gateway.config_agents import (
+    TEMPERATURE_LIMITS,
+    AgentConfig,
+    CompactionConfig,
+    FrozenModel,
+    ModelConfig,
+    ModelPrices,
+    ProviderConfig,
+)
 from scheduler.config import SchedulerConfig
 
 __all__ = [
@@ -55,73 +62,8 @@ __all__ = [
 ]
 
 
-# The temperatures each provider type's API accepts (inclusive): Anthropic
-# refuses anything above 1, and every turn would fail.
-_TEMPERATURE_LIMITS = {"openai": (0.0, 2.0), "anthropic": (0.0, 1.0)}
-
-
 class ConfigError(Exception):
     """The configuration cannot be used; the message says where and why."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ProviderConfig(_Model):
-    type: Literal["openai", "anthropic"] = "openai"
-    base_url: str | None = None
-    api_key: SecretStr = SecretStr("")
-    extra_headers: dict[str, str] = Field(default_factory=dict)
-    prompt_cache: Literal["auto", "off"] = "auto"
-    prompt_cache_ttl: Literal["5m", "1h"] = "5m"  # anthropic
-    prompt_cache_key: bool | None = None  # openai; None: only to api.openai.com
-    llm_timeout_secs: float = Field(120.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
-    retry_max_wait_secs: float = Field(60.0, gt=0)
-    # The spec's key; honoured by memory maintenance once that feature lands.
-    memory_maintenance_timeout_secs: float = Field(600.0, gt=0)
-
-    @field_validator("base_url")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return value or None
-
-
-class ModelPrices(_Model):
-    """What a model costs, per million tokens, for the /status estimate."""
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float | None = Field(None, ge=0)  # default: the input price
-    cache_write: float | None = Field(None, ge=0)  # default: the input price
-    currency: str = Field("USD", min_length=1, max_length=8)
-
-
-class ModelConfig(_Model):
-    model_id: str = Field(min_length=1)
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int | None = Field(None, gt=0)
-    context_window_tokens: int = Field(128_000, gt=0)
-    supports_vision: bool = True
-    prices: ModelPrices | None = None
-
-
-class CompactionConfig(_Model):
-    enabled: bool = True
-    trigger_ratio: float = Field(0.5, gt=0, lt=1)
-    keep_user_turns: int = Field(3, ge=1)
-    summary_model: str | None = None
-
-
-class AgentConfig(_Model):
-    provider: str = "default"
-    model: str = "default"
-    max_tool_iterations: int = Field(100, ge=1)
-    tool_result_max_chars: int = Field(20_000, ge=100)
-    context_tool_result_trim_chars: int = Field(2_000, ge=100)
-    system_prompt: str | None = None
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 
 
 class QueueMode(StrEnum):
@@ -140,7 +82,7 @@ def check_admin_entry(entry: str) -> str:
 _RETIRED = "retired_key"  # a key that used to exist: its error names it and says why
 
 
-class GatewayConfig(_Model):
+class GatewayConfig(FrozenModel):
     host: str = "127.0.0.1"
     port: int = Field(19876, ge=0, le=65535)
     auth_token: SecretStr | None = None
@@ -191,7 +133,7 @@ def admins_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
         raise ConfigError(f"PICOBOT_ADMINS: {exc}") from None
 
 
-class ChannelsConfig(_Model):
+class ChannelsConfig(FrozenModel):
     websocket: WebSocketConfig = Field(default_factory=WebSocketConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
@@ -207,13 +149,13 @@ class ChannelsConfig(_Model):
         return {name: s for name, s in sections.items() if s.enabled}
 
 
-class HttpToolConfig(_Model):
+class HttpToolConfig(FrozenModel):
     allow_private: bool = False
     timeout_secs: float = Field(30.0, gt=0)
     max_response_bytes: int = Field(2_000_000, gt=0)
 
 
-class ToolsConfig(_Model):
+class ToolsConfig(FrozenModel):
     disabled: list[str] = Field(default_factory=list)
     workspace: str | None = None
     restrict_to_workspace: bool = True
@@ -224,7 +166,7 @@ class ToolsConfig(_Model):
     http: HttpToolConfig = Field(default_factory=HttpToolConfig)
 
 
-class TimeConfig(_Model):
+class TimeConfig(FrozenModel):
     timezone: str = "UTC"
 
     @field_validator("timezone")
@@ -241,11 +183,11 @@ class TimeConfig(_Model):
         return ZoneInfo(self.timezone)
 
 
-class StorageConfig(_Model):
+class StorageConfig(FrozenModel):
     path: str | None = None  # default: $PICOBOT_HOME/storage/sessions.db
 
 
-class LoggingConfig(_Model):
+class LoggingConfig(FrozenModel):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "console", "json"] = "auto"
 
@@ -262,7 +204,7 @@ def _default_agents() -> dict[str, AgentConfig]:
     return {"default": AgentConfig()}
 
 
-class Config(_Model):
+class Config(FrozenModel):
     providers: dict[str, ProviderConfig] = Field(default_factory=_default_providers)
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)
     agents: dict[str, AgentConfig] = Field(default_factory=_default_agents)
@@ -325,7 +267,7 @@ class Config(_Model):
             model = self.models.get(agent.model)
             if provider is None or model is None or model.temperature is None:
                 continue
-            low, high = _TEMPERATURE_LIMITS[provider.type]
+            low, high = TEMPERATURE_LIMITS[provider.type]
             if not low <= model.temperature <= high:
                 problems.append(
                     f"providers.{agent.provider}: models.{agent.model}.temperature "
