@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from agent.messages import Marker
 from storage import sessions
 from storage.sessions import SessionRecord, SessionStatus
 
@@ -111,7 +112,7 @@ def delete_session(
     sessions.delete_session(conn, target.id)
     fresh = None
     if active is not None and target.id == active.id:
-        fresh = sessions.create_next_session(conn, channel, chat_id, base_id)
+        fresh = sessions.create_next_session(conn, channel, chat_id, base_id, after=target.id)
     return Replaced(target, fresh)
 
 
@@ -125,7 +126,7 @@ def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sessi
         "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
         " + (SELECT COALESCE(SUM(LENGTH(json_extract(t.value, '$.arguments'))), 0)"
         "    FROM json_each(COALESCE(tool_calls, '[]')) AS t)), 0)"
-        " FROM messages WHERE session_id = ? AND segment = ?",
-        (record.id, record.segment),
+        " FROM messages WHERE session_id = ? AND segment = ? AND marker IS NOT ?",
+        (record.id, record.segment, Marker.FAILED_TURN.value),
     ).fetchone()
     return SessionStats(record, int(row[0]), int(row[1]))

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from agent.messages import ChatMessage, Role, Usage
+from agent.messages import ChatMessage, Marker, Role, Usage
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "count_messages",
     "load_active_history",
     "load_segment",
+    "mark_failed_run",
     "message_row",
 ]
 
@@ -122,11 +123,22 @@ def _message(row: sqlite3.Row) -> ChatMessage:
 
 
 def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> list[ChatMessage]:
+    """The segment's messages in order, without those of failed turns."""
     rows = conn.execute(
-        "SELECT * FROM messages WHERE session_id = ? AND segment = ? ORDER BY seq",
-        (session_id, segment),
+        "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
+        "AND marker IS NOT ? ORDER BY seq",
+        (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
     return [_message(r) for r in rows]
+
+
+def mark_failed_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:
+    """Leave a failed turn's messages out of later histories (AGENT.md stays):
+    the user, told that it failed, asks again rather than have it answered twice."""
+    conn.execute(
+        "UPDATE messages SET marker = ? WHERE session_id = ? AND run_id = ? AND role != 'system'",
+        (Marker.FAILED_TURN.value, session_id, run_id),
+    )
 
 
 def load_active_history(conn: sqlite3.Connection, session_id: str) -> list[ChatMessage]:

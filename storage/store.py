@@ -85,9 +85,11 @@ class Store:
         inbox_ids: Sequence[int],
         *,
         on_commit: Callable[[int | None], None] | None = None,
+        failed: bool = False,
     ) -> int | None:
         """`on_commit` gets the outbox row id right after the commit, even if
-        the caller is cancelled meanwhile."""
+        the caller is cancelled meanwhile. `failed`: the turn failed; its
+        messages stay stored but out of later histories."""
         return await self.db.write(
             functools.partial(
                 turns.finish_turn,
@@ -97,6 +99,7 @@ class Store:
                 deferred=deferred,
                 out=out,
                 inbox_ids=inbox_ids,
+                failed=failed,
             ),
             on_commit=on_commit,
         )

@@ -159,8 +159,10 @@ def cmd_outbox(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from gateway.cli.jobs import run_jobs_command
+    from gateway.cli.jobs import print_jobs_help, run_jobs_command
 
+    if args.jobs_command is None:
+        return print_jobs_help(args)
     return asyncio.run(run_jobs_command(args, _load(args)))
 
 
