@@ -14,10 +14,13 @@ channels stopped → HTTP server down → storage closed last.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -28,6 +31,7 @@ from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, HttpMount, StateStore
+from channels.websocket import WebSocketChannel
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
@@ -53,6 +57,10 @@ from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
 from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
+from gateway.web.directory import StoreDirectory
+from gateway.web.ops import OpsApi
+from gateway.web.static import PACKAGED_ROOT, StaticSite
+from scheduler.admin import JobView
 from scheduler.service import Scheduler
 from storage.db import Database
 from storage.store import Store
@@ -331,6 +339,8 @@ class Gateway:
         app = build_http_app(HttpProbes(self.readiness, self._render_metrics))
         mount = AppMount(app)
         for channel in self.channels:
+            if isinstance(channel, WebSocketChannel):
+                channel.use_directory(StoreDirectory(store, self.commands, channel.name))
             channel.setup(
                 _Runtime(
                     self.bus,
@@ -350,7 +360,23 @@ class Gateway:
                 "scheduler",
                 lambda: "not running" if self.started.is_set() and not scheduler.running else None,
             )
+        self._web(app, store, dispatcher)
         return app
+
+    def _web(self, app: web.Application, store: Store, dispatcher: OutboundDispatcher) -> None:
+        """The operator API, then the web UI for every other GET (mounted last)."""
+        cfg = self.config
+        token = cfg.gateway.auth_token
+        OpsApi(
+            store,
+            token.get_secret_value() or None if token else None,
+            self._readiness.checks,
+            dispatcher.wake,
+            functools.partial(_job_views, store, cfg.time.zone),
+            cfg.channels.websocket.allowed_origins,
+        ).mount(app)
+        site = StaticSite(self.loaded.static_dir or PACKAGED_ROOT)
+        app.router.add_get("/{tail:.*}", site.handle)
 
     async def _serve_http(self, runner: web.AppRunner) -> None:
         await runner.setup()
@@ -371,6 +397,10 @@ class Gateway:
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
         return self.metrics.render()
+
+
+async def _job_views(store: Store, zone: tzinfo) -> list[dict[str, Any]]:
+    return [JobView(job, last).to_dict(zone) for job, last in await store.scheduled_jobs()]
 
 
 def _not_ready_reason(channel: Channel) -> Callable[[], str | None]:

@@ -240,6 +240,7 @@ class LoadedConfig:
     home: Path
     # JSON path → environment variable named by a placeholder that was unset.
     missing_env: Mapping[str, str]
+    static_dir: Path | None = None  # $STATIC_DIR: serve the web UI from disk (development)
 
     @property
     def storage_path(self) -> Path:
@@ -355,4 +356,7 @@ def load_config(
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     config, missing = parse_config(raw, env, source=str(path) if path else "default config")
-    return LoadedConfig(config, path, picobot_home(env), missing)
+    static = env.get("STATIC_DIR")
+    return LoadedConfig(
+        config, path, picobot_home(env), missing, Path(static).expanduser() if static else None
+    )

@@ -15,6 +15,7 @@ __all__ = [
     "bound_position",
     "count_messages",
     "load_active_history",
+    "load_recent",
     "load_segment",
     "mark_failed_run",
     "message_row",
@@ -130,6 +131,19 @@ def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> lis
         (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
     return [_message(r) for r in rows]
+
+
+def load_recent(
+    conn: sqlite3.Connection, session_id: str, segment: int, limit: int
+) -> tuple[list[tuple[ChatMessage, str | None]], bool]:
+    """The segment's newest `limit` messages in order, each with the run id of
+    the turn that wrote it, failed turns left out; and whether older ones exist."""
+    rows = conn.execute(
+        "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
+        "AND marker IS NOT ? ORDER BY seq DESC LIMIT ?",
+        (session_id, segment, Marker.FAILED_TURN.value, limit + 1),
+    ).fetchall()
+    return [(_message(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
 
 
 def mark_failed_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:
