@@ -155,8 +155,8 @@ async def test_operator_api_needs_the_token(home: Path, llm: FakeOpenAI) -> None
             assert {c["name"] for c in channels["checks"]} >= {"storage", "channel websocket"}
             async with http.post(f"{gw.base_url}/api/ops/outbox/{row}/retry", headers=bearer) as r:
                 assert (r.status, await r.json()) == (200, {"retried": row})
-            async with http.post(f"{gw.base_url}/api/ops/outbox/{row}/retry", headers=bearer) as r:
-                assert r.status == 409  # pending (or parked again) now: nothing to retry
+            async with http.post(f"{gw.base_url}/api/ops/outbox/999/retry", headers=bearer) as r:
+                assert r.status == 409  # no such failed or parked row
             async with http.get(f"{gw.base_url}/api/nope", headers=bearer) as r:
                 assert r.status == 404
             # a page of another origin may not use the API, token or not
