@@ -52,7 +52,11 @@ async def page_on(
         page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
         page.on(
             "console",
-            lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None,
+            lambda msg: (
+                errors.append(f"console: {msg.text} [{msg.location.get('url', '')}]")
+                if msg.type == "error"
+                else None
+            ),
         )
     try:
         yield page

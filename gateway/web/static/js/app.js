@@ -103,7 +103,14 @@ document.addEventListener("click", (e) => {
   route();
 });
 window.addEventListener("popstate", route);
-$("menu").addEventListener("click", () => document.body.classList.toggle("sidebar-open"));
+$("menu").addEventListener("click", (e) => {
+  e.stopPropagation();
+  document.body.classList.toggle("sidebar-open");
+});
+document.addEventListener("click", (e) => {
+  // the drawer (phone) closes on a tap outside it
+  if (!e.target.closest("#sidebar")) document.body.classList.remove("sidebar-open");
+});
 
 route();
 conn.connect();
