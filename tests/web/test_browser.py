@@ -58,82 +58,83 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
     loaded = make_config(home, llm.base_url, gateway={"auth_token": TOKEN})
     errors: list[str] = []
     frames: list[dict[str, Any]] = []
-    async with running_gateway(loaded) as gw, chromium() as browser:
-        async with page_on(browser, errors=errors) as page:
-            _record_frames(page, frames)
-            _answer_prompts(page, ["Second"])
-            await page.goto(gw.base_url + "/")
-            # asked for the token once
-            await expect(page.locator("#token-dialog")).to_be_visible()
-            await page.fill("#token-input", TOKEN)
-            await page.click("#token-form button[type=submit]")
-            await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+    async with (
+        running_gateway(loaded) as gw,
+        chromium() as browser,
+        page_on(browser, errors=errors) as page,
+    ):
+        _record_frames(page, frames)
+        _answer_prompts(page, ["Second"])
+        await page.goto(gw.base_url + "/")
+        # asked for the token once
+        await expect(page.locator("#token-dialog")).to_be_visible()
+        await page.fill("#token-input", TOKEN)
+        await page.click("#token-form button[type=submit]")
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
 
-            # a streamed reply, rendered: a Markdown table and a code block
-            await _send(page, "show me a table")
-            reply = page.locator(".msg.assistant").last
-            await expect(reply.locator("table td").first).to_have_text("Paris")
-            await expect(reply.locator("table th")).to_have_text(["city", "people"])
-            await expect(reply.locator("pre code")).to_have_text(
-                "print('hello from a code block')\n"
-            )
-            kinds = [f["type"] for f in frames]
-            assert "delta" in kinds
-            assert kinds.index("delta") < kinds.index("message")
-            # the status panel shows /status for the first session
-            await expect(page.locator("#status")).to_contain_text("Messages in the active history")
-            await screenshot(page, "chat-desktop")
+        # a streamed reply, rendered: a Markdown table and a code block
+        await _send(page, "show me a table")
+        reply = page.locator(".msg.assistant").last
+        await expect(reply.locator("table td").first).to_have_text("Paris")
+        await expect(reply.locator("table th")).to_have_text(["city", "people"])
+        await expect(reply.locator("pre code")).to_have_text("print('hello from a code block')\n")
+        kinds = [f["type"] for f in frames]
+        assert "delta" in kinds
+        assert kinds.index("delta") < kinds.index("message")
+        # the status panel shows /status for the first session
+        await expect(page.locator("#status")).to_contain_text("Messages in the active history")
+        await screenshot(page, "chat-desktop")
 
-            # a long tool call, stopped with the button
-            await _send(page, "run the slow thing")
-            await expect(page.locator("#working")).to_be_visible()
-            await llm.wait_requests(2)
-            await expect(page.locator("#stop")).to_be_enabled()
-            await screenshot(page, "chat-working")
-            await page.click("#stop")
-            stopped = page.locator(".msg.assistant", has_text="Stopped.")
-            await expect(stopped).to_be_visible()
-            await expect(page.locator("#working")).to_be_hidden()
-            tool = page.locator("details.tool", has_text="bash").last
-            await expect(tool).to_be_visible()
-            await tool.locator("summary").click()
-            await expect(tool.locator(".result")).to_have_text(CANCELLED_RESULT)
+        # a long tool call, stopped with the button
+        await _send(page, "run the slow thing")
+        await expect(page.locator("#working")).to_be_visible()
+        await llm.wait_requests(2)
+        await expect(page.locator("#stop")).to_be_enabled()
+        await screenshot(page, "chat-working")
+        await page.click("#stop")
+        stopped = page.locator(".msg.assistant", has_text="Stopped.")
+        await expect(stopped).to_be_visible()
+        await expect(page.locator("#working")).to_be_hidden()
+        tool = page.locator("details.tool", has_text="bash").last
+        await expect(tool).to_be_visible()
+        await tool.locator("summary").click()
+        await expect(tool.locator(".result")).to_have_text(CANCELLED_RESULT)
 
-            # a second session, then back to the first
-            await page.click("#new-session")
-            await expect(page.locator("#sessions li")).to_have_count(2)
-            await expect(page.locator("#sessions li.current .name")).to_have_text("Second")
-            await _send(page, "hello second")
-            await expect(page.locator(".msg.assistant").last).to_have_text("echo: hello second")
-            chat_id = next(f for f in frames if f["type"] == "welcome")["chat_id"]
-            await page.click(f'#sessions li[data-session-id="{chat_id}"]')  # the first session
-            await expect(page.locator("#sessions li.current .name")).not_to_have_text("Second")
-            await expect(page.locator(".msg.user").first).to_have_text("show me a table")
-            await expect(page.locator(".msg", has_text="hello second")).to_have_count(0)
+        # a second session, then back to the first
+        await page.click("#new-session")
+        await expect(page.locator("#sessions li")).to_have_count(2)
+        await expect(page.locator("#sessions li.current .name")).to_have_text("Second")
+        await _send(page, "hello second")
+        await expect(page.locator(".msg.assistant").last).to_have_text("echo: hello second")
+        chat_id = next(f for f in frames if f["type"] == "welcome")["chat_id"]
+        await page.click(f'#sessions li[data-session-id="{chat_id}"]')  # the first session
+        await expect(page.locator("#sessions li.current .name")).not_to_have_text("Second")
+        await expect(page.locator(".msg.user").first).to_have_text("show me a table")
+        await expect(page.locator(".msg", has_text="hello second")).to_have_count(0)
 
-            # reload: no token asked again, the history is back
-            await page.reload()
-            await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
-            await expect(page.locator("#token-dialog")).to_be_hidden()
-            await expect(page.locator(".msg.user").first).to_have_text("show me a table")
-            await expect(page.locator(".msg.assistant table td").first).to_have_text("Paris")
-            await expect(page.locator("details.tool", has_text="bash")).to_have_count(1)
-            await screenshot(page, "history-desktop")
+        # reload: no token asked again, the history is back
+        await page.reload()
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+        await expect(page.locator("#token-dialog")).to_be_hidden()
+        await expect(page.locator(".msg.user").first).to_have_text("show me a table")
+        await expect(page.locator(".msg.assistant table td").first).to_have_text("Paris")
+        await expect(page.locator("details.tool", has_text="bash")).to_have_count(1)
+        await screenshot(page, "history-desktop")
 
-            await page.set_viewport_size(PHONE)
-            await screenshot(page, "chat-phone")
-            await page.click("#menu")
-            await expect(page.locator("#sidebar")).to_be_in_viewport()
-            await page.wait_for_function(  # the drawer has slid in
-                "() => document.getElementById('sidebar').getBoundingClientRect().left >= 0"
-            )
-            await screenshot(page, "sessions-phone")
+        await page.set_viewport_size(PHONE)
+        await screenshot(page, "chat-phone")
+        await page.click("#menu")
+        await expect(page.locator("#sidebar")).to_be_in_viewport()
+        await page.wait_for_function(  # the drawer has slid in
+            "() => document.getElementById('sidebar').getBoundingClientRect().left >= 0"
+        )
+        await screenshot(page, "sessions-phone")
 
-            await page.goto(gw.base_url + "/ops")
-            await expect(page.locator("#checks li", has_text="channel websocket")).to_be_visible()
-            await screenshot(page, "ops-phone")
-            await page.set_viewport_size({"width": 1280, "height": 800})
-            await screenshot(page, "ops-desktop")
+        await page.goto(gw.base_url + "/ops")
+        await expect(page.locator("#checks li", has_text="channel websocket")).to_be_visible()
+        await screenshot(page, "ops-phone")
+        await page.set_viewport_size({"width": 1280, "height": 800})
+        await screenshot(page, "ops-desktop")
     assert errors == []
 
 
