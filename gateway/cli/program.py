@@ -208,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--token", help="gateway.auth_token (or PICOBOT_TOKEN)")
     agent.add_argument("--chat", help="chat id to use (default: this client's stable id)")
     agent.add_argument("-m", "--message", help="send one message, print the reply, exit")
-    agent.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a reply")
+    agent.add_argument(
+        "--timeout", type=float, default=600.0, help="with -m: seconds to wait for the reply"
+    )
     agent.set_defaults(func=cmd_agent)
 
     doctor = with_config(sub.add_parser("doctor", help="check the configuration and environment"))

@@ -5,22 +5,11 @@ no client was connected."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
-from gateway.app import Gateway
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import make_config, running_gateway, ws_client
-
-
-async def replies_written(gw: Gateway, timeout: float = 10.0) -> None:
-    """Until no inbox row is open: every reply is an outbox row. Storage
-    offers no event for that, so this looks every 20 ms, for `timeout` at most."""
-    assert gw.store is not None
-    async with asyncio.timeout(timeout):
-        while await gw.store.unfinished_inbox():
-            await asyncio.sleep(0.02)
+from tests.support import make_config, replies_written, running_gateway, ws_client
 
 
 async def test_welcome_lists_the_gateways_commands(home: Path, llm: FakeOpenAI) -> None:
