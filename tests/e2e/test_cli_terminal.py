@@ -87,19 +87,21 @@ async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at
     home: Path, llm: FakeOpenAI
 ) -> None:
     llm.add_tool_call("bash", {"command": "sleep 30"})
-    async with running_gateway(make_config(home, llm.base_url)) as gw:
-        async with terminal(gw, home, "second-message-and-stop") as term:
-            term.type("run the slow thing")
-            await llm.wait_requests(1)  # the turn is running (its working frame went first)
-            term.type("and then say hi")
-            # acknowledged (durably recorded) while the tool still runs
-            await term.expect("queued: answered after the running task")
-            assert len(llm.requests) == 1
-            term.type("/stop")
-            await term.expect("Stopped.")
-            await term.expect("echo: and then say hi")
-            term.type("/quit")
-            assert await term.exits() == 0
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "second-message-and-stop") as term,
+    ):
+        term.type("run the slow thing")
+        await llm.wait_requests(1)  # the turn is running (its working frame went first)
+        term.type("and then say hi")
+        # acknowledged (durably recorded) while the tool still runs
+        await term.expect("queued: answered after the running task")
+        assert len(llm.requests) == 1
+        term.type("/stop")
+        await term.expect("Stopped.")
+        await term.expect("echo: and then say hi")
+        term.type("/quit")
+        assert await term.exits() == 0
     stopped = conversation(llm.requests[-1])
     assert [m["role"] for m in stopped] == ["user", "assistant", "tool", "user"]
     assert stopped[2]["content"] == CANCELLED_RESULT
@@ -108,20 +110,22 @@ async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at
 
 async def test_ctrl_c_once_stops_the_turn_twice_quits(home: Path, llm: FakeOpenAI) -> None:
     llm.add_tool_call("bash", {"command": "sleep 30"})
-    async with running_gateway(make_config(home, llm.base_url)) as gw:
-        async with terminal(gw, home, "ctrl-c") as term:
-            term.type("run the slow thing")
-            await llm.wait_requests(1)  # the turn is running (its working frame went first)
-            term.ctrl_c()
-            await term.expect("stopping the running task")
-            await term.expect("Stopped.")
-            assert term.child.isalive()
-            term.type("still there?")
-            await term.expect("echo: still there?")
-            term.ctrl_c()
-            await term.expect("(Ctrl-C again to quit)")
-            term.ctrl_c()
-            assert await term.exits() == 0
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "ctrl-c") as term,
+    ):
+        term.type("run the slow thing")
+        await llm.wait_requests(1)  # the turn is running (its working frame went first)
+        term.ctrl_c()
+        await term.expect("stopping the running task")
+        await term.expect("Stopped.")
+        assert term.child.isalive()
+        term.type("still there?")
+        await term.expect("echo: still there?")
+        term.ctrl_c()
+        await term.expect("(Ctrl-C again to quit)")
+        term.ctrl_c()
+        assert await term.exits() == 0
     assert conversation(llm.requests[-1])[2]["content"] == CANCELLED_RESULT
 
 
@@ -129,12 +133,14 @@ async def test_a_reply_written_while_away_is_shown_on_reconnect_once(
     home: Path, llm: FakeOpenAI
 ) -> None:
     llm.hold()
-    async with running_gateway(make_config(home, llm.base_url)) as gw:
-        async with terminal(gw, home, "away-1") as term:
-            term.type("answer me later")
-            await llm.wait_requests(1)
-            term.type("/quit")  # the turn goes on without the client
-            assert await term.exits() == 0
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "away-1") as term,
+    ):
+        term.type("answer me later")
+        await llm.wait_requests(1)
+        term.type("/quit")  # the turn goes on without the client
+        assert await term.exits() == 0
         llm.release()
         await replies_written(gw)
         async with terminal(gw, home, "away-2") as term:
@@ -175,16 +181,18 @@ async def test_the_client_reconnects_when_the_gateway_comes_back(
 
 
 async def test_an_unknown_command_is_refused_locally(home: Path, llm: FakeOpenAI) -> None:
-    async with running_gateway(make_config(home, llm.base_url)) as gw:
-        async with terminal(gw, home, "unknown-command") as term:
-            term.type("/frobnicate now")
-            await term.expect("Unknown command /frobnicate. /help lists the commands.")
-            term.type("/etc/hosts is a file, right?")  # a path, not a command
-            await term.expect("echo: /etc/hosts is a file, right?")
-            term.type("/sessions")
-            await term.expect("Sessions in this chat:")
-            term.type("/quit")
-            assert await term.exits() == 0
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "unknown-command") as term,
+    ):
+        term.type("/frobnicate now")
+        await term.expect("Unknown command /frobnicate. /help lists the commands.")
+        term.type("/etc/hosts is a file, right?")  # a path, not a command
+        await term.expect("echo: /etc/hosts is a file, right?")
+        term.type("/sessions")
+        await term.expect("Sessions in this chat:")
+        term.type("/quit")
+        assert await term.exits() == 0
     assert [conversation(r)[-1]["content"] for r in llm.requests] == [
         "/etc/hosts is a file, right?"
     ]
