@@ -20,6 +20,7 @@ import contextlib
 import io
 import re
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,7 @@ class Interactive:
         self.color = color
         self.turn = _Turn()
         self.armed_quit = False  # a Ctrl-C was pressed; another one quits
+        self._interrupted = False  # SIGINT between two prompts (the terminal not raw)
 
     # -- output ---------------------------------------------------------------
     def _width(self) -> int:
@@ -159,26 +161,49 @@ class Interactive:
                 "Ctrl-C stops a running task, twice quits.",
                 "bold",
             )
-            async with asyncio.TaskGroup() as tg:
-                reader = tg.create_task(self._show_frames(session), name="client-frames")
-                try:
-                    return await self._read_input(session)
-                finally:
-                    reader.cancel()
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGINT, self._on_sigint, session)
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    reader = tg.create_task(self._show_frames(session), name="client-frames")
+                    try:
+                        return await self._read_input(session)
+                    finally:
+                        reader.cancel()
+            finally:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _on_sigint(self, session: PromptSession[str]) -> None:
+        """While a prompt runs, Ctrl-C is a key (the terminal is raw); between
+        two prompts it is a signal: handled alike, never a crash."""
+        if session.app.is_running:
+            with contextlib.suppress(Exception):  # already exiting
+                session.app.exit(exception=KeyboardInterrupt())
+        else:
+            self._interrupted = True
+
+    async def _ctrl_c(self) -> bool:
+        """Once: stop the running turn; twice in a row: True, quit."""
+        if self.armed_quit:
+            return True
+        self.armed_quit = True
+        if self.turn.busy:
+            await self.link.send("/stop")
+            self.say("stopping the running task… (Ctrl-C again to quit)", "fg:ansiyellow")
+        else:
+            self.say("(Ctrl-C again to quit)", "fg:ansibrightblack")
+        return False
 
     async def _read_input(self, session: PromptSession[str]) -> int:
         while True:
             try:
-                line = (await session.prompt_async(self._prompt)).strip()
+                if self._interrupted:
+                    self._interrupted = False
+                    raise KeyboardInterrupt
+                line = (await session.prompt_async(self._prompt, handle_sigint=False)).strip()
             except KeyboardInterrupt:
-                if self.armed_quit:
+                if await self._ctrl_c():
                     return 0
-                self.armed_quit = True
-                if self.turn.busy:
-                    await self.link.send("/stop")
-                    self.say("stopping the running task… (Ctrl-C again to quit)", "fg:ansiyellow")
-                else:
-                    self.say("(Ctrl-C again to quit)", "fg:ansibrightblack")
                 continue
             except EOFError:
                 return 0
