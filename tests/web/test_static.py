@@ -200,3 +200,21 @@ def test_vendored_libraries_are_the_pinned_releases() -> None:
     page = (PACKAGED_ROOT / "index.html").read_text(encoding="utf-8")
     for entry in manifest.values():
         assert f'src="/vendor/{entry["file"]}"' in page
+
+
+def test_every_web_file_is_package_data() -> None:
+    """`pip install .` (the Dockerfile) ships the UI: each file under
+    gateway/web/static matches a package-data pattern of pyproject.toml."""
+    import fnmatch
+    import tomllib
+
+    root = PACKAGED_ROOT.parents[1]  # the gateway package
+    project = tomllib.loads((root.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = project["tool"]["setuptools"]["package-data"]["gateway"]
+    files = [p.relative_to(root).as_posix() for p in PACKAGED_ROOT.rglob("*") if p.is_file()]
+    assert "web/static/index.html" in files
+    for name in files:
+        assert any(
+            fnmatch.fnmatch(name, pattern) and name.count("/") == pattern.count("/")
+            for pattern in patterns
+        ), name
