@@ -12,56 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
-import uuid
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from gateway.cli.client_link import ClientError, Link
+from gateway.cli.client_state import ClientState
 from gateway.cli.client_tui import LOCAL_COMMANDS, Interactive, keep_line_breaks
 
 __all__ = ["LOCAL_COMMANDS", "ClientState", "keep_line_breaks", "run_client"]
-
-_SEEN_KEEP = 500
-
-
-@dataclass(slots=True)
-class ClientState:
-    """Persisted in $PICOBOT_HOME/client.json."""
-
-    path: Path
-    chat_id: str = ""
-    seen: deque[int] = field(default_factory=lambda: deque(maxlen=_SEEN_KEEP))
-
-    @classmethod
-    def load(cls, path: Path) -> ClientState:
-        state = cls(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            state.chat_id = str(data.get("chat_id", ""))
-            state.seen.extend(int(i) for i in data.get("seen", []))
-        except (OSError, ValueError):
-            pass
-        if not state.chat_id:
-            state.chat_id = f"cli-{uuid.uuid4().hex[:12]}"
-            state.save()
-        return state
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"chat_id": self.chat_id, "seen": list(self.seen)}))
-
-    def first_sight(self, reply_id: Any) -> bool:
-        if not isinstance(reply_id, int):
-            return True
-        if reply_id in self.seen:
-            return False
-        self.seen.append(reply_id)
-        return True
 
 
 async def _one_shot(

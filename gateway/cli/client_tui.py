@@ -24,7 +24,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import ANSI, FormattedText
@@ -35,9 +35,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from gateway.cli.client_link import ClientError, Link
-
-if TYPE_CHECKING:
-    from gateway.cli.client import ClientState
+from gateway.cli.client_state import ClientState
 
 __all__ = ["LOCAL_COMMANDS", "Interactive", "is_unknown_command"]
 
