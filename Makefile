@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml $(LOCK)
 
 run: $(STAMP)
 	@if [ -z "$(CONFIG)" ] && [ ! -f "$(HOME_CONFIG)" ] && [ ! -f config.json ]; then \
-		cp config.example.json config.json; \
+		install -m 600 config.example.json config.json; \
 		echo "make run: wrote ./config.json from config.example.json (picobot doctor and backup read it too)"; \
 	fi
 	$(BIN)/picobot gateway $(if $(CONFIG),--config $(CONFIG))
