@@ -83,6 +83,12 @@ async def terminal(gw: Gateway, home: Path, name: str) -> AsyncIterator[Terminal
                 child.terminate(force=True)
 
 
+async def slow_turn(term: Terminal, llm: FakeOpenAI) -> None:
+    """Ask for the scripted `sleep 30` tool call; back once the turn runs."""
+    term.type("run the slow thing")
+    await llm.wait_requests(1)  # the turn has started (its working frame went first)
+
+
 async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at_once(
     home: Path, llm: FakeOpenAI
 ) -> None:
@@ -91,8 +97,7 @@ async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at
         running_gateway(make_config(home, llm.base_url)) as gw,
         terminal(gw, home, "second-message-and-stop") as term,
     ):
-        term.type("run the slow thing")
-        await llm.wait_requests(1)  # the turn is running (its working frame went first)
+        await slow_turn(term, llm)
         term.type("and then say hi")
         # acknowledged (durably recorded) while the tool still runs
         await term.expect("queued: answered after the running task")
@@ -114,8 +119,7 @@ async def test_ctrl_c_once_stops_the_turn_twice_quits(home: Path, llm: FakeOpenA
         running_gateway(make_config(home, llm.base_url)) as gw,
         terminal(gw, home, "ctrl-c") as term,
     ):
-        term.type("run the slow thing")
-        await llm.wait_requests(1)  # the turn is running (its working frame went first)
+        await slow_turn(term, llm)
         term.ctrl_c()
         await term.expect("stopping the running task")
         await term.expect("Stopped.")
