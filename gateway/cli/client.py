@@ -19,9 +19,9 @@ from typing import TextIO
 
 from gateway.cli.client_link import ClientError, Link
 from gateway.cli.client_state import ClientState
-from gateway.cli.client_tui import LOCAL_COMMANDS, Interactive, keep_line_breaks
+from gateway.cli.client_tui import LOCAL_COMMANDS, Interactive, keep_line_breaks, tool_line
 
-__all__ = ["LOCAL_COMMANDS", "ClientState", "keep_line_breaks", "run_client"]
+__all__ = ["LOCAL_COMMANDS", "ClientState", "keep_line_breaks", "run_client", "tool_line"]
 
 
 async def _one_shot(

@@ -44,6 +44,7 @@ class Link:
         self.chat_id = chat_id
         self.frames: asyncio.Queue[Frame] = asyncio.Queue(256)
         self.commands: frozenset[str] | None = None  # the gateway's, from its welcome
+        self.show_tools = False  # the welcome's `show_tool_results`: print `tool` frames
         self.online = False
         self._ws: websockets.ClientConnection | None = None
         self._unsent: deque[str] = deque()
@@ -75,6 +76,7 @@ class Link:
         if welcome.get("type") != "welcome":
             await ws.close()
             raise Refused(f"the gateway refused the connection: {welcome.get('message')}")
+        self.show_tools = welcome.get("show_tool_results") is True
         names = welcome.get("commands")
         if isinstance(names, list):
             self.commands = frozenset(str(c.get("name")) for c in names if isinstance(c, dict))

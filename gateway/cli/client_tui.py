@@ -37,7 +37,7 @@ from rich.markdown import Markdown
 from gateway.cli.client_link import ClientError, Link
 from gateway.cli.client_state import ClientState
 
-__all__ = ["LOCAL_COMMANDS", "Interactive", "is_unknown_command"]
+__all__ = ["LOCAL_COMMANDS", "Interactive", "is_unknown_command", "tool_line"]
 
 LOCAL_COMMANDS = {
     "/quit": "leave the client (a running task goes on; its reply is shown next time)",
@@ -58,6 +58,16 @@ def is_unknown_command(line: str, known: frozenset[str] | None) -> str | None:
     if f"/{name}" in LOCAL_COMMANDS or name in known or name == "help":
         return None
     return name
+
+
+def tool_line(frame: dict[str, Any]) -> str | None:
+    """A finished tool call as one line (`tool` frame, PROTOCOL.md); None while it runs."""
+    status = frame.get("status")
+    if status not in ("ok", "error"):
+        return None
+    secs = frame.get("secs")
+    took = f" {secs:.1f}s" if isinstance(secs, int | float) else ""
+    return f"🔧 {frame.get('name')}({frame.get('summary')}) {status}{took}"
 
 
 def keep_line_breaks(text: str) -> str:
@@ -92,6 +102,7 @@ class _Turn:
     """What the client knows about the chat's running work."""
 
     working_since: float | None = None
+    tool: str | None = None  # the tool call running now, from `tool` frames
     stream: str = ""
     unanswered: list[str] = field(default_factory=list)  # ids sent, in order
 
@@ -143,7 +154,8 @@ class Interactive:
             return FormattedText([("", " offline — reconnecting… (messages wait and go out then)")])
         if self.turn.working_since is not None:
             secs = time.monotonic() - self.turn.working_since
-            return FormattedText([("", f" working… {secs:.0f}s — Ctrl-C or /stop stops it")])
+            doing = f" ({self.turn.tool})" if self.turn.tool else ""
+            return FormattedText([("", f" working{doing}… {secs:.0f}s — Ctrl-C or /stop stops it")])
         return FormattedText([("", f" chat {self.state.chat_id} — /help for commands")])
 
     # -- the two loops ----------------------------------------------------------
@@ -249,6 +261,12 @@ class Interactive:
             turn.working_since = time.monotonic()
         elif kind == "idle":
             turn.working_since = None
+            turn.tool = None
+        elif kind == "tool":
+            line = tool_line(frame)
+            turn.tool = None if line is not None else str(frame.get("name"))
+            if line is not None and self.link.show_tools:
+                self.say(line, "fg:ansibrightblack")
         elif kind == "delta":
             turn.stream += str(frame.get("text", ""))
         elif kind == "message":

@@ -206,3 +206,27 @@ async def test_without_the_token_the_page_loads_but_gets_no_data(
             await page.fill("#token-input", TOKEN)
             await page.click("#token-form button[type=submit]")
             await expect(page.locator(".msg.user")).to_have_text("my secret plan")
+
+
+async def test_tool_frames_show_each_call_of_the_running_turn(home: Path, llm: FakeOpenAI) -> None:
+    """`tool` frames (PROTOCOL.md), as a gateway that sends them does: each
+    call shows up collapsed while the turn runs, with its state."""
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        chromium() as browser,
+        page_on(browser) as page,
+    ):
+        await page.goto(gw.base_url + "/")
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+        frame = {"type": "tool", "session_id": "s", "run_id": "r1", "id": "call_1"}
+        running = {**frame, "name": "read", "summary": "path=notes.md", "status": "running"}
+        await page.evaluate("f => window.picobot.chat.frame(f)", running)
+        call = page.locator(".tools.live details.tool")
+        await expect(call.locator("summary")).to_contain_text("read(path=notes.md)")
+        await call.locator("summary").click()
+        await expect(call.locator(".result")).to_have_text("running…")
+        await page.evaluate(
+            "f => window.picobot.chat.frame(f)", {**running, "status": "ok", "secs": 0.25}
+        )
+        await expect(call).to_have_count(1)
+        await expect(call.locator(".result")).to_have_text("ok in 0.3s")

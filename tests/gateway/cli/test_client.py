@@ -35,3 +35,25 @@ def test_a_corrupt_state_file_starts_fresh(tmp_path: Path) -> None:
     state = ClientState.load(path)
     assert state.chat_id.startswith("cli-")
     assert json.loads(path.read_text())["chat_id"] == state.chat_id
+
+
+def test_a_finished_tool_frame_is_one_line_and_a_running_one_none() -> None:
+    from gateway.cli.client import tool_line
+
+    frame = {"type": "tool", "name": "read", "summary": "path=a.md", "status": "ok", "secs": 0.25}
+    assert tool_line(frame) == "🔧 read(path=a.md) ok 0.2s"
+    assert tool_line({**frame, "status": "running", "secs": None}) is None
+
+
+def test_unknown_commands_are_told_from_text_that_starts_with_a_slash() -> None:
+    from gateway.cli.client_tui import is_unknown_command
+
+    known = frozenset({"new", "stop", "status"})
+    assert is_unknown_command("/frobnicate now", known) == "frobnicate"
+    assert is_unknown_command("/Stop", known) is None
+    assert is_unknown_command("/new@picobot title", known) is None
+    assert is_unknown_command("/help", known) is None
+    assert is_unknown_command("/quit", known) is None  # the client's own
+    assert is_unknown_command("/etc/hosts is a file?", known) is None  # a path
+    assert is_unknown_command("hello /frobnicate", known) is None
+    assert is_unknown_command("/frobnicate", None) is None  # an older gateway: send it

@@ -3,7 +3,7 @@
 // changed with the chat commands sent as messages, as in every channel.
 
 import { newId } from "./conn.js";
-import { el, setMarkdown, toolBlock } from "./render.js";
+import { el, setMarkdown, toolBlock, toolCall } from "./render.js";
 
 const COMMAND = /^\/([A-Za-z][\w-]*)(?:@\S+)?(?:\s|$)/;
 const RELOADING = new Set(["new", "use", "archive", "delete"]); // the active session changes
@@ -17,6 +17,7 @@ export class Chat {
     this.viewSession = null;
     this.historyRuns = new Set(); // runs whose messages the history showed
     this.streams = new Map(); // run id -> {node, text, frame}
+    this.liveTools = new Map(); // run id -> the block of its `tool` frames so far
     this.pending = new Map(); // client message id -> {node, text, answered}
     this.commands = new Map(); // client message id of a command -> its name
     this.seen = new Set(); // outbox ids of replies shown
@@ -81,6 +82,7 @@ export class Chat {
       case "working": return this.working(true);
       case "idle": return this.working(false);
       case "delta": return this.delta(f);
+      case "tool": return this.toolFrame(f);
       case "message": return this.reply(f);
       case "error": return this.error(f);
       default: return undefined; // frames this page does not know yet
@@ -163,6 +165,27 @@ export class Chat {
     }
   }
 
+  // a tool call of the running turn (`tool` frames: running, then ok/error);
+  // replaced by the calls with their results once the reply is in
+  toolFrame(f) {
+    let block = this.liveTools.get(f.run_id);
+    if (!block) {
+      block = el("div", "tools live");
+      this.liveTools.set(f.run_id, block);
+      const stream = this.streams.get(f.run_id);
+      if (stream) stream.node.before(block);
+      else this.dom.messages.append(block);
+    }
+    let node = [...block.children].find((n) => n.dataset.callId === f.id);
+    if (!node) {
+      node = toolCall({ id: f.id, name: f.name, arguments: f.summary || "" });
+      block.append(node);
+    }
+    const secs = typeof f.secs === "number" ? ` in ${f.secs.toFixed(1)}s` : "";
+    node.querySelector(".result").textContent = f.status === "running" ? "running…" : `${f.status}${secs}`;
+    this.scroll();
+  }
+
   reply(f) {
     if (f.id !== null && this.seen.has(f.id)) return;
     this.seen.add(f.id);
@@ -206,7 +229,10 @@ export class Chat {
       return;
     }
     const block = toolBlock(history.messages.filter((m) => m.run_id === runId));
-    if (block && node.isConnected) node.before(block);
+    if (!block || !node.isConnected) return;
+    this.liveTools.get(runId)?.remove();
+    this.liveTools.delete(runId);
+    node.before(block);
   }
 
   commandReply(name, text) {
