@@ -230,3 +230,26 @@ async def test_tool_frames_show_each_call_of_the_running_turn(home: Path, llm: F
         )
         await expect(call).to_have_count(1)
         await expect(call.locator(".result")).to_have_text("ok in 0.3s")
+
+
+async def test_the_page_shows_the_connection_and_reconnects(home: Path, llm: FakeOpenAI) -> None:
+    async with chromium() as browser, page_on(browser) as page:
+        async with running_gateway(make_config(home, llm.base_url)) as gw:
+            port = gw.port
+            await page.goto(gw.base_url + "/")
+            await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+            await _send(page, "before the restart")
+            await expect(page.locator(".msg.assistant")).to_have_text("echo: before the restart")
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "offline")
+        await expect(page.locator("#conn")).to_contain_text("retrying")
+        await screenshot(page, "offline")
+        again = make_config(home, llm.base_url, gateway={"port": port})
+        async with running_gateway(again):
+            await expect(page.locator("#conn")).to_have_attribute(
+                "data-state", "online", timeout=15_000
+            )
+            await _send(page, "after the restart")
+            await expect(page.locator(".msg.assistant").last).to_have_text(
+                "echo: after the restart"
+            )
+            await expect(page.locator(".msg.user").first).to_have_text("before the restart")
