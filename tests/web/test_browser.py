@@ -122,6 +122,9 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         await screenshot(page, "history-desktop")
 
         await page.set_viewport_size(PHONE)
+        await page.wait_for_function(  # the sessions are a drawer now, slid away
+            "() => document.getElementById('sidebar').getBoundingClientRect().right <= 0"
+        )
         await screenshot(page, "chat-phone")
         await page.click("#menu")
         await expect(page.locator("#sidebar")).to_be_in_viewport()
