@@ -41,6 +41,9 @@ class Marker(StrEnum):
     SCHEDULED_SYSTEM_PROMPT = "scheduled_system_prompt"
     HISTORY_COMPACTION = "SYSTEM_CONTEXT_HISTORY_COMPACTION"
     SKILL_INDEX = "skill_index"
+    # on the user/assistant/tool messages of a turn that failed: kept for the
+    # record, left out of the history later turns send to the model
+    FAILED_TURN = "failed_turn"
 
 
 @dataclass(frozen=True, slots=True)

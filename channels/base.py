@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Protocol
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -35,18 +36,26 @@ __all__ = [
     "ChannelError",
     "ChannelRuntime",
     "ChannelSettings",
+    "ChatDirectory",
+    "CommandInfo",
     "DailyTime",
     "GroupAccess",
     "Handler",
+    "History",
+    "HistoryEntry",
     "HttpMount",
     "PermanentSendError",
     "RateLimited",
     "RecipientOffline",
     "Refusal",
     "SendResult",
+    "SessionInfo",
+    "SessionList",
     "StateStore",
+    "ToolCallInfo",
     "ToolFilter",
     "TransientSendError",
+    "origin_allowed",
     "split_text",
 ]
 
@@ -242,3 +251,79 @@ class ChannelSettings(BaseModel):
         if self.refusal is not None:
             return self.refusal
         return Refusal.PAIR if self.pairing else Refusal.EXPLAIN
+
+
+def origin_allowed(request: web.Request, allowed: Iterable[str] = ()) -> bool:
+    """Programs send no Origin; a browser page may reach the gateway only from
+    the gateway's own origin (or one in `allowed`): no cross-site use of a
+    route that acts or reads for the user."""
+    origin = request.headers.get("Origin")
+    if origin is None or origin in allowed:
+        return True
+    return urlsplit(origin).netloc.lower() == request.host.lower()
+
+
+# -- what a client may read about its own chat (the WebSocket channel's queries) --
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    name: str
+    help: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    id: str
+    title: str | None
+    archived: bool
+    message_count: int
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionList:
+    sessions: tuple[SessionInfo, ...]
+    active: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallInfo:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it, possibly cut
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    role: Literal["user", "assistant", "tool", "summary"]
+    text: str
+    created_at: str
+    run_id: str | None = None
+    tool_calls: tuple[ToolCallInfo, ...] = ()
+    tool_call_id: str | None = None  # tool results: the call they answer
+    name: str | None = None  # tool results: the tool
+    truncated: bool = False  # text was cut for display
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    session_id: str | None  # None: the chat has no session yet
+    title: str | None
+    entries: tuple[HistoryEntry, ...]
+    more: bool  # older messages exist beyond the limit
+
+
+class ChatDirectory(Protocol):
+    """What the runtime tells a WebSocket client about its own chat."""
+
+    def commands(self) -> Sequence[CommandInfo]: ...
+
+    async def sessions(self, chat_id: str) -> SessionList: ...
+
+    async def history(self, chat_id: str, session_id: str | None, limit: int) -> History | None:
+        """The active history of `session_id` (None: the chat's current
+        session), newest `limit` messages; None if the chat has no such session."""
+        ...

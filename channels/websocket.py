@@ -3,7 +3,11 @@
 A client says `hello` (chat id, token), then sends `message` frames; each is
 acknowledged only after the gateway recorded it. Replies are `message` frames
 carrying the outbox id, so a client that reconnects and receives a reply again
-can recognise it. A bad frame gets an `error` frame; the connection stays up.
+can recognise it, and marked `earlier` when they were written before this
+connection said hello. A bad frame gets an `error` frame; the connection stays
+up. `sessions` and `history` queries are answered through a `ChatDirectory`
+(channels.ws_directory) when the runtime gives one. A browser page of another
+origin may not connect (cross-site WebSocket hijacking).
 Every tool call of a turn is a `tool` frame when it starts and when it ends,
 whatever `show_tool_results` says; the `welcome` frame tells the client
 whether the operator wants them shown.
@@ -17,6 +21,8 @@ import json
 import re
 import uuid
 import weakref
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -28,9 +34,12 @@ from channels.base import (
     Channel,
     ChannelRuntime,
     ChannelSettings,
+    ChatDirectory,
     RecipientOffline,
     SendResult,
+    origin_allowed,
 )
+from channels.ws_directory import QUERY_TYPES, QueryError, answer_query
 from gateway.bus import BusClosed, ChannelEvent, EventKind, InboundMessage, OutboundMessage
 
 __all__ = [
@@ -55,6 +64,9 @@ class WebSocketConfig(ChannelSettings):
     max_frame_bytes: int = Field(65_536, ge=1024)
     hello_timeout_secs: float = Field(10.0, gt=0)
     heartbeat_secs: float = Field(30.0, gt=0)
+    # browser origins besides the gateway's own that may open /ws, e.g.
+    # "https://chat.example.com" behind a proxy that rewrites Host
+    allowed_origins: tuple[str, ...] = ()
 
 
 def _frame(kind: str, **fields: Any) -> str:
@@ -83,6 +95,15 @@ class WebSocketChannel(Channel):
         self._runtime: ChannelRuntime | None = None
         self._clients: dict[str, set[web.WebSocketResponse]] = {}
         self._all: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
+        # when each connection said hello: replies written before are `earlier`
+        self._since: weakref.WeakKeyDictionary[web.WebSocketResponse, datetime] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._directory: ChatDirectory | None = None
+
+    def use_directory(self, directory: ChatDirectory) -> None:
+        """Answer `sessions`/`history` queries and list the commands in `welcome`."""
+        self._directory = directory
 
     def setup(self, runtime: ChannelRuntime) -> None:
         self._runtime = runtime
@@ -106,14 +127,22 @@ class WebSocketChannel(Channel):
         prefix = f"{message.chat_id}/"
         if reply_to and reply_to.startswith(prefix):
             reply_to = reply_to[len(prefix) :]
-        frame = _frame(
-            "message",
-            id=message.outbox_id,
-            reply_to=reply_to,
-            session_id=message.session_id,
-            text=message.text,
-        )
-        if not await self._broadcast(message.chat_id, frame):
+        written = message.created_at
+        fields: dict[str, Any] = {
+            "id": message.outbox_id,
+            "reply_to": reply_to,
+            "session_id": message.session_id,
+            "run_id": message.run_id,
+            "created_at": written.isoformat() if written else None,
+            "text": message.text,
+        }
+
+        def render(ws: web.WebSocketResponse) -> str:
+            since = self._since.get(ws)
+            earlier = written is not None and since is not None and written < since
+            return _frame("message", **fields, earlier=earlier)
+
+        if not await self._broadcast_each(message.chat_id, render):
             raise RecipientOffline(f"no client connected for chat {message.chat_id}")
         return SendResult((str(message.outbox_id),))
 
@@ -135,12 +164,17 @@ class WebSocketChannel(Channel):
         await self._broadcast(event.chat_id, _frame(event.kind.value, **fields))
 
     async def _broadcast(self, chat_id: str, frame: str) -> bool:
+        return await self._broadcast_each(chat_id, lambda _ws: frame)
+
+    async def _broadcast_each(
+        self, chat_id: str, render: Callable[[web.WebSocketResponse], str]
+    ) -> bool:
         delivered = False
         for ws in list(self._clients.get(chat_id, ())):
             if ws.closed:
                 continue
             try:
-                await ws.send_str(frame)
+                await ws.send_str(render(ws))
                 delivered = True
             except (ConnectionError, RuntimeError) as exc:
                 log.debug("ws_send_failed", error=type(exc).__name__)
@@ -148,6 +182,9 @@ class WebSocketChannel(Channel):
 
     # -- inbound -------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if not origin_allowed(request, self.config.allowed_origins):
+            log.warning("ws_origin_refused", origin=request.headers.get("Origin"))
+            return web.Response(status=403, text="cross-origin WebSocket refused\n")
         ws = web.WebSocketResponse(
             max_msg_size=self.config.max_frame_bytes,
             heartbeat=self.config.heartbeat_secs,
@@ -224,14 +261,17 @@ class WebSocketChannel(Channel):
             await ws.send_str(_frame("error", code=exc.code, message=str(exc)))
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=exc.code.encode())
             return None
-        await ws.send_str(
-            _frame(
-                "welcome",
-                protocol=PROTOCOL_VERSION,
-                chat_id=chat_id,
-                show_tool_results=self._show_tools,
-            )
-        )
+        welcome: dict[str, Any] = {
+            "protocol": PROTOCOL_VERSION,
+            "chat_id": chat_id,
+            "show_tool_results": self._show_tools,
+        }
+        if self._directory is not None:
+            welcome["commands"] = [
+                {"name": c.name, "help": c.help} for c in self._directory.commands()
+            ]
+        self._since[ws] = datetime.now(UTC)
+        await ws.send_str(_frame("welcome", **welcome))
         return chat_id
 
     @staticmethod
@@ -254,12 +294,27 @@ class WebSocketChannel(Channel):
                 await ws.send_str(_frame("pong", id=frame_id))
             elif kind == "message":
                 await self._on_message(ws, chat_id, frame)
+            elif kind in QUERY_TYPES and self._directory is not None:
+                await self._on_query(ws, chat_id, frame)
             elif kind == "hello":
                 raise _ProtocolError("bad_frame", "already said hello on this connection")
             else:
                 raise _ProtocolError("unknown_type", f"unknown frame type {kind!r}")
         except _ProtocolError as exc:
             await ws.send_str(_frame("error", code=exc.code, message=str(exc), id=frame_id))
+
+    async def _on_query(
+        self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]
+    ) -> None:
+        assert self._directory is not None
+        try:
+            answer = await answer_query(self._directory, chat_id, frame)
+        except QueryError as exc:
+            raise _ProtocolError(exc.code, str(exc)) from None
+        except Exception:
+            log.exception("ws_query_failed", query=frame.get("type"))
+            raise _ProtocolError("internal", "the query could not be answered; retry") from None
+        await ws.send_str(json.dumps(answer, ensure_ascii=False))
 
     async def _on_message(
         self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]

@@ -18,8 +18,9 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -31,6 +32,7 @@ from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, HttpMount, StateStore
+from channels.websocket import WebSocketChannel
 from gateway.access import AccessPolicy
 from gateway.access_commands import AccessCommands
 from gateway.access_gate import AccessGate
@@ -64,6 +66,10 @@ from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
 from gateway.usage import usage_status
+from gateway.web.directory import StoreDirectory
+from gateway.web.ops import OpsApi
+from gateway.web.static import PACKAGED_ROOT, StaticSite
+from scheduler.admin import JobView
 from scheduler.service import Scheduler
 from storage.db import Database
 from storage.store import Store
@@ -370,6 +376,8 @@ class Gateway:
         )
         mount = AppMount(app)
         for channel in self.channels:
+            if isinstance(channel, WebSocketChannel):
+                channel.use_directory(StoreDirectory(store, self.commands, channel.name))
             channel.setup(
                 _Runtime(
                     self.bus,
@@ -382,19 +390,30 @@ class Gateway:
             )
         self._readiness.add("storage", lambda: None if self.db is not None else "not open")
         for channel in self.channels:
-            self._readiness.add(f"channel {channel.name}", _not_ready_reason(channel))
-        for channel in self.channels:
-            self._readiness.add(
-                f"channel {channel.name}",
-                functools.partial(dispatcher.sending_problem, channel.name),
-            )
+            self._readiness.add(f"channel {channel.name}", _not_ready_reason(channel, dispatcher))
         self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")
         if scheduler is not None:
             self._readiness.add(
                 "scheduler",
                 lambda: "not running" if self.started.is_set() and not scheduler.running else None,
             )
+        self._web(app, store, dispatcher)
         return app
+
+    def _web(self, app: web.Application, store: Store, dispatcher: OutboundDispatcher) -> None:
+        """The operator API, then the web UI for every other GET (mounted last)."""
+        cfg = self.config
+        token = cfg.gateway.auth_token
+        OpsApi(
+            store,
+            token.get_secret_value() or None if token else None,
+            self._readiness.checks,
+            dispatcher.wake,
+            functools.partial(_job_views, store, cfg.time.zone),
+            cfg.channels.websocket.allowed_origins,
+        ).mount(app)
+        site = StaticSite(self.loaded.static_dir or PACKAGED_ROOT)
+        app.router.add_get("/{tail:.*}", site.handle)
 
     async def _serve_http(self, runner: web.AppRunner) -> None:
         await runner.setup()
@@ -422,8 +441,13 @@ class Gateway:
         return self.metrics.render()
 
 
-def _not_ready_reason(channel: Channel) -> Callable[[], str | None]:
-    return lambda: channel.not_ready_reason
+async def _job_views(store: Store, zone: tzinfo) -> list[dict[str, Any]]:
+    return [JobView(job, last).to_dict(zone) for job, last in await store.scheduled_jobs()]
+
+
+def _not_ready_reason(channel: Channel, dispatcher: OutboundDispatcher) -> Callable[[], str | None]:
+    """Why the channel is not ready: not connected, or its sends not answered."""
+    return lambda: channel.not_ready_reason or dispatcher.sending_problem(channel.name)
 
 
 def _channel_service(channel: Channel) -> Service:

@@ -179,6 +179,7 @@ class OutboundMessage:
     attempt: int = 1
     run_id: str | None = None  # the turn that wrote it: a channel matches its stream by it
     metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None  # when its outbox row was written (UTC)
 
 
 class EventKind(StrEnum):

@@ -285,6 +285,7 @@ class LoadedConfig:
     # JSON path → environment variable named by a placeholder that was unset.
     missing_env: Mapping[str, str]
     env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
+    static_dir: Path | None = None  # $STATIC_DIR: serve the web UI from disk (development)
 
     @property
     def admins(self) -> frozenset[str]:
@@ -408,4 +409,12 @@ def load_config(
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     config, missing = parse_config(raw, env, source=str(path) if path else "default config")
-    return LoadedConfig(config, path, picobot_home(env), missing, admins_from_env(env))
+    static = env.get("STATIC_DIR")
+    return LoadedConfig(
+        config,
+        path,
+        picobot_home(env),
+        missing,
+        admins_from_env(env),
+        Path(static).expanduser() if static else None,
+    )

@@ -231,7 +231,9 @@ class ExecutionService:
             return await self._refuse(plan, exc)
         turn = await self._open(plan, profile)
         reply, text, outcome = await self._run(plan, profile, turn, stop_requested)
-        await self._finish(plan, turn, reply, self._deliver(plan, outcome, text))
+        await self._finish(
+            plan, turn, reply, self._deliver(plan, outcome, text), failed=not outcome.ok
+        )
         if outcome.ok:
             self.opener.remember(plan.channel, plan.chat_id, turn)
         else:
@@ -363,8 +365,12 @@ class ExecutionService:
         turn: OpenedTurn,
         reply: ChatMessage | None,
         delivery: tuple[str, str],
+        *,
+        failed: bool = False,
     ) -> None:
-        """The final assistant message, its outbox row and inbox → done: one commit."""
+        """The final assistant message, its outbox row and inbox → done: one commit.
+        A failed turn's messages are kept but left out of later histories, so
+        the question the user is asked to repeat is not sent to the model twice."""
         chat_id, text = delivery
         out = (
             OutboundMessage(
@@ -391,6 +397,7 @@ class ExecutionService:
             out,
             plan.inbox_ids,
             on_commit=hand_over,
+            failed=failed,
         )
         turn.deferred = None
 

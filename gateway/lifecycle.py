@@ -111,6 +111,10 @@ class Readiness:
     def add(self, name: str, probe: Probe) -> None:
         self._probes.append((name, probe))
 
+    def checks(self) -> list[tuple[str, str | None]]:
+        """Every probe by name with its reason (None: ready), for the operator page."""
+        return [(name, probe()) for name, probe in self._probes]
+
     def reasons(self) -> list[str]:
         """Why the gateway is not ready; empty when it is."""
         found = []

@@ -9,11 +9,12 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from agent.messages import Usage
-from storage import sessions
+from agent.messages import ChatMessage, Marker, Usage
+from storage import messages, sessions
 from storage.sessions import SessionRecord, SessionStatus
 
 __all__ = [
+    "RecentHistory",
     "Replaced",
     "SessionStats",
     "archive_active",
@@ -21,6 +22,7 @@ __all__ = [
     "find_session",
     "list_with_active",
     "new_session",
+    "recent_history",
     "rename_active",
     "session_stats",
     "switch_session",
@@ -33,6 +35,15 @@ class Replaced:
 
     old: SessionRecord
     fresh: SessionRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecentHistory:
+    """The newest messages of a session's active history, for display."""
+
+    record: SessionRecord | None  # None: the conversation has no session yet
+    messages: list[tuple[ChatMessage, str | None]]  # (message, run id)
+    more: bool  # older messages exist
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +126,25 @@ def delete_session(
     sessions.delete_session(conn, target.id)
     fresh = None
     if active is not None and target.id == active.id:
-        fresh = sessions.create_next_session(conn, channel, chat_id, base_id)
+        fresh = sessions.create_next_session(conn, channel, chat_id, base_id, after=target.id)
     return Replaced(target, fresh)
+
+
+def recent_history(
+    conn: sqlite3.Connection, channel: str, chat_id: str, session_id: str | None, limit: int
+) -> RecentHistory | None:
+    """`session_id` (None: the active one) of this conversation only; None if
+    the conversation has no session by that id."""
+    if session_id is None:
+        record = sessions.active_session(conn, channel, chat_id)
+        if record is None:
+            return RecentHistory(None, [], False)
+    else:
+        record = sessions.get_session(conn, session_id)
+        if record is None or (record.channel, record.chat_id) != (channel, chat_id):
+            return None
+    recent, more = messages.load_recent(conn, record.id, record.segment, limit)
+    return RecentHistory(record, recent, more)
 
 
 def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> SessionStats | None:
@@ -130,8 +158,8 @@ def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sessi
         "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
         " + (SELECT COALESCE(SUM(LENGTH(json_extract(t.value, '$.arguments'))), 0)"
         "    FROM json_each(COALESCE(tool_calls, '[]')) AS t)), 0)"
-        " FROM messages WHERE session_id = ? AND segment = ?",
-        (record.id, record.segment),
+        " FROM messages WHERE session_id = ? AND segment = ? AND marker IS NOT ?",
+        (record.id, record.segment, Marker.FAILED_TURN.value),
     ).fetchone()
     return SessionStats(record, int(row[0]), int(row[1]), _token_totals(conn, record.id))
 

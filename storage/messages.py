@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from agent.messages import ChatMessage, Role, Usage
+from agent.messages import ChatMessage, Marker, Role, Usage
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
@@ -15,7 +15,9 @@ __all__ = [
     "bound_position",
     "count_messages",
     "load_active_history",
+    "load_recent",
     "load_segment",
+    "mark_failed_run",
     "message_row",
 ]
 
@@ -122,11 +124,35 @@ def _message(row: sqlite3.Row) -> ChatMessage:
 
 
 def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> list[ChatMessage]:
+    """The segment's messages in order, without those of failed turns."""
     rows = conn.execute(
-        "SELECT * FROM messages WHERE session_id = ? AND segment = ? ORDER BY seq",
-        (session_id, segment),
+        "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
+        "AND marker IS NOT ? ORDER BY seq",
+        (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
     return [_message(r) for r in rows]
+
+
+def load_recent(
+    conn: sqlite3.Connection, session_id: str, segment: int, limit: int
+) -> tuple[list[tuple[ChatMessage, str | None]], bool]:
+    """The segment's newest `limit` messages in order, each with the run id of
+    the turn that wrote it, failed turns left out; and whether older ones exist."""
+    rows = conn.execute(
+        "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
+        "AND marker IS NOT ? ORDER BY seq DESC LIMIT ?",
+        (session_id, segment, Marker.FAILED_TURN.value, limit + 1),
+    ).fetchall()
+    return [(_message(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
+
+
+def mark_failed_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:
+    """Leave a failed turn's messages out of later histories (AGENT.md stays):
+    the user, told that it failed, asks again rather than have it answered twice."""
+    conn.execute(
+        "UPDATE messages SET marker = ? WHERE session_id = ? AND run_id = ? AND role != 'system'",
+        (Marker.FAILED_TURN.value, session_id, run_id),
+    )
 
 
 def load_active_history(conn: sqlite3.Connection, session_id: str) -> list[ChatMessage]:

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from gateway.bus import OutboundMessage
-from storage.clock import now_iso
+from storage.clock import now_iso, parse_iso
 
 __all__ = [
     "Held",
@@ -35,6 +35,7 @@ __all__ = [
     "reschedule",
     "resume",
     "retry_row",
+    "retry_row_of_channel",
     "scan",
     "unpark",
 ]
@@ -80,6 +81,7 @@ class OutboxRow:
             attempt=self.attempts + 1,
             run_id=self.run_id,
             metadata=dict(self.metadata),
+            created_at=parse_iso(self.created_at),
         )
 
     @classmethod
@@ -281,6 +283,12 @@ def retry_row(conn: sqlite3.Connection, row_id: int) -> bool:
         (now_iso(), row_id),
     )
     return cursor.rowcount == 1
+
+
+def retry_row_of_channel(conn: sqlite3.Connection, row_id: int) -> str | None:
+    """`retry_row`, answering the row's channel (None: nothing to retry)."""
+    found = conn.execute("SELECT channel FROM outbox WHERE id = ?", (row_id,)).fetchone()
+    return found[0] if found is not None and retry_row(conn, row_id) else None
 
 
 def list_rows(

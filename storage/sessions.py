@@ -114,11 +114,28 @@ def create_session(
     return record
 
 
+def _number(session_id: str, base_id: str) -> int:
+    """1 for `base_id`, n for `base_id#n`, 0 for any other id."""
+    if session_id == base_id:
+        return 1
+    head, _, tail = session_id.rpartition("#")
+    return int(tail) if head == base_id and tail.isdigit() else 0
+
+
 def create_next_session(
-    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str, title: str | None = None
+    conn: sqlite3.Connection,
+    channel: str,
+    chat_id: str,
+    base_id: str,
+    title: str | None = None,
+    *,
+    after: str | None = None,
 ) -> SessionRecord:
-    """Create and activate a new session: `base_id` if free, else `base_id#2`, `#3`…"""
-    session_id, n = base_id, 1
+    """Create and activate a new session: `base_id` if free, else `base_id#2`, `#3`…
+    `after`: a session just deleted; the new one is numbered above it, so its
+    id is not handed out again at once."""
+    n = _number(after, base_id) + 1 if after is not None else 1
+    session_id = base_id if n == 1 else f"{base_id}#{n}"
     while get_session(conn, session_id) is not None:
         n += 1
         session_id = f"{base_id}#{n}"

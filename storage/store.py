@@ -17,13 +17,24 @@ from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
-from storage import channel_state, conversations, inbox, messages, outbox, pairings, sessions, turns
+from storage import (
+    channel_state,
+    conversations,
+    inbox,
+    jobs,
+    messages,
+    outbox,
+    pairings,
+    sessions,
+    turns,
+)
 from storage.clock import now_iso
 from storage.compaction import commit_compaction
-from storage.conversations import Replaced, SessionStats
+from storage.conversations import RecentHistory, Replaced, SessionStats
 from storage.db import Database
 from storage.inbox import InboxEntry
-from storage.outbox import Held, Scan
+from storage.jobs import JobRecord, RunRecord
+from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
 from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
@@ -87,9 +98,11 @@ class Store:
         inbox_ids: Sequence[int],
         *,
         on_commit: Callable[[int | None], None] | None = None,
+        failed: bool = False,
     ) -> int | None:
         """`on_commit` gets the outbox row id right after the commit, even if
-        the caller is cancelled meanwhile."""
+        the caller is cancelled meanwhile. `failed`: the turn failed; its
+        messages stay stored but out of later histories."""
         return await self.db.write(
             functools.partial(
                 turns.finish_turn,
@@ -99,6 +112,7 @@ class Store:
                 deferred=deferred,
                 out=out,
                 inbox_ids=inbox_ids,
+                failed=failed,
             ),
             on_commit=on_commit,
         )
@@ -174,6 +188,19 @@ class Store:
             )
         )
 
+    async def recent_history(
+        self, channel: str, chat_id: str, session_id: str | None, limit: int
+    ) -> RecentHistory | None:
+        return await self.db.read(
+            functools.partial(
+                conversations.recent_history,
+                channel=channel,
+                chat_id=chat_id,
+                session_id=session_id,
+                limit=limit,
+            )
+        )
+
     # -- compaction ------------------------------------------------------------
     async def history_snapshot(
         self, session_id: str
@@ -245,6 +272,27 @@ class Store:
 
     async def outbox_counts(self) -> dict[str, int]:
         return await self.db.read(outbox.outbox_counts)
+
+    async def outbox_rows(self, *, failed_only: bool = False, limit: int = 100) -> list[OutboxRow]:
+        """Rows not yet sent (or only the failed ones), oldest first."""
+        return await self.db.read(
+            functools.partial(outbox.list_rows, failed_only=failed_only, limit=limit)
+        )
+
+    async def retry_outbox(self, row_id: int) -> str | None:
+        """A failed or parked row back to pending with a fresh attempt budget;
+        its channel, or None when the row is not failed or parked."""
+        return await self.db.write(functools.partial(outbox.retry_row_of_channel, row_id=row_id))
+
+    # -- scheduler (read-only views) ---------------------------------------------
+    async def scheduled_jobs(self) -> list[tuple[JobRecord, RunRecord | None]]:
+        """Every job with its latest run."""
+
+        def read(c: sqlite3.Connection) -> list[tuple[JobRecord, RunRecord | None]]:
+            last = jobs.last_runs(c)
+            return [(job, last.get(job.id)) for job in jobs.list_jobs(c)]
+
+        return await self.db.read(read)
 
     # -- channel state -----------------------------------------------------------
     async def channel_state(self, channel: str, key: str) -> str | None:

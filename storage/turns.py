@@ -213,8 +213,13 @@ def finish_turn(
     deferred: DeferredOpening | None,
     out: OutboundMessage | None,
     inbox_ids: Sequence[int],
+    *,
+    failed: bool = False,
 ) -> int | None:
     """The final assistant message, the reply's outbox row and inbox → done;
-    the outbox row's id (None when nothing is sent)."""
+    the outbox row's id (None when nothing is sent). `failed`: the turn's
+    messages are left out of later histories (`messages.mark_failed_run`)."""
     append_turn(conn, session_id, run_id, [reply] if reply else [], deferred, finishing=True)
+    if failed:
+        messages.mark_failed_run(conn, session_id, run_id)
     return inbox.answer(conn, inbox_ids, out)

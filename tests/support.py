@@ -141,6 +141,16 @@ async def ws_client(
         yield WsClient(ws, chat_id)
 
 
+async def replies_written(gw: Gateway, timeout: float = 10.0) -> None:
+    """Until no inbox row is open: every reply is an outbox row by then.
+    Storage offers no event for that, so this looks every 20 ms, for
+    `timeout` at most."""
+    assert gw.store is not None
+    async with asyncio.timeout(timeout):
+        while await gw.store.unfinished_inbox():
+            await asyncio.sleep(0.02)
+
+
 PICOBOT = str(Path(sys.executable).parent / "picobot")
 
 

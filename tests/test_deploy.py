@@ -210,3 +210,25 @@ def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
     # What `pip install .` needs must not be excluded.
     for needed in ("pyproject.toml", "README.md", "gateway", "skills"):
         assert needed not in patterns
+
+
+# -- the lock file ---------------------------------------------------------------
+def test_make_install_uses_a_lock_of_every_dependency_with_hashes() -> None:
+    """A fresh machine gets what CI tested: `make install` installs
+    requirements.lock with --require-hashes, and the lock pins every
+    dependency of pyproject.toml (runtime and dev)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    lock = (ROOT / "requirements.lock").read_text(encoding="utf-8")
+    pins = dict(re.findall(r"^([a-z0-9._-]+)==(\S+) \\$", lock, flags=re.MULTILINE))
+    for requirement in wanted:
+        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in pins, f"{name} is not in requirements.lock: run `make lock`"
+    blocks = re.split(r"^(?=[a-z0-9._-]+==)", lock, flags=re.MULTILINE)[1:]
+    assert len(blocks) == len(pins)
+    assert all("--hash=sha256:" in block for block in blocks)
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "--require-hashes -r $(LOCK)" in makefile
+    assert "--no-deps -e ." in makefile

@@ -21,7 +21,7 @@ from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.clock import SystemClock
 from storage.db import Database
 
-__all__ = ["add_jobs_parser", "run_jobs_command"]
+__all__ = ["add_jobs_parser", "print_jobs_help", "run_jobs_command"]
 
 
 def add_jobs_parser(
@@ -30,7 +30,9 @@ def add_jobs_parser(
 ) -> None:
     """`with_config` adds the shared --config option to each subcommand."""
     parser = subparsers.add_parser("jobs", help="list and control scheduler jobs")
-    commands = parser.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
+    # no sub-command: help, not an error (print_jobs_help)
+    parser.set_defaults(jobs_help=parser.format_help)
+    commands = parser.add_subparsers(dest="jobs_command", metavar="COMMAND")
     listing = with_config(commands.add_parser("list", help="every job with its state and next run"))
     listing.add_argument("--json", action="store_true", help="print JSON")
     show = with_config(commands.add_parser("show", help="one job: definition and recent runs"))
@@ -43,6 +45,12 @@ def add_jobs_parser(
         ("delete", "delete a job created at run time, with its history"),
     ):
         with_config(commands.add_parser(name, help=text)).add_argument("job_id")
+
+
+def print_jobs_help(args: argparse.Namespace) -> int:
+    """`picobot jobs` alone: the sub-commands, exit 0."""
+    print(args.jobs_help(), end="")
+    return 0
 
 
 async def run_jobs_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:

@@ -164,8 +164,10 @@ def cmd_outbox(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from gateway.cli.jobs import run_jobs_command
+    from gateway.cli.jobs import print_jobs_help, run_jobs_command
 
+    if args.jobs_command is None:
+        return print_jobs_help(args)
     return asyncio.run(run_jobs_command(args, _load(args)))
 
 
@@ -227,7 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--token", help="gateway.auth_token (or PICOBOT_TOKEN)")
     agent.add_argument("--chat", help="chat id to use (default: this client's stable id)")
     agent.add_argument("-m", "--message", help="send one message, print the reply, exit")
-    agent.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a reply")
+    agent.add_argument(
+        "--timeout", type=float, default=600.0, help="with -m: seconds to wait for the reply"
+    )
     agent.set_defaults(func=cmd_agent)
 
     doctor = with_config(sub.add_parser("doctor", help="check the configuration and environment"))

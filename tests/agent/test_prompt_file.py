@@ -129,3 +129,31 @@ def test_cadence_over_a_long_conversation() -> None:
     assert _simulate(every=100, turns=250) == [1, 101, 201]
     assert _simulate(every=3, turns=7) == [1, 4, 7]
     assert _simulate(every=0, turns=250) == [1]
+
+
+# words a persona might use for a capability → the tools that provide it
+_CAPABILITIES = {
+    "memory": {"memory_search", "memory_manage"},
+    "remember": {"memory_search", "memory_manage"},
+    "skill": {"skill_activate", "skill_manage"},
+    "sub-agent": {"task"},
+    "subagent": {"task"},
+    "schedul": {"scheduler_manage"},
+    "remind": {"scheduler_manage"},
+    "shell": {"bash"},
+    "web": {"web_fetch", "http_request"},
+    "file": {"read", "write", "edit"},
+    "mcp": set(),
+}
+
+
+def test_default_agent_prompt_promises_only_tools_that_exist(tmp_path: Path) -> None:
+    from agent.tools.base import ToolSettings
+    from agent.tools.builtin import build_registry
+
+    registry = build_registry(ToolSettings(workspace=tmp_path), "UTC")
+    names = set(registry.names()) | {"scheduler_manage"}  # the gateway registers it
+    text = DEFAULT_AGENT_PROMPT.lower()
+    promised = {word for word, tools in _CAPABILITIES.items() if word in text}
+    missing = {word for word in promised if not _CAPABILITIES[word] & names}
+    assert not missing, f"AGENT.md promises {missing} but no such tool exists"

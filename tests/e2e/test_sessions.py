@@ -136,3 +136,32 @@ async def test_a_session_archived_by_the_idle_cleanup_is_not_continued(
             ).fetchall()
         )
     assert [tuple(r) for r in rows] == [("chat-1", "first"), ("chat-1#2", "second")]
+
+
+async def test_deleting_the_current_session_never_hands_its_id_out_again(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Deleted ids stay retired: the replacement is numbered above the deleted one."""
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        await client.ask("hello")  # session chat-1
+        assert await client.ask("/delete") == "Deleted session chat-1; now in new session chat-1#2."
+        await client.ask("hello again")
+        reply = await client.ask("/delete")
+        assert reply == "Deleted session chat-1#2; now in new session chat-1#3."
+        listing = await client.ask("/sessions")
+    assert "1. chat-1#3 — 0 messages ← current" in listing
+    assert "chat-1 " not in listing
+    assert "chat-1#2" not in listing
+
+
+async def test_sessions_output_is_what_the_readme_shows(home: Path, llm: FakeOpenAI) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("`/sessions` answers like this", 1)[1].split("```text\n", 1)[1]
+    shown = shown.split("```", 1)[0].strip()
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw, "cli-3f2a9c") as client:
+        await client.ask("hello")
+        await client.ask("/rename Trip plans")
+        await client.ask("/archive")
+        await client.ask("hi")
+        assert await client.ask("/sessions") == shown

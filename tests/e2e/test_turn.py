@@ -7,7 +7,7 @@ from pathlib import Path
 
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import conversation, make_config, running_gateway, ws_client
 
 
 async def test_calculator_turn_persists_in_real_order(home: Path, llm: FakeOpenAI) -> None:
@@ -61,3 +61,36 @@ async def test_typing_frames_come_only_for_a_turn_slower_than_the_delay(
         llm.delay = 1.5
         slow = await client.send("slow")
         assert await frames_until_reply(slow) == ["ack", "working", "idle", "message"]
+
+
+async def test_a_failed_turns_question_is_not_sent_to_the_model_again(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The user is told the turn failed and asks again: the model sees the
+    question once. The failed turn's message stays in the database."""
+    llm.add_error(500)
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        failed = await client.ask("what is the capital of France?")
+        assert "unavailable" in failed
+        assert await client.ask("what is the capital of France?") == (
+            "echo: what is the capital of France?"
+        )
+        assert await client.ask("thanks") == "echo: thanks"
+        status = await client.ask("/status")
+    assert [(m["role"], m["content"]) for m in conversation(llm.requests[-1])] == [
+        ("user", "what is the capital of France?"),
+        ("assistant", "echo: what is the capital of France?"),
+        ("user", "thanks"),
+    ]
+    assert "Messages in the active history: 5" in status  # AGENT.md + 2 turns
+    async with Database(loaded.storage_path) as db:
+        rows = await db.read(
+            lambda c: c.execute(
+                "SELECT role, marker FROM messages WHERE session_id = 'chat-1' ORDER BY seq"
+            ).fetchall()
+        )
+    assert [(r["role"], r["marker"]) for r in rows][:2] == [
+        ("system", "agent_prompt"),
+        ("user", "failed_turn"),
+    ]

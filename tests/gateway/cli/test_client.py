@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from pathlib import Path
 
-from rich.console import Console
-
-from gateway.cli.client import ClientState, Connection, _await_reply, keep_line_breaks
+from gateway.cli.client import ClientState, keep_line_breaks, tool_line
+from gateway.cli.client_link import Link
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway
 
@@ -51,28 +49,43 @@ def test_a_finished_tool_frame_is_one_line_and_a_running_one_none() -> None:
     assert tool_line({**frame, "status": "running", "secs": None}) is None
 
 
-async def test_the_client_prints_tool_calls_when_the_gateway_says_so(
-    tmp_path: Path, home: Path, llm: FakeOpenAI
+async def test_the_client_learns_from_the_welcome_whether_to_print_tool_calls(
+    home: Path, llm: FakeOpenAI
 ) -> None:
-    llm.add_tool_call("calculator", {"expression": "6*7"})
-    llm.add_text("42")
+    """The `tool` frames always come; the welcome says whether the operator
+    wants them shown, and a finished call renders as one line."""
     for show in (True, False):
+        llm.add_tool_call("calculator", {"expression": "6*7"})
+        llm.add_text("42")
         loaded = make_config(home, llm.base_url, gateway={"show_tool_results": show})
         async with running_gateway(loaded) as gw:
-            state = ClientState.load(tmp_path / f"client-{show}.json")
-            conn = await Connection.open(f"ws://127.0.0.1:{gw.port}/ws", None, state)
-            assert conn.show_tools is show
-            pump = asyncio.create_task(conn.pump(), name="test-pump")
-            out = io.StringIO()
+            link = Link(f"ws://127.0.0.1:{gw.port}/ws", None, f"chat-{show}")
+            await link.open()
+            assert link.show_tools is show
+            reader = asyncio.create_task(link.run(), name="test-link")
+            lines = []
             try:
-                msg_id = await conn.send("what is 6*7?")
-                reply, _ = await _await_reply(
-                    conn, msg_id, Console(file=out, width=200), plain=True,
-                    reply_timeout=10, interactive=True,
-                )  # fmt: skip
+                await link.send("what is 6*7?")
+                async with asyncio.timeout(10):
+                    while (frame := await link.frames.get())["type"] != "message":
+                        if frame["type"] == "tool" and (line := tool_line(frame)):
+                            lines.append(line)
             finally:
-                await conn.ws.close()
-                await pump
-        printed = out.getvalue()
-        assert ("🔧 calculator(expression=6*7) ok" in printed) is show
-        assert reply == ("42" if show else "echo: what is 6*7?")
+                reader.cancel()
+                await link.close()
+        assert [line.split(" ok ")[0] for line in lines] == ["🔧 calculator(expression=6*7)"]
+        assert frame["text"] == "42"
+
+
+def test_unknown_commands_are_told_from_text_that_starts_with_a_slash() -> None:
+    from gateway.cli.client_tui import is_unknown_command
+
+    known = frozenset({"new", "stop", "status"})
+    assert is_unknown_command("/frobnicate now", known) == "frobnicate"
+    assert is_unknown_command("/Stop", known) is None
+    assert is_unknown_command("/new@picobot title", known) is None
+    assert is_unknown_command("/help", known) is None
+    assert is_unknown_command("/quit", known) is None  # the client's own
+    assert is_unknown_command("/etc/hosts is a file?", known) is None  # a path
+    assert is_unknown_command("hello /frobnicate", known) is None
+    assert is_unknown_command("/frobnicate", None) is None  # an older gateway: send it

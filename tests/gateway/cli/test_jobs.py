@@ -118,3 +118,13 @@ async def test_errors_go_to_stderr_with_a_failing_exit_code(
     assert "is defined in the config file" in capsys.readouterr().err
     assert await jobs(loaded, "show", "ghost") == 1
     assert capsys.readouterr().err == "error: no job with id 'ghost'\n"
+
+
+def test_jobs_without_a_sub_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.cli.program import main
+
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: picobot jobs")
+    for name in ("list", "show", "run", "pause", "resume", "delete"):
+        assert f"    {name}" in out

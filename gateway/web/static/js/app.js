@@ -1,0 +1,116 @@
+// Boot: the token (asked once, kept in this browser), this browser's chat id,
+// routing between the chat ("/", "/chat/<id>") and the operator pages ("/ops").
+
+import { Chat } from "./chat.js";
+import { Connection } from "./conn.js";
+import { Ops } from "./ops.js";
+
+const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "picobot.token";
+const CHAT_KEY = "picobot.chat";
+
+function chatId() {
+  const deep = /^\/chat\/([A-Za-z0-9._:@/-]{1,128})$/.exec(decodeURIComponent(location.pathname));
+  if (deep) return deep[1];
+  let id = localStorage.getItem(CHAT_KEY);
+  if (!id) {
+    const bytes = crypto.getRandomValues(new Uint8Array(6));
+    id = `web-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+    localStorage.setItem(CHAT_KEY, id);
+  }
+  return id;
+}
+
+let token = localStorage.getItem(TOKEN_KEY) || "";
+const conn = new Connection(chatId(), token);
+const dialog = $("token-dialog");
+
+function askToken(refused) {
+  $("token-error").hidden = !refused;
+  if (!dialog.open) dialog.showModal();
+  $("token-input").focus();
+}
+
+$("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  token = $("token-input").value.trim();
+  if (!token) return;
+  localStorage.setItem(TOKEN_KEY, token);
+  dialog.close();
+  ops.token = token;
+  conn.reconnect(token);
+  if (location.pathname.startsWith("/ops")) ops.load();
+});
+
+const chat = new Chat(conn, {
+  messages: $("messages"),
+  composer: $("composer"),
+  input: $("input"),
+  stop: $("stop"),
+  working: $("working"),
+  workingText: $("working-text"),
+  sessions: $("sessions"),
+  newSession: $("new-session"),
+  status: $("status"),
+  refreshStatus: $("refresh-status"),
+  sessionTitle: $("session-title"),
+});
+window.picobot = { chat, conn }; // for the browser console and tests
+
+const ops = new Ops(
+  {
+    refresh: $("ops-refresh"),
+    error: $("ops-error"),
+    counts: $("outbox-counts"),
+    outbox: $("outbox"),
+    jobs: $("jobs"),
+    ready: $("ready"),
+    checks: $("checks"),
+  },
+  token,
+  () => askToken(Boolean(token)),
+);
+
+const badge = $("conn");
+conn.addEventListener("state", (e) => {
+  const { state, retryMs } = e.detail;
+  badge.dataset.state = state;
+  badge.textContent = {
+    connecting: "connecting…",
+    online: "connected",
+    offline: `offline — retrying in ${Math.round((retryMs || 0) / 1000)}s`,
+    unauthorized: "token needed",
+  }[state];
+  if (state === "unauthorized") askToken(Boolean(token));
+});
+
+function route() {
+  const onOps = location.pathname.startsWith("/ops");
+  $("chat-view").hidden = onOps;
+  $("ops-view").hidden = !onOps;
+  $("nav-chat").toggleAttribute("aria-current", !onOps);
+  $("nav-ops").toggleAttribute("aria-current", onOps);
+  if (!onOps) $("nav-chat").setAttribute("aria-current", "page");
+  else $("nav-ops").setAttribute("aria-current", "page");
+  if (onOps) ops.load();
+}
+
+document.addEventListener("click", (e) => {
+  const link = e.target.closest("a[data-route]");
+  if (!link || e.metaKey || e.ctrlKey) return;
+  e.preventDefault();
+  history.pushState(null, "", link.getAttribute("href"));
+  route();
+});
+window.addEventListener("popstate", route);
+$("menu").addEventListener("click", (e) => {
+  e.stopPropagation();
+  document.body.classList.toggle("sidebar-open");
+});
+document.addEventListener("click", (e) => {
+  // the drawer (phone) closes on a tap outside it
+  if (!e.target.closest("#sidebar")) document.body.classList.remove("sidebar-open");
+});
+
+route();
+conn.connect();

@@ -1,0 +1,202 @@
+"""The interactive terminal client (`picobot agent`) in a real pseudo-terminal
+(pexpect), against the gateway and the fake LLM: typing while the agent works,
+/stop and Ctrl-C, and replies written while it was away. Each session's
+screen output is kept in test-artifacts/cli/ for a look."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TextIO
+
+import pexpect
+import pytest
+
+from agent.messages import CANCELLED_RESULT
+from gateway.app import Gateway
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import (
+    PICOBOT,
+    child_env,
+    conversation,
+    make_config,
+    replies_written,
+    running_gateway,
+)
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "cli"
+
+
+class Terminal:
+    """One `picobot agent` in a 40×160 pseudo-terminal."""
+
+    def __init__(self, child: pexpect.spawn, log: TextIO, path: Path) -> None:
+        self.child = child
+        self.log = log
+        self.path = path
+
+    async def expect(self, text: str, timeout: float = 20) -> None:
+        await self.child.expect_exact(text, timeout=timeout, async_=True)
+
+    def type(self, line: str) -> None:
+        self.child.sendline(line)
+
+    def ctrl_c(self) -> None:
+        self.child.sendcontrol("c")
+
+    def screen(self) -> str:
+        self.log.flush()
+        return self.path.read_text(encoding="utf-8")
+
+    async def exits(self) -> int:
+        await self.child.expect(pexpect.EOF, timeout=20, async_=True)
+        self.child.close()
+        assert self.child.exitstatus is not None
+        return int(self.child.exitstatus)
+
+
+@asynccontextmanager
+async def terminal(gw: Gateway, home: Path, name: str) -> AsyncIterator[Terminal]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.log"
+    # pexpect answers no cursor-position request: say so rather than make it wait
+    env = child_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1")
+    with path.open("w", encoding="utf-8") as log:
+        child = pexpect.spawn(
+            PICOBOT,
+            ["agent", "--gateway-url", f"ws://127.0.0.1:{gw.port}/ws"],
+            env=env,
+            dimensions=(40, 160),
+            encoding="utf-8",
+            codec_errors="replace",
+        )
+        child.logfile_read = log
+        term = Terminal(child, log, path)
+        try:
+            await term.expect("/help for commands")
+            yield term
+        finally:
+            if child.isalive():
+                child.terminate(force=True)
+
+
+async def slow_turn(term: Terminal, llm: FakeOpenAI) -> None:
+    """Ask for the scripted `sleep 30` tool call; back once the turn runs."""
+    term.type("run the slow thing")
+    await llm.wait_requests(1)  # the turn has started (its working frame went first)
+
+
+async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": "sleep 30"})
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "second-message-and-stop") as term,
+    ):
+        await slow_turn(term, llm)
+        term.type("and then say hi")
+        # acknowledged (durably recorded) while the tool still runs
+        await term.expect("queued: answered after the running task")
+        assert len(llm.requests) == 1
+        term.type("/stop")
+        await term.expect("Stopped.")
+        await term.expect("echo: and then say hi")
+        term.type("/quit")
+        assert await term.exits() == 0
+    stopped = conversation(llm.requests[-1])
+    assert [m["role"] for m in stopped] == ["user", "assistant", "tool", "user"]
+    assert stopped[2]["content"] == CANCELLED_RESULT
+    assert stopped[3]["content"] == "and then say hi"
+
+
+async def test_ctrl_c_once_stops_the_turn_twice_quits(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": "sleep 30"})
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "ctrl-c") as term,
+    ):
+        await slow_turn(term, llm)
+        term.ctrl_c()
+        await term.expect("stopping the running task")
+        await term.expect("Stopped.")
+        assert term.child.isalive()
+        term.type("still there?")
+        await term.expect("echo: still there?")
+        term.ctrl_c()
+        await term.expect("(Ctrl-C again to quit)")
+        term.ctrl_c()
+        assert await term.exits() == 0
+    assert conversation(llm.requests[-1])[2]["content"] == CANCELLED_RESULT
+
+
+async def test_a_reply_written_while_away_is_shown_on_reconnect_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.hold()
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "away-1") as term,
+    ):
+        term.type("answer me later")
+        await llm.wait_requests(1)
+        term.type("/quit")  # the turn goes on without the client
+        assert await term.exits() == 0
+        llm.release()
+        await replies_written(gw)
+        async with terminal(gw, home, "away-2") as term:
+            await term.expect("earlier, while you were away")
+            await term.expect("echo: answer me later")
+            term.type("and now?")
+            await term.expect("echo: and now?")
+            assert term.screen().count("echo: answer me later") == 1
+            term.type("/quit")
+            assert await term.exits() == 0
+        async with terminal(gw, home, "away-3") as term:
+            term.type("once more")
+            await term.expect("echo: once more")
+            assert "answer me later" not in term.screen()
+            term.type("/quit")
+            assert await term.exits() == 0
+
+
+async def test_the_client_reconnects_when_the_gateway_comes_back(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw:
+        port = gw.port
+        term_cm = terminal(gw, home, "reconnect")
+        term = await term_cm.__aenter__()
+    try:
+        await term.expect("disconnected from the gateway")
+        again = make_config(home, llm.base_url, gateway={"port": port})
+        async with running_gateway(again):
+            await term.expect("reconnected.")
+            term.type("after the restart")
+            await term.expect("echo: after the restart")
+            term.type("/quit")
+            assert await term.exits() == 0
+    finally:
+        await term_cm.__aexit__(None, None, None)
+
+
+async def test_an_unknown_command_is_refused_locally(home: Path, llm: FakeOpenAI) -> None:
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "unknown-command") as term,
+    ):
+        term.type("/frobnicate now")
+        await term.expect("Unknown command /frobnicate. /help lists the commands.")
+        term.type("/etc/hosts is a file, right?")  # a path, not a command
+        await term.expect("echo: /etc/hosts is a file, right?")
+        term.type("/sessions")
+        await term.expect("Sessions in this chat:")
+        term.type("/quit")
+        assert await term.exits() == 0
+    assert [conversation(r)[-1]["content"] for r in llm.requests] == [
+        "/etc/hosts is a file, right?"
+    ]
