@@ -193,8 +193,9 @@ class KfApi:
                 async with self._http().get(url, params=params) as resp:
                     if resp.status != 200:
                         raise KfHttpError(resp.status, "media/get")
-                    if resp.content_type in ("application/json", "text/plain"):
-                        # An error comes as JSON instead of the file.
+                    disposition = resp.headers.get("Content-Disposition", "")
+                    if not disposition and resp.content_type in ("application/json", "text/plain"):
+                        # An error comes as JSON instead of the file (and without a name).
                         self._check("media/get", json.loads(await resp.read()))
                         raise KfTransportError("WeCom media/get: no file in the answer")
                     if (resp.content_length or 0) > max_bytes:
@@ -202,7 +203,7 @@ class KfApi:
                     data = await resp.content.read(max_bytes + 1)
                     if len(data) > max_bytes:
                         raise KfTransportError("WeCom media/get: file over max_media_bytes")
-                    name = _filename(resp.headers.get("Content-Disposition", ""))
+                    name = _filename(disposition)
                     mime = resp.content_type or None
             except KfApiError as exc:
                 if exc.errcode in TOKEN_ERRCODES and attempt == 1:
