@@ -214,7 +214,12 @@ class KfApi:
                 raise KfTransportError(f"WeCom media/get: {type(exc).__name__}") from None
             safe = Path(name).name if name else ""
             path = directory / (f"{stem}_{safe}" if safe else stem)
-            await asyncio.to_thread(_write_file, path, data)
+            try:
+                await asyncio.to_thread(_write_file, path, data)
+            except OSError as exc:
+                raise KfTransportError(
+                    f"WeCom media/get: cannot save the file ({exc.strerror})"
+                ) from None
             return Media(path, mime, safe or None)
         raise AssertionError("unreachable")
 

@@ -5,8 +5,9 @@ token; one worker task pulls its pages in order. Every item of a page is
 handled (recorded in the inbox or deliberately dropped) before the page's
 `next_cursor` is stored, so a crash replays a page rather than losing it and
 the msgid dedup makes the replay harmless. Loops while `has_more`. A failed
-pull is logged and retried after `sync_retry_secs`; a token WeCom no longer
-accepts (it lives ~10 minutes) is dropped and the pull goes on without one.
+pull (or a bug while recording) is logged and retried after `sync_retry_secs`;
+a token WeCom no longer accepts (it lives ~10 minutes) is dropped and the pull
+goes on without one.
 At start every known account is pulled once: what arrived while we were down.
 """
 
@@ -99,9 +100,17 @@ class KfSyncer:
                     return
                 except KfError as exc:
                     log.warning("wecom_kf: sync_msg failed; retrying", error=str(exc))
-                    self._set_status(f"WeCom kf/sync_msg failing: {exc}")
-                    self._pending.setdefault(kfid, token)
-                    await asyncio.sleep(self._config.sync_retry_secs)
+                    await self._retry_later(kfid, token, f"WeCom kf/sync_msg failing: {exc}")
+                except Exception as exc:  # a bug or an answer we cannot read: go on
+                    log.exception("wecom_kf: sync failed; retrying")
+                    await self._retry_later(
+                        kfid, token, f"wecom_kf sync failed: {type(exc).__name__}"
+                    )
+
+    async def _retry_later(self, kfid: str, token: str | None, reason: str) -> None:
+        self._set_status(reason)
+        self._pending.setdefault(kfid, token)
+        await asyncio.sleep(self._config.sync_retry_secs)
 
     async def _sync(self, kfid: str, token: str | None) -> None:
         cursor = await self._state.get(cursor_key(kfid)) or ""

@@ -174,3 +174,16 @@ def test_config_requires_the_credentials_when_enabled() -> None:
             enabled=True, corp_id=CORP_ID, secret="s", token="t", encoding_aes_key="short"
         )
     assert WecomKfConfig().path == "/webhooks/wecom_kf"
+
+
+async def test_a_failed_pull_is_retried_and_an_unreadable_item_does_not_stall(
+    fake: FakeWecomKf, tmp_path: Path
+) -> None:
+    fake.add_message("", "no external_userid: unreadable")
+    fake.add_message(ALICE, "fine")
+    fake.fail_next("kf/sync_msg", -1)  # system busy, once
+    async with channel_runtime(make_channel(fake), tmp_path) as rt:
+        assert await fake.notify(rt.base_url + PATH) == (200, "success")
+        [msg] = await rt.wait_for_messages(1)
+    assert msg.text == "fine"
+    assert [r["cursor"] for r in fake.sync_requests] == ["", ""]  # refused, then again

@@ -71,6 +71,8 @@ async def test_sigkill_between_the_inbox_insert_and_the_cursor_write_loses_and_r
         assert texts.count("echo: after the file") == 1
         assert not any("could not be downloaded" in t for t in texts)
         assert [r["cursor"] for r in fake.sync_requests] == ["", ""]  # the same page again
+        # the re-pulled first message was recognised by the inbox, not by memory
+        assert [e["message_id"] for e in gw2.events("inbound_duplicate")] == [first]
         per_inbox = await _rows(
             db_path,
             "SELECT i.state, COUNT(o.id) FROM inbox i "
