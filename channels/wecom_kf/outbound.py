@@ -4,7 +4,7 @@
     45009, 45033 (API frequency)     RateLimited
     95001 (the 48 h / 5 messages     PermanentSendError: the customer must write
       rule: quota used or expired)     again before anything can be sent
-    other 4xxxx / 6xxxx / 9xxxx      PermanentSendError (bad user, account, content)
+    any other errcode ≥ 40000        PermanentSendError (bad user, account, content)
     anything else                    TransientSendError
 
 Token expiry (42001 and kin) never gets here: the client refreshes and retries once.
