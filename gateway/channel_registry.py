@@ -7,6 +7,7 @@ from channels.feishu import FeishuChannel
 from channels.telegram import TelegramChannel
 from channels.websocket import WebSocketChannel
 from channels.wechat import WechatChannel
+from channels.wecom_kf import WecomKfChannel
 from gateway.chat_policy import show_tool_results
 from gateway.config import Config
 
@@ -31,4 +32,6 @@ def build_channels(config: Config) -> list[Channel]:
         channels.append(FeishuChannel(section.feishu))
     if section.wechat.enabled:
         channels.append(WechatChannel(section.wechat))
+    if section.wecom_kf.enabled:
+        channels.append(WecomKfChannel(section.wecom_kf))
     return channels

@@ -33,6 +33,7 @@ from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
 from channels.websocket import WebSocketConfig
 from channels.wechat.config import WechatConfig
+from channels.wecom_kf.config import WecomKfConfig
 from gateway.config_agents import (
     TEMPERATURE_LIMITS,
     AgentConfig,
@@ -138,6 +139,7 @@ class ChannelsConfig(FrozenModel):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
     wechat: WechatConfig = Field(default_factory=WechatConfig)
+    wecom_kf: WecomKfConfig = Field(default_factory=WecomKfConfig)
 
     def enabled(self) -> dict[str, ChannelSettings]:
         sections: dict[str, ChannelSettings] = {
@@ -145,6 +147,7 @@ class ChannelsConfig(FrozenModel):
             "telegram": self.telegram,
             "feishu": self.feishu,
             "wechat": self.wechat,
+            "wecom_kf": self.wecom_kf,
         }
         return {name: s for name, s in sections.items() if s.enabled}
 

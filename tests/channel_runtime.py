@@ -82,9 +82,13 @@ class TestRuntime:
 
 
 @asynccontextmanager
-async def channel_runtime(channel: Channel, media_dir: Path) -> AsyncIterator[TestRuntime]:
-    """Set up `channel` on a TestRuntime, serve its routes, start it; stop on exit."""
+async def channel_runtime(
+    channel: Channel, media_dir: Path, state: dict[str, str] | None = None
+) -> AsyncIterator[TestRuntime]:
+    """Set up `channel` on a TestRuntime (with `state` stored already), serve its
+    routes, start it; stop on exit."""
     runtime = TestRuntime(media_dir)
+    runtime.state.values.update(state or {})
     channel.setup(runtime)
     runner = web.AppRunner(runtime.app)
     await runner.setup()

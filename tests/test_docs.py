@@ -49,7 +49,7 @@ def test_every_config_key_is_documented() -> None:
 def test_example_config_has_every_section_and_channel() -> None:
     example = json.loads((ROOT / "config.example.json").read_text())
     assert set(example) == {f.alias or name for name, f in Config.model_fields.items()}
-    assert set(example["channels"]) == {"websocket", "telegram", "feishu", "wechat"}
+    assert set(example["channels"]) == {"websocket", "telegram", "feishu", "wechat", "wecom_kf"}
 
 
 def test_readme_keeps_the_quick_start() -> None:

@@ -255,6 +255,9 @@ def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
                 findings.append(ok(check, "app_id and app_secret present"))
         elif name == "wechat":
             findings.append(_wechat_credentials(loaded, section))
+        elif name == "wecom_kf":
+            # Loading the config already refused an enabled section without them.
+            findings.append(ok(check, "corp_id, secret, token and encoding_aes_key present"))
         else:
             findings.append(ok(check, "enabled"))
     return findings
@@ -320,6 +323,8 @@ async def _probe_all(loaded: LoadedConfig, timeout_secs: float) -> list[Finding]
                 probes.append(_probe_feishu(http, section))
             elif name == "wechat":
                 probes.append(_probe_wechat(http, section))
+            elif name == "wecom_kf":
+                probes.append(_probe_wecom_kf(http, section))
         return list(await asyncio.gather(*probes))
 
 
@@ -412,3 +417,22 @@ async def _probe_wechat(http: aiohttp.ClientSession, section: ChannelSettings) -
     if isinstance(result, str):
         return _unreachable("probe wechat", base, result)
     return ok("probe wechat", f"{base} is reachable (HTTP {result[0]})")
+
+
+async def _probe_wecom_kf(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
+    base = str(getattr(section, "api_base", "https://qyapi.weixin.qq.com")).rstrip("/")
+    secret = _secret(getattr(section, "secret", ""))
+    params = {"corpid": str(getattr(section, "corp_id", "")), "corpsecret": secret}
+    result = await _request(http, "GET", f"{base}/cgi-bin/gettoken", params=params)
+    if isinstance(result, str):
+        return _unreachable("probe wecom_kf", base, _hide(result, secret))
+    status, body = result
+    errcode = body.get("errcode") if isinstance(body, dict) else None
+    if status == 200 and errcode == 0 and body.get("access_token"):
+        return ok("probe wecom_kf", f"{base} issued an access token for the corp")
+    if errcode is not None:
+        message = (
+            f"credentials rejected (errcode {errcode}: {redact_text(str(body.get('errmsg')))})"
+        )
+        return problem("probe wecom_kf", message, "check corp_id and secret (微信客服 Secret)")
+    return warn("probe wecom_kf", f"{base} answered gettoken with HTTP {status}")

@@ -427,3 +427,23 @@ async def test_probe_wechat_reachability(setup: Setup, fake_openai: FakeOpenAI) 
     code, text = await setup.run(probe=True)  # the host is gone now
     assert code == 1
     assert "cannot reach" in line_of(text, "probe wechat")
+
+
+async def test_probe_wecom_kf_credentials(setup: Setup, fake_openai: FakeOpenAI) -> None:
+    from tests.fakes.wecom_kf_server import FakeWecomKf
+
+    providers = {"default": {"api_key": "${OPENAI_API_KEY}", "base_url": fake_openai.base_url}}
+    async with FakeWecomKf() as fake:
+        section = fake.settings()
+        setup.write(base_config(providers=providers, channels={"wecom_kf": section}))
+        code, text = await setup.run(probe=True)
+        assert code == 0, text
+        assert "present" in line_of(text, "channel wecom_kf")
+        assert "issued an access token" in line_of(text, "probe wecom_kf")
+
+        section["secret"] = "wecom-wrong-secret-000"
+        setup.write(base_config(providers=providers, channels={"wecom_kf": section}))
+        code, text = await setup.run(probe=True)
+    assert code == 1
+    assert "credentials rejected (errcode 40001" in line_of(text, "probe wecom_kf")
+    assert "wecom-wrong-secret-000" not in text
