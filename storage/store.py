@@ -23,6 +23,7 @@ from storage.compaction import commit_compaction
 from storage.conversations import Replaced, SessionStats
 from storage.db import Database
 from storage.inbox import InboxEntry
+from storage.memory_store import MemoryStore
 from storage.outbox import Held, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
@@ -34,6 +35,7 @@ __all__ = ["Store"]
 class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
