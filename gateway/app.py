@@ -69,7 +69,7 @@ from gateway.sessions import ConversationGates, SessionManager
 from gateway.turns import TurnOpener
 from gateway.usage import usage_status
 from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
-from scheduler.events import EventRegistry, InternalEvent
+from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
 from storage.db import Database
 from storage.store import Store
@@ -251,12 +251,7 @@ class Gateway:
         memory = build_memory(
             cfg, store.memories, providers, AgentPromptFile(self.loaded.agent_dir).path
         )
-        maintenance = memory.maintenance
-
-        async def maintain_memory(event: InternalEvent) -> None:
-            await maintenance.run(event.job_id)
-
-        events.register(MEMORY_MAINTENANCE_EVENT, maintain_memory)
+        events.register(MEMORY_MAINTENANCE_EVENT, lambda e: memory.maintenance.run(e.job_id))
         parts: list[ContextPart] = [McpStatusPart(self.mcp)] if self.mcp is not None else []
         parts.append(memory.part)
 

@@ -112,9 +112,8 @@ def agent_md(loaded: LoadedConfig) -> Path:
     return path
 
 
-async def test_a_scripted_plan_merges_drops_and_writes_the_summaries(
-    home: Path, llm: FakeOpenAI
-) -> None:
+def planned(home: Path, llm: FakeOpenAI) -> LoadedConfig:
+    """A config whose fake LLM answers maintenance with the scripted plans."""
     loaded = config(home, llm)
     agent_md(loaded).write_text(USER_TEXT, encoding="utf-8")
 
@@ -122,12 +121,24 @@ async def test_a_scripted_plan_merges_drops_and_writes_the_summaries(
         return scripted_plan(body) if is_maintenance(body) else None
 
     llm.responder = respond
+    return loaded
+
+
+async def maintain(gw: Gateway, loaded: LoadedConfig, llm: FakeOpenAI) -> None:
+    """Seed both users, `picobot jobs run` the job, wait for the run to end."""
+    await seed(gw)
+    await run_job(gw, loaded)
+    await llm.wait_requests(2)  # one plan per changed scope: the run is in flight
+    assert gw.scheduler is not None
+    await gw.scheduler.wait_idle()
+
+
+async def test_a_scripted_plan_merges_drops_and_writes_the_summaries(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = planned(home, llm)
     async with running_gateway(loaded) as gw:
-        await seed(gw)
-        await run_job(gw, loaded)
-        await llm.wait_requests(2)  # one plan per changed scope
-        assert gw.scheduler is not None
-        await gw.scheduler.wait_idle()
+        await maintain(gw, loaded, llm)
         assert await last_run(gw) == "succeeded"
         after = await state(gw)
         assert after[ALICE] == [
@@ -200,19 +211,9 @@ async def test_a_malformed_plan_or_a_timeout_changes_nothing_and_chats_go_on(
 async def test_memory_shows_and_forget_all_empties_the_scope_and_its_summary(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    loaded = config(home, llm)
-    agent_md(loaded).write_text(USER_TEXT, encoding="utf-8")
-
-    async def respond(body: dict[str, Any]) -> Reply | None:
-        return scripted_plan(body) if is_maintenance(body) else None
-
-    llm.responder = respond
+    loaded = planned(home, llm)
     async with running_gateway(loaded) as gw:
-        await seed(gw)
-        await run_job(gw, loaded)
-        await llm.wait_requests(2)
-        assert gw.scheduler is not None
-        await gw.scheduler.wait_idle()
+        await maintain(gw, loaded, llm)
         async with ws_client(gw, "alice") as alice:
             shown = await alice.ask("/memory")
             assert "preferences/language: prefers replies in Chinese" in shown
