@@ -68,6 +68,12 @@ class Turns:
         await self.fs.wait_until(lambda: len(self.fs.sent) > replies, 10)
         return self.llm.requests[before:]
 
+    async def remember(self, text: str, msg_id: str) -> list[Any]:
+        """Feishu user 7001 in chat oc_a; the model puts FACT."""
+        self.llm.add_tool_call("memory_manage", PUT)
+        self.llm.add_text("noted")
+        return await self.feishu(text, "oc_a", "7001", msg_id)
+
     async def telegram(self, text: str, user_id: int) -> list[Any]:
         before, replies = len(self.llm.requests), len(self.tg.sent_texts)
         await self.tg.add_message(text, chat_id=user_id, user_id=user_id)
@@ -81,9 +87,7 @@ async def test_memories_are_scoped_to_one_user_on_one_channel(
     loaded = two_channels(home, llm, fs, tg)
     turns = Turns(llm, fs, tg)
     async with running_gateway(loaded):
-        llm.add_tool_call("memory_manage", PUT)
-        llm.add_text("noted")
-        put_turn = await turns.feishu("please answer in Chinese", "oc_a", "7001", "om_put")
+        put_turn = await turns.remember("please answer in Chinese", "om_put")
         # the write is not injected back: the follow-up request carries only the tool result
         assert tool_results(put_turn[1]) == ["created preferences/language"]
         assert all(m.get("role") != "system" or FACT not in str(m) for m in put_turn[1]["messages"])
@@ -133,9 +137,7 @@ async def test_memories_survive_a_restart_and_tools_disabled_removes_them(
     loaded = two_channels(home, llm, fs, tg)
     turns = Turns(llm, fs, tg)
     async with running_gateway(loaded):
-        llm.add_tool_call("memory_manage", PUT)
-        llm.add_text("noted")
-        await turns.feishu("remember", "oc_a", "7001", "om_1")
+        await turns.remember("remember", "om_1")
     async with running_gateway(loaded):
         llm.add_tool_call("memory_search", {"action": "get", "namespace": "preferences",
                                             "memory_key": "language"})  # fmt: skip
