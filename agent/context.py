@@ -50,6 +50,7 @@ class TurnFacts:
     chat_id: str
     sender_id: str
     agent: str
+    private: bool = False  # a one-to-one chat (parts may say personal things there)
 
 
 class ContextPart(Protocol):

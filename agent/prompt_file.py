@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from agent.memory.summary_block import strip_block
 from agent.messages import ChatMessage, Marker
 
 __all__ = [
@@ -75,7 +76,8 @@ class AgentPromptFile:
 
     def _load_sync(self) -> str:
         self._ensure_sync()
-        return self.path.read_text(encoding="utf-8").strip()
+        # the memory-summary block holds every user's summary: never for the model
+        return strip_block(self.path.read_text(encoding="utf-8")).strip()
 
 
 def agent_prompt_message(content: str) -> ChatMessage:

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from agent.context import ContextPart
 from agent.mcp.status import McpStatusPart
 from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
+from agent.tools.memory import MemoryManageTool, MemorySearchTool
 from agent.tools.scheduler_manage import SchedulerManageTool
 from channels.base import Channel, HttpMount, StateStore
 from channels.websocket import WebSocketChannel
@@ -57,6 +59,8 @@ from gateway.lifecycle import (
 )
 from gateway.logging import register_secrets
 from gateway.mcp_servers import build_mcp, mcp_details, mcp_metrics
+from gateway.memory_commands import MemoryCommands
+from gateway.memory_setup import build_memory
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher
@@ -70,6 +74,8 @@ from gateway.web.directory import StoreDirectory
 from gateway.web.ops import OpsApi
 from gateway.web.static import PACKAGED_ROOT, StaticSite
 from scheduler.admin import JobView
+from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
+from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
 from storage.db import Database
 from storage.store import Store
@@ -223,8 +229,11 @@ class Gateway:
             cfg.time.timezone,
             cfg.tools.disabled,
             cfg.tools.timeout_secs,
-            other_known=["scheduler_manage"],
+            other_known=["scheduler_manage", MemorySearchTool.name, MemoryManageTool.name],
         )
+        for memory_tool in (MemorySearchTool(), MemoryManageTool()):
+            if memory_tool.name not in cfg.tools.disabled:
+                registry.register(memory_tool)
         if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
             registry.register(SchedulerManageTool())
         self.mcp = build_mcp(
@@ -244,7 +253,13 @@ class Gateway:
         tool_settings, registry = self._tools()
         enabled = cfg.channels.enabled()
         by_name = {c.name: c for c in self.channels}
-        parts = [McpStatusPart(self.mcp)] if self.mcp is not None else []
+        events = EventRegistry()  # internal-event handlers, before the scheduler starts
+        memory = build_memory(
+            cfg, store.memories, providers, AgentPromptFile(self.loaded.agent_dir).path
+        )
+        events.register(MEMORY_MAINTENANCE_EVENT, lambda e: memory.maintenance.run(e.job_id))
+        parts: list[ContextPart] = [McpStatusPart(self.mcp)] if self.mcp is not None else []
+        parts.append(memory.part)
 
         def profile(agent: str, channel: str) -> AgentProfile:
             return build_profile(
@@ -287,6 +302,7 @@ class Gateway:
                 cfg.scheduler,
                 store.db,
                 PipelineHost(self.bus, dispatcher, waiters),
+                events=events,
                 default_zone=cfg.time.zone,
                 on_run_status=self.metrics.scheduler_run,
             )
@@ -303,7 +319,7 @@ class Gateway:
             agents,
             tool_settings,
             opener=opener,
-            services=ToolServices(scheduler=scheduler, admins=self.access),
+            services=ToolServices(scheduler=scheduler, admins=self.access, memory=memory.service),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
             typing_delay_secs=cfg.gateway.typing_delay_secs,
@@ -332,6 +348,7 @@ class Gateway:
             usage_line=lambda stats, ch: usage_status(stats, agents.resolve(ch)),
         )
         AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
+        MemoryCommands(store.memories, memory.summary_file, self.commands)
         processor = InboundProcessor(
             self.bus,
             store,

@@ -40,6 +40,7 @@ from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices,
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.bus import (
     ChannelEvent,
+    ChatType,
     Delivery,
     EventKind,
     OutboundMessage,
@@ -59,7 +60,7 @@ from gateway.replies import (
 )
 from gateway.session_reset import Clock, utc_now
 from gateway.tool_progress import ToolDisplay, ToolProgress
-from gateway.turns import OpenedTurn, StaleTurn, TurnOpener
+from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.work import ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.store import Store
 from storage.turns import Opening
@@ -312,13 +313,19 @@ class ExecutionService:
             sender_id=first.sender_id,
             settings=self.tool_settings,
             message_id=first.message_id,
+            message_seq=user_message_seq(turn),
             run_id=plan.run_id,
             services=self.services,
         )
         try:
             context = await profile.context.prepare(
                 TurnFacts(
-                    turn.session_id, plan.channel, plan.chat_id, first.sender_id, profile.name
+                    turn.session_id,
+                    plan.channel,
+                    plan.chat_id,
+                    first.sender_id,
+                    profile.name,
+                    private=first.chat_type is ChatType.DIRECT,
                 )
             )
             loop = AgentLoop(profile.provider, profile.tools, profile.loop)

@@ -70,6 +70,18 @@ class OpenedTurn:
     notice: tuple[OutboundMessage, int] | None = None  # telling the chat so: its outbox row
 
 
+def user_message_seq(turn: OpenedTurn) -> int | None:
+    """The seq of the turn's (last) user message: already assigned when the
+    turn was opened in storage; for one opened in memory, where its first
+    write will put it (memories record it as their source)."""
+    last = next((m for m in reversed(turn.history) if m.role is Role.USER), None)
+    if last is None or last.seq is not None or turn.deferred is None:
+        return None if last is None else last.seq
+    new = turn.deferred.opening.new
+    index = next((i for i, m in enumerate(new) if m is last), None)
+    return None if index is None else turn.deferred.expected.next_seq + index
+
+
 def _user_turns(new: Sequence[ChatMessage]) -> int:
     return sum(1 for m in new if m.role is Role.USER)
 

@@ -18,7 +18,7 @@ __all__ = ["SchedulerConfig"]
 class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = False
+    enabled: bool = True  # as in the spec's example: memory maintenance runs out of the box
     # Fire times are rounded up to this grid: jobs due within one tick wake the engine once.
     tick_resolution_ms: int = Field(1000, ge=1)
     # Claimed runs waiting for a worker; the engine stops claiming while it is full.

@@ -154,4 +154,71 @@ ALTER TABLE outbox ADD COLUMN requeued_at TEXT;
 """
 
 
-MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER, _V3_PAIRINGS, _V4_OUTBOX_REQUEUED]
+# Version 5 belongs to another change being merged in parallel (issue 15);
+# this placeholder keeps long-term memory at version 6 until that lands.
+_V5_RESERVED = ""
+
+# Long-term memory (docs/memory.md). `memories_fts` is an external-content
+# FTS5 index over `memories`, kept in step by storage.memories (no triggers:
+# the migration runner splits scripts on semicolons). `memory_scopes` holds a
+# scope's change counter, what maintenance last saw, and its summary;
+# `memory_audit` keeps what maintenance merged away, superseded or dropped.
+_V6_MEMORIES = """
+CREATE TABLE memories (
+    id                  INTEGER PRIMARY KEY,
+    scope_kind          TEXT NOT NULL,              -- user
+    scope_key           TEXT NOT NULL,              -- channel:sender_id
+    namespace           TEXT NOT NULL,
+    memory_key          TEXT NOT NULL,
+    content             TEXT NOT NULL,
+    category            TEXT,                       -- fact | preference | behaviour | other
+    source_type         TEXT NOT NULL,              -- agent | memory_maintenance
+    source_session_id   TEXT,
+    source_message_id   TEXT,
+    source_message_seq  INTEGER,
+    source_channel      TEXT,
+    source_chat_id      TEXT,
+    created_at          TEXT NOT NULL,
+    updated_at          TEXT NOT NULL,
+    UNIQUE (scope_kind, scope_key, namespace, memory_key)
+);
+CREATE INDEX memories_recent ON memories (scope_kind, scope_key, updated_at);
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    namespace, memory_key, content, content='memories', content_rowid='id', tokenize='trigram'
+);
+CREATE TABLE memory_scopes (
+    scope_kind           TEXT NOT NULL,
+    scope_key            TEXT NOT NULL,
+    revision             INTEGER NOT NULL DEFAULT 0,  -- bumped by every change
+    maintained_revision  INTEGER NOT NULL DEFAULT 0,  -- the revision maintenance last left
+    summary              TEXT,
+    maintained_at        TEXT,
+    PRIMARY KEY (scope_kind, scope_key)
+);
+CREATE TABLE memory_audit (
+    id           INTEGER PRIMARY KEY,
+    scope_kind   TEXT NOT NULL,
+    scope_key    TEXT NOT NULL,
+    namespace    TEXT NOT NULL,
+    memory_key   TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    action       TEXT NOT NULL,   -- merged | superseded | dropped
+    reason       TEXT,
+    replaced_by  TEXT,            -- namespace/key of the entry that took its place
+    source_type  TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    recorded_at  TEXT NOT NULL
+);
+CREATE INDEX memory_audit_by_scope ON memory_audit (scope_kind, scope_key, recorded_at);
+"""
+
+
+MIGRATIONS: list[str] = [
+    _V1_CORE,
+    _V2_SCHEDULER,
+    _V3_PAIRINGS,
+    _V4_OUTBOX_REQUEUED,
+    _V5_RESERVED,
+    _V6_MEMORIES,
+]

@@ -34,6 +34,7 @@ from storage.conversations import RecentHistory, Replaced, SessionStats
 from storage.db import Database
 from storage.inbox import InboxEntry
 from storage.jobs import JobRecord, RunRecord
+from storage.memory_store import MemoryStore
 from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
@@ -45,6 +46,7 @@ __all__ = ["Store"]
 class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

@@ -4,7 +4,7 @@ was answered and the results hang together."""
 
 from __future__ import annotations
 
-from bench import fanout, sustained
+from bench import fanout, memory_search, sustained
 
 
 async def test_sustained_scenario_answers_every_message_and_measures_the_ceiling() -> None:
@@ -21,3 +21,9 @@ async def test_fanout_scenario_gets_a_reply_for_every_chat() -> None:
     result = await fanout.run(chats=5, llm_latency=0.1)
     assert result["replies"] == 5
     assert result["wall_secs_until_last_reply"] >= result["fastest_reply_secs"] >= 0.1
+
+
+async def test_memory_search_scenario_times_every_search() -> None:
+    result = await memory_search.run(memories=200, rounds=2)
+    assert result["searches"] == 16
+    assert result["p50_ms"] > 0

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.memory.types import MemoryEntry, MemoryOrigin, MemoryScope, WriteOutcome
 from agent.messages import ToolCall
 from agent.providers.base import ToolSpec
 
@@ -57,7 +58,28 @@ class ToolArgs(BaseModel):
 
 # Services that later features inject; tools needing one check it is present.
 class MemoryService(Protocol):
-    async def search(self, scope_key: str, query: str, limit: int) -> list[dict[str, Any]]: ...
+    """Long-term memory of one scope at a time (agent.memory.types). Writes are
+    durable when they return; a refused write raises `MemoryLimitError`."""
+
+    async def search(
+        self, scope: MemoryScope, query: str, namespace: str | None, limit: int
+    ) -> list[MemoryEntry]: ...
+
+    async def get(self, scope: MemoryScope, namespace: str, key: str) -> MemoryEntry | None: ...
+
+    async def entries(
+        self, scope: MemoryScope, namespace: str | None, limit: int
+    ) -> list[MemoryEntry]: ...
+
+    async def put(
+        self, scope: MemoryScope, namespace: str, key: str, content: str, origin: MemoryOrigin
+    ) -> WriteOutcome: ...
+
+    async def update(
+        self, scope: MemoryScope, namespace: str, key: str, content: str, origin: MemoryOrigin
+    ) -> bool: ...
+
+    async def delete(self, scope: MemoryScope, namespace: str, key: str) -> bool: ...
 
 
 class SchedulerService(Protocol):

@@ -177,6 +177,12 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     return asyncio.run(run_pairing_command(args, _load(args)))
 
 
+def cmd_memory(args: argparse.Namespace) -> int:
+    from gateway.cli.memory import run_memory_command
+
+    return asyncio.run(run_memory_command(args, _load(args)))
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from gateway.cli.mcp import run_mcp_command
     from gateway.logging import configure_logging
@@ -268,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pairing_parser(sub, with_config)
     sub.choices["pairing"].set_defaults(func=cmd_pairing)
+
+    from gateway.cli.memory import add_memory_parser
+
+    add_memory_parser(sub, with_config)
+    sub.choices["memory"].set_defaults(func=cmd_memory)
 
     from gateway.cli.mcp import add_mcp_parser
 
