@@ -41,6 +41,7 @@ from gateway.chat_policy import build_chat_policies
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig
 from gateway.context import Compactor
+from gateway.dead_letters import DeadLetterSink
 from gateway.delivery_policy import RetryPolicy
 from gateway.execution import ExecutionService
 from gateway.http import AppMount, HttpProbes, build_http_app
@@ -100,6 +101,12 @@ class _Runtime:
     media_dir: Path
     channel: str
     dispatcher: OutboundDispatcher | None = None
+    dead_letters: DeadLetterSink | None = None
+
+    async def dead_letter(self, platform_id: str | None, payload: str | bytes, reason: str) -> None:
+        if self.dead_letters is None:
+            raise RuntimeError("no dead-letter store")  # the caller must not acknowledge
+        await self.dead_letters.record(self.channel, platform_id, payload, reason)
 
     def recipient_online(self, chat_id: str) -> None:
         if self.dispatcher is not None:
@@ -326,6 +333,7 @@ class Gateway:
             usage_line=lambda stats, ch: usage_status(stats, agents.resolve(ch)),
         )
         AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
+        dead_letters = DeadLetterSink(store, self.metrics)
         processor = InboundProcessor(
             self.bus,
             store,
@@ -335,10 +343,11 @@ class Gateway:
             on_accepted=self.metrics.inbound,
             budget=self.budget,
             access=AccessGate(self.access, store, dispatcher.wake, self.clock),
+            dead_letters=dead_letters,
         )
         self.processor = processor
 
-        app = self._http_app(store, dispatcher, scheduler)
+        app = self._http_app(store, dispatcher, scheduler, dead_letters)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
@@ -362,7 +371,11 @@ class Gateway:
         return services
 
     def _http_app(
-        self, store: Store, dispatcher: OutboundDispatcher, scheduler: Scheduler | None
+        self,
+        store: Store,
+        dispatcher: OutboundDispatcher,
+        scheduler: Scheduler | None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> web.Application:
         """The HTTP app with each channel's routes mounted, and what /ready reads."""
         app = build_http_app(
@@ -378,6 +391,7 @@ class Gateway:
                     self.loaded.media_dir,
                     channel.name,
                     dispatcher,
+                    dead_letters,
                 )
             )
         self._readiness.add("storage", lambda: None if self.db is not None else "not open")

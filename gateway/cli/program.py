@@ -1,6 +1,6 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
-Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, pairing,
+Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing,
 mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
@@ -163,6 +163,12 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     return asyncio.run(run_outbox_command(args, _load(args)))
 
 
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    from gateway.cli.dead_letters import run_dead_letters_command
+
+    return asyncio.run(run_dead_letters_command(args, _load(args)))
+
+
 def cmd_jobs(args: argparse.Namespace) -> int:
     from gateway.cli.jobs import run_jobs_command
 
@@ -254,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_outbox_parser(sub, with_config)
     sub.choices["outbox"].set_defaults(func=cmd_outbox)
+
+    from gateway.cli.dead_letters import add_dead_letters_parser
+
+    add_dead_letters_parser(sub, with_config)
+    sub.choices["dead-letters"].set_defaults(func=cmd_dead_letters)
 
     from gateway.cli.jobs import add_jobs_parser
 
