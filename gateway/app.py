@@ -44,6 +44,7 @@ from gateway.context import Compactor
 from gateway.dead_letters import DeadLetterSink
 from gateway.delivery_policy import RetryPolicy
 from gateway.execution import ExecutionService
+from gateway.hardening import resolve_sandbox
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
 from gateway.lifecycle import (
@@ -218,6 +219,7 @@ class Gateway:
             http_timeout_secs=cfg.tools.http.timeout_secs,
             http_max_bytes=cfg.tools.http.max_response_bytes,
             http_allow_private=cfg.tools.http.allow_private,
+            shell_sandbox=resolve_sandbox(self.loaded),
         )
         registry = build_registry(
             tool_settings,

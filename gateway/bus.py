@@ -66,6 +66,9 @@ class Receipt(StrEnum):
     # could not be recorded (poison input): kept in the dead_letters table, never
     # answered; the channel moves its cursor past it as it would for ACCEPTED
     DEAD_LETTER = "dead_letter"
+    # recorded, but the chat's queue is full (gateway.max_pending_per_session):
+    # not answered beyond a notice saying so; the channel moves on as for ACCEPTED
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True, slots=True)

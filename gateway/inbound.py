@@ -121,6 +121,8 @@ class InboundProcessor:
             log.exception("inbox_write_failed", batch=len(batch))
             outcomes, poison = [exc] * len(batch), False
         accepted: list[WorkItem] = []
+        over_cap: set[int] = set()  # inbox ids refused in their ack: the queue is full
+        planned: dict[tuple[str, str], int] = {}
         for message, outcome in zip(batch, outcomes, strict=True):
             receipt = message.receipt
             if isinstance(outcome, Exception):
@@ -142,11 +144,31 @@ class InboundProcessor:
             self.accepted += 1
             if self.on_accepted is not None:
                 self.on_accepted(message.channel)
+            full = self._over_cap(message, planned)
+            if full:
+                over_cap.add(outcome)
             if receipt is not None and not receipt.done():
-                receipt.set_result(Receipt.ACCEPTED)
+                receipt.set_result(Receipt.REFUSED if full else Receipt.ACCEPTED)
             accepted.append(WorkItem(outcome, message))
         for item in await self._admit(accepted):
-            await self._route(item)
+            if item.inbox_id in over_cap:
+                await self._refuse_overflow(item)
+            else:
+                await self._route(item)
+
+    def _over_cap(self, message: InboundMessage, planned: dict[tuple[str, str], int]) -> bool:
+        """Whether a plain message will find its chat's queue full (counting the
+        batch's earlier ones), so that its ack can say so: the same test as
+        `SessionManager.dispatch`. Commands, and chats with commands queued,
+        take the lane path, which answers for itself."""
+        key = (message.channel, message.chat_id)
+        if self.registry.parse(message.text) is not None or self.lanes.busy(key):
+            return False
+        used = planned.get(key, 0)
+        if used >= self.sessions.room(*key):
+            return True
+        planned[key] = used + 1
+        return False
 
     async def _dead_letter(self, message: InboundMessage, exc: Exception) -> bool:
         """Keep a message the inbox refused as a dead letter; False if that failed too."""

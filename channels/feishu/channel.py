@@ -93,6 +93,12 @@ class FeishuChannel(Channel):
             async with asyncio.timeout(_NOTIFY_TIMEOUT_SECS):
                 await self.bot_open_id()
         if self.config.mode is FeishuMode.WEBHOOK:
+            if self.config.encrypt_key is None and self.config.verification_token is None:
+                log.warning(
+                    "feishu webhook unauthenticated: neither encrypt_key nor verification_token "
+                    "is set, so anyone who can reach the URL can forge events",
+                    channel="feishu",
+                )
             self.not_ready_reason = None
             return
         self.not_ready_reason = "feishu long connection: connecting"

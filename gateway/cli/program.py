@@ -92,6 +92,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     configure_logging(cfg.logging.level, cfg.logging.format)
     register_secrets(_secret_values(cfg))
     log = structlog.get_logger("picobot")
+    from gateway.hardening import make_non_dumpable
+
+    if not make_non_dumpable():  # same-uid processes could read our environ
+        log.warning("gateway_dumpable", reason="prctl(PR_SET_DUMPABLE, 0) unavailable")
     log.info("config_loaded", path=str(loaded.path) if loaded.path else "(built-in defaults)")
     enabled = cfg.channels.enabled()
     for where, var in loaded.missing_env.items():
