@@ -20,6 +20,11 @@ ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/picobot/.venv/bin:$PATH \
     PICOBOT_HOME=/data
+# bubblewrap: the bash tool's sandbox (tools.bash.sandbox). It needs user
+# namespaces inside the container; see docs/OPERATIONS.md ("In a container").
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 picobot \
  && useradd --system --uid 10001 --gid picobot --home-dir /data --no-create-home \
         --shell /usr/sbin/nologin picobot \

@@ -120,6 +120,13 @@ class ChannelRuntime(Protocol):
     http: HttpMount
     media_dir: Path
 
+    async def dead_letter(self, platform_id: str | None, payload: str | bytes, reason: str) -> None:
+        """Keep an inbound event this channel cannot parse or record (the raw
+        `payload`, capped; `reason` short, never a secret) in the dead-letter
+        table. Once it returns the event is durable: move the cursor past it /
+        answer the platform 200. If it raises, do not acknowledge."""
+        ...
+
     def recipient_online(self, chat_id: str) -> None:
         """Tell the dispatcher that parked messages for `chat_id` can go now."""
         ...

@@ -5,9 +5,11 @@ acknowledged only after the gateway recorded it. Replies are `message` frames
 carrying the outbox id, so a client that reconnects and receives a reply again
 can recognise it, and marked `earlier` when they were written before this
 connection said hello. A bad frame gets an `error` frame; the connection stays
-up. `sessions` and `history` queries are answered through a `ChatDirectory`
-(channels.ws_directory) when the runtime gives one. A browser page of another
-origin may not connect (cross-site WebSocket hijacking).
+up until `max_bad_frames` bad frames in a row (then 4400). Who the sender is
+the server decides from the token (channels.ws_input.TokenBook), never the
+client. `sessions` and `history` queries are answered through a
+`ChatDirectory` (channels.ws_directory) when the runtime gives one. A browser
+page of another origin may not connect (cross-site WebSocket hijacking).
 Every tool call of a turn is a `tool` frame when it starts and when it ends,
 whatever `show_tool_results` says; the `welcome` frame tells the client
 whether the operator wants them shown.
@@ -16,7 +18,6 @@ whether the operator wants them shown.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import re
 import uuid
@@ -27,7 +28,7 @@ from typing import Any
 
 import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from channels.base import (
     Capabilities,
@@ -40,9 +41,11 @@ from channels.base import (
     origin_allowed,
 )
 from channels.ws_directory import QUERY_TYPES, QueryError, answer_query
+from channels.ws_input import Identity, ProtocolError, TokenBook, parse_frame, safe_id
 from gateway.bus import BusClosed, ChannelEvent, EventKind, InboundMessage, OutboundMessage
 
 __all__ = [
+    "CLOSE_BAD_FRAMES",
     "CLOSE_HELLO_TIMEOUT",
     "CLOSE_UNAUTHORIZED",
     "PROTOCOL_VERSION",
@@ -53,6 +56,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 PROTOCOL_VERSION = 1
+CLOSE_BAD_FRAMES = 4400
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_HELLO_TIMEOUT = 4408
 _ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,128}$")
@@ -67,16 +71,14 @@ class WebSocketConfig(ChannelSettings):
     # browser origins besides the gateway's own that may open /ws, e.g.
     # "https://chat.example.com" behind a proxy that rewrites Host
     allowed_origins: tuple[str, ...] = ()
+    # name → token: a connection whose hello carries one is that sender (for
+    # allow_from, admins, pairing); gateway.auth_token stays valid too
+    tokens: dict[str, SecretStr] = Field(default_factory=dict)
+    max_bad_frames: int = Field(20, ge=1)  # in a row; then the connection is closed (4400)
 
 
 def _frame(kind: str, **fields: Any) -> str:
     return json.dumps({"type": kind, **fields}, ensure_ascii=False)
-
-
-class _ProtocolError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class WebSocketChannel(Channel):
@@ -90,7 +92,9 @@ class WebSocketChannel(Channel):
     ) -> None:
         super().__init__()
         self.config = config
-        self._token = auth_token or None
+        self._tokens = TokenBook(
+            auth_token or None, {n: t.get_secret_value() for n, t in config.tokens.items()}
+        )
         self._show_tools = show_tool_results
         self._runtime: ChannelRuntime | None = None
         self._clients: dict[str, set[web.WebSocketResponse]] = {}
@@ -194,16 +198,19 @@ class WebSocketChannel(Channel):
         self._all.add(ws)
         chat_id: str | None = None
         try:
-            chat_id = await self._hello(ws)
-            if chat_id is None:
+            hello = await self._hello(ws)
+            if hello is None:
                 return ws
+            chat_id, identity = hello
             self._clients.setdefault(chat_id, set()).add(ws)
             assert self._runtime is not None
             self._runtime.recipient_online(chat_id)
+            bad = 0  # bad frames in a row
             async for msg in ws:
                 if msg.type is WSMsgType.TEXT:
-                    await self._on_text(ws, chat_id, msg.data)
+                    ok = await self._on_text(ws, chat_id, identity, msg.data)
                 elif msg.type is WSMsgType.BINARY:
+                    ok = False
                     await ws.send_str(
                         _frame(
                             "error",
@@ -212,7 +219,13 @@ class WebSocketChannel(Channel):
                         )
                     )
                 elif msg.type is WSMsgType.ERROR:
-                    log.info("ws_protocol_error", error=str(ws.exception()))
+                    log.info("ws_protocol_error", error=type(ws.exception()).__name__)
+                    break
+                else:
+                    continue
+                bad = 0 if ok else bad + 1
+                if bad >= self.config.max_bad_frames:
+                    await self._close_bad(ws)
                     break
         finally:
             if chat_id is not None:
@@ -223,8 +236,17 @@ class WebSocketChannel(Channel):
                         del self._clients[chat_id]
         return ws
 
-    async def _hello(self, ws: web.WebSocketResponse) -> str | None:
-        """Read and check the hello frame; the chat id, or None after closing."""
+    async def _close_bad(self, ws: web.WebSocketResponse) -> None:
+        limit = self.config.max_bad_frames
+        log.info("ws_closed_bad_frames", limit=limit)
+        await ws.send_str(
+            _frame("error", code="too_many_bad_frames", message=f"{limit} bad frames in a row")
+        )
+        await ws.close(code=CLOSE_BAD_FRAMES, message=b"too many bad frames")
+
+    async def _hello(self, ws: web.WebSocketResponse) -> tuple[str, Identity] | None:
+        """Read and check the hello frame; the chat id and who the connection
+        is, or None after closing."""
         try:
             async with asyncio.timeout(self.config.hello_timeout_secs):
                 msg = await ws.receive()
@@ -238,26 +260,23 @@ class WebSocketChannel(Channel):
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=b"hello expected")
             return None
         try:
-            frame = self._parse(msg.data)
+            frame = parse_frame(msg.data)
             if frame.get("type") != "hello":
-                raise _ProtocolError("hello_required", "the first frame must be a hello frame")
-            if self._token is not None:
-                token = frame.get("token")
-                if not isinstance(token, str) or not hmac.compare_digest(
-                    token.encode(), self._token.encode()
-                ):
-                    await ws.send_str(
-                        _frame("error", code="unauthorized", message="wrong or missing token")
-                    )
-                    await ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
-                    log.warning("ws_unauthorized")
-                    return None
+                raise ProtocolError("hello_required", "the first frame must be a hello frame")
+            identity = self._tokens.identify(frame.get("token"))
+            if identity is None:
+                await ws.send_str(
+                    _frame("error", code="unauthorized", message="wrong or missing token")
+                )
+                await ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
+                log.warning("ws_unauthorized")
+                return None
             chat_id = frame.get("chat_id") or uuid.uuid4().hex
             if not isinstance(chat_id, str) or not _ID.match(chat_id):
-                raise _ProtocolError(
+                raise ProtocolError(
                     "bad_frame", "chat_id must be 1-128 characters of [A-Za-z0-9._:@/-]"
                 )
-        except _ProtocolError as exc:
+        except ProtocolError as exc:
             await ws.send_str(_frame("error", code=exc.code, message=str(exc)))
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=exc.code.encode())
             return None
@@ -272,36 +291,32 @@ class WebSocketChannel(Channel):
             ]
         self._since[ws] = datetime.now(UTC)
         await ws.send_str(_frame("welcome", **welcome))
-        return chat_id
+        return chat_id, identity
 
-    @staticmethod
-    def _parse(data: str) -> dict[str, Any]:
-        try:
-            frame = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise _ProtocolError("bad_json", f"not valid JSON: {exc.msg}") from None
-        if not isinstance(frame, dict):
-            raise _ProtocolError("bad_frame", "a frame must be a JSON object")
-        return frame
-
-    async def _on_text(self, ws: web.WebSocketResponse, chat_id: str, data: str) -> None:
+    async def _on_text(
+        self, ws: web.WebSocketResponse, chat_id: str, identity: Identity, data: str
+    ) -> bool:
+        """Handle one text frame; False when it was bad (an error frame went back)."""
         frame_id: Any = None
         try:
-            frame = self._parse(data)
-            frame_id = frame.get("id")
+            frame = parse_frame(data)
+            frame_id = safe_id(frame.get("id"))
             kind = frame.get("type")
             if kind == "ping":
                 await ws.send_str(_frame("pong", id=frame_id))
             elif kind == "message":
-                await self._on_message(ws, chat_id, frame)
-            elif kind in QUERY_TYPES and self._directory is not None:
+                await self._on_message(ws, chat_id, identity, frame)
+            elif isinstance(kind, str) and kind in QUERY_TYPES and self._directory is not None:
                 await self._on_query(ws, chat_id, frame)
             elif kind == "hello":
-                raise _ProtocolError("bad_frame", "already said hello on this connection")
+                raise ProtocolError("bad_frame", "already said hello on this connection")
             else:
-                raise _ProtocolError("unknown_type", f"unknown frame type {kind!r}")
-        except _ProtocolError as exc:
+                shown = kind if isinstance(kind, str) and len(kind) <= 40 else type(kind).__name__
+                raise ProtocolError("unknown_type", f"unknown frame type {shown!r}")
+        except ProtocolError as exc:
             await ws.send_str(_frame("error", code=exc.code, message=str(exc), id=frame_id))
+            return False
+        return True
 
     async def _on_query(
         self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]
@@ -310,27 +325,27 @@ class WebSocketChannel(Channel):
         try:
             answer = await answer_query(self._directory, chat_id, frame)
         except QueryError as exc:
-            raise _ProtocolError(exc.code, str(exc)) from None
+            raise ProtocolError(exc.code, str(exc)) from None
         except Exception:
             log.exception("ws_query_failed", query=frame.get("type"))
-            raise _ProtocolError("internal", "the query could not be answered; retry") from None
+            raise ProtocolError("internal", "the query could not be answered; retry") from None
         await ws.send_str(json.dumps(answer, ensure_ascii=False))
 
     async def _on_message(
-        self, ws: web.WebSocketResponse, chat_id: str, frame: dict[str, Any]
+        self, ws: web.WebSocketResponse, chat_id: str, identity: Identity, frame: dict[str, Any]
     ) -> None:
         client_id, text = frame.get("id"), frame.get("text")
         if not isinstance(client_id, str) or not _ID.match(client_id):
-            raise _ProtocolError(
+            raise ProtocolError(
                 "bad_frame", "message.id must be 1-128 characters of [A-Za-z0-9._:@/-]"
             )
         if not isinstance(text, str) or not text.strip():
-            raise _ProtocolError("bad_frame", "message.text must be a non-empty string")
-        sender = frame.get("sender_id")
+            raise ProtocolError("bad_frame", "message.text must be a non-empty string")
+        sender = identity.sender_for(frame.get("sender_id"), chat_id)
         message = InboundMessage(
             channel=self.name,
             chat_id=chat_id,
-            sender_id=sender if isinstance(sender, str) and sender else chat_id,
+            sender_id=sender,
             text=text,
             message_id=f"{chat_id}/{client_id}",
         )

@@ -45,8 +45,10 @@ from gateway.chat_policy import build_chat_policies
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig
 from gateway.context import Compactor
+from gateway.dead_letters import DeadLetterSink
 from gateway.delivery_policy import RetryPolicy
 from gateway.execution import ExecutionService
+from gateway.hardening import resolve_sandbox
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
 from gateway.lifecycle import (
@@ -112,6 +114,12 @@ class _Runtime:
     media_dir: Path
     channel: str
     dispatcher: OutboundDispatcher | None = None
+    dead_letters: DeadLetterSink | None = None
+
+    async def dead_letter(self, platform_id: str | None, payload: str | bytes, reason: str) -> None:
+        if self.dead_letters is None:
+            raise RuntimeError("no dead-letter store")  # the caller must not acknowledge
+        await self.dead_letters.record(self.channel, platform_id, payload, reason)
 
     def recipient_online(self, chat_id: str) -> None:
         if self.dispatcher is not None:
@@ -223,6 +231,7 @@ class Gateway:
             http_timeout_secs=cfg.tools.http.timeout_secs,
             http_max_bytes=cfg.tools.http.max_response_bytes,
             http_allow_private=cfg.tools.http.allow_private,
+            shell_sandbox=resolve_sandbox(self.loaded),
         )
         registry = build_registry(
             tool_settings,
@@ -349,6 +358,7 @@ class Gateway:
         )
         AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
         MemoryCommands(store.memories, memory.summary_file, self.commands)
+        dead_letters = DeadLetterSink(store, self.metrics)
         processor = InboundProcessor(
             self.bus,
             store,
@@ -358,10 +368,11 @@ class Gateway:
             on_accepted=self.metrics.inbound,
             budget=self.budget,
             access=AccessGate(self.access, store, dispatcher.wake, self.clock),
+            dead_letters=dead_letters,
         )
         self.processor = processor
 
-        app = self._http_app(store, dispatcher, scheduler)
+        app = self._http_app(store, dispatcher, scheduler, dead_letters)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
@@ -385,7 +396,11 @@ class Gateway:
         return services
 
     def _http_app(
-        self, store: Store, dispatcher: OutboundDispatcher, scheduler: Scheduler | None
+        self,
+        store: Store,
+        dispatcher: OutboundDispatcher,
+        scheduler: Scheduler | None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> web.Application:
         """The HTTP app with each channel's routes mounted, and what /ready reads."""
         app = build_http_app(
@@ -403,6 +418,7 @@ class Gateway:
                     self.loaded.media_dir,
                     channel.name,
                     dispatcher,
+                    dead_letters,
                 )
             )
         self._readiness.add("storage", lambda: None if self.db is not None else "not open")

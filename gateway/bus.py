@@ -38,7 +38,9 @@ __all__ = [
     "ToolActivity",
     "ToolStatus",
     "TurnRequest",
+    "make_storable",
     "reply_handle",
+    "storable",
 ]
 
 
@@ -61,6 +63,12 @@ class MediaKind(StrEnum):
 class Receipt(StrEnum):
     ACCEPTED = "accepted"  # recorded; a reply will follow
     DUPLICATE = "duplicate"  # seen before; nothing new happens
+    # could not be recorded (poison input): kept in the dead_letters table, never
+    # answered; the channel moves its cursor past it as it would for ACCEPTED
+    DEAD_LETTER = "dead_letter"
+    # recorded, but the chat's queue is full (gateway.max_pending_per_session):
+    # not answered beyond a notice saying so; the channel moves on as for ACCEPTED
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +171,46 @@ class InboundMessage:
     receipt: asyncio.Future[Receipt] | None = field(default=None, compare=False, repr=False)
 
 
+def storable(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate (which UTF-8, hence SQLite and
+    JSON on the wire, cannot carry) becomes U+FFFD; a surrogate pair that a
+    platform sent as two escapes becomes the character it encodes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _storable_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): _storable_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable_value(v) for v in value]
+    return value
+
+
+def make_storable(message: InboundMessage) -> None:
+    """Every text field of `message` made storable in place (the bus boundary)."""
+    message.chat_id = storable(message.chat_id)
+    message.sender_id = storable(message.sender_id)
+    message.text = storable(message.text)
+    message.message_id = storable(message.message_id)
+    if message.reply_to is not None:
+        message.reply_to = storable(message.reply_to)
+    if message.reply_ref is not None:
+        message.reply_ref = storable(message.reply_ref)
+    message.mentions = tuple(storable(m) for m in message.mentions)
+    message.sender_aliases = tuple(storable(a) for a in message.sender_aliases)
+    message.metadata = _storable_value(message.metadata)
+    message.media = tuple(
+        MediaRef(m.kind, m.path, m.mime_type, storable(m.name) if m.name else m.name)
+        for m in message.media
+    )
+
+
 def reply_handle(message: InboundMessage) -> str:
     """What replies to `message` carry as `reply_to_message_id`."""
     return message.reply_ref or message.message_id
@@ -254,7 +302,8 @@ class MessageBus:
             self._queue.put_nowait(None)
 
     async def submit(self, message: InboundMessage) -> Receipt:
-        """Queue `message` and wait until it is durably recorded."""
+        """Queue `message` and wait until it is durably recorded (or dead-lettered).
+        Its text fields are made storable first (`storable`)."""
         self._check_open()
         await self._room.acquire()
         try:
@@ -262,6 +311,7 @@ class MessageBus:
         except BusClosed:
             self._room.release()
             raise
+        make_storable(message)
         message.receipt = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(message)
         return await message.receipt

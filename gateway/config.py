@@ -158,6 +158,14 @@ class HttpToolConfig(FrozenModel):
     max_response_bytes: int = Field(2_000_000, gt=0)
 
 
+class BashToolConfig(FrozenModel):
+    """The shell tool's sandbox (agent/tools/sandbox.py, docs/OPERATIONS.md)."""
+
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    network: bool = True
+    max_processes: int | None = Field(1024, ge=16)
+
+
 class ToolsConfig(FrozenModel):
     disabled: list[str] = Field(default_factory=list)
     workspace: str | None = None
@@ -167,6 +175,7 @@ class ToolsConfig(FrozenModel):
     exec_timeout_secs: float = Field(60.0, gt=0)
     exec_output_max_chars: int = Field(20_000, gt=0)
     http: HttpToolConfig = Field(default_factory=HttpToolConfig)
+    bash: BashToolConfig = Field(default_factory=BashToolConfig)
 
 
 class TimeConfig(FrozenModel):

@@ -21,9 +21,11 @@ from gateway.access import Verdict
 from gateway.access_gate import AccessGate
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
+from gateway.dead_letters import DeadLetterSink
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.sessions import SessionManager
 from gateway.work import WorkItem
+from storage import inbox
 from storage.inbox import InboxState
 from storage.store import Store
 
@@ -46,14 +48,18 @@ class InboundProcessor:
         on_accepted: Callable[[str], None] | None = None,
         budget: ShutdownBudget | None = None,
         access: AccessGate | None = None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
-        """`access`: the access policy; None admits everyone (and nobody is admin)."""
+        """`access`: the access policy; None admits everyone (and nobody is admin).
+        `dead_letters`: where a message the inbox refuses alone goes (None: the
+        channel is told it was not recorded and retries it)."""
         self.bus = bus
         self.store = store
         self.sessions = sessions
         self.registry = registry
         self.wake = wake
         self.access = access
+        self.dead_letters = dead_letters
         is_admin = access.policy.is_admin_message if access is not None else None
         self.lanes = CommandLanes(registry, store, wake, self.dispatch, is_admin=is_admin)
         self.on_accepted = on_accepted  # metrics, by channel
@@ -108,17 +114,24 @@ class InboundProcessor:
             await self._process(batch)
 
     async def _process(self, batch: list[InboundMessage]) -> None:
+        poison = True  # a job that failed alone failed on its message, not on storage
         try:  # one job each: a bad message fails alone, the batch shares a commit
             outcomes = await self.store.record_inbound(batch)
         except Exception as exc:
             log.exception("inbox_write_failed", batch=len(batch))
-            outcomes = [exc] * len(batch)
+            outcomes, poison = [exc] * len(batch), False
         accepted: list[WorkItem] = []
+        over_cap: set[int] = set()  # inbox ids refused in their ack: the queue is full
+        planned: dict[tuple[str, str], int] = {}
         for message, outcome in zip(batch, outcomes, strict=True):
             receipt = message.receipt
             if isinstance(outcome, Exception):
+                settled = poison and await self._dead_letter(message, outcome)
                 if receipt is not None and not receipt.done():
-                    receipt.set_exception(outcome)  # the channel must not ack
+                    if settled:
+                        receipt.set_result(Receipt.DEAD_LETTER)
+                    else:
+                        receipt.set_exception(outcome)  # the channel must not ack
                 continue
             if outcome is None:
                 self.duplicates += 1
@@ -131,11 +144,49 @@ class InboundProcessor:
             self.accepted += 1
             if self.on_accepted is not None:
                 self.on_accepted(message.channel)
+            full = self._over_cap(message, planned)
+            if full:
+                over_cap.add(outcome)
             if receipt is not None and not receipt.done():
-                receipt.set_result(Receipt.ACCEPTED)
+                receipt.set_result(Receipt.REFUSED if full else Receipt.ACCEPTED)
             accepted.append(WorkItem(outcome, message))
         for item in await self._admit(accepted):
-            await self._route(item)
+            if item.inbox_id in over_cap:
+                await self._refuse_overflow(item)
+            else:
+                await self._route(item)
+
+    def _over_cap(self, message: InboundMessage, planned: dict[tuple[str, str], int]) -> bool:
+        """Whether a plain message will find its chat's queue full (counting the
+        batch's earlier ones), so that its ack can say so: the same test as
+        `SessionManager.dispatch`. Commands, and chats with commands queued,
+        take the lane path, which answers for itself."""
+        key = (message.channel, message.chat_id)
+        if self.registry.parse(message.text) is not None or self.lanes.busy(key):
+            return False
+        used = planned.get(key, 0)
+        if used >= self.sessions.room(*key):
+            return True
+        planned[key] = used + 1
+        return False
+
+    async def _dead_letter(self, message: InboundMessage, exc: Exception) -> bool:
+        """Keep a message the inbox refused as a dead letter; False if that failed too."""
+        if self.dead_letters is None:
+            return False
+        try:
+            await self.dead_letters.record(
+                message.channel,
+                message.message_id,
+                inbox.inbound_to_json(message, ensure_ascii=True),
+                f"not recorded: {type(exc).__name__}",
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("dead_letter_failed", channel=message.channel)
+            return False
+        return True
 
     async def _admit(self, items: list[WorkItem]) -> list[WorkItem]:
         """The items the access policy lets through, in order; the refused are

@@ -50,6 +50,12 @@ class Metrics:
             ["channel"],
             registry=reg,
         )
+        self._dead_letters = Counter(
+            "picobot_dead_letters",
+            "Inbound events that could not be parsed or recorded, kept as dead letters.",
+            ["channel"],
+            registry=reg,
+        )
         self._retries = Counter(
             "picobot_outbound_retries",
             "Outbound send attempts that will be retried.",
@@ -163,6 +169,9 @@ class Metrics:
     # -- counters ------------------------------------------------------------
     def inbound(self, channel: str) -> None:
         self._child(self._inbound, channel).inc()
+
+    def dead_letter(self, channel: str) -> None:
+        self._child(self._dead_letters, channel).inc()
 
     def outbound_sent(self, channel: str) -> None:
         self._child(self._sent, channel).inc()

@@ -112,6 +112,11 @@ class SessionManager:
     def pending_messages(self) -> int:
         return sum(len(c.pending) for c in self._conversations.values())
 
+    def room(self, channel: str, chat_id: str) -> int:
+        """How many more messages the conversation's queue takes now."""
+        conv = self._conversations.get((channel, chat_id))
+        return self.max_pending - (len(conv.pending) if conv is not None else 0)
+
     def is_busy(self, channel: str, chat_id: str) -> bool:
         conv = self._conversations.get((channel, chat_id))
         return conv is not None and conv.turn is not None

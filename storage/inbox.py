@@ -57,7 +57,9 @@ class InboxEntry:
     session_id: str | None
 
 
-def inbound_to_json(message: InboundMessage) -> str:
+def inbound_to_json(message: InboundMessage, *, ensure_ascii: bool = False) -> str:
+    """`ensure_ascii`: escape everything (never fails to store, even text that
+    is not valid Unicode): the form a dead letter keeps."""
     return json.dumps(
         {
             "channel": message.channel,
@@ -79,7 +81,7 @@ def inbound_to_json(message: InboundMessage) -> str:
             "sender_aliases": list(message.sender_aliases),
             "addressed": message.addressed,
         },
-        ensure_ascii=False,
+        ensure_ascii=ensure_ascii,
         default=str,
     )
 
@@ -132,10 +134,12 @@ def inbound_from_json(text: str) -> InboundMessage:
 
 
 def record_inbound(conn: sqlite3.Connection, message: InboundMessage) -> int | None:
-    """Insert; the new row id, or None when (channel, message_id) was seen before."""
+    """Insert; the new row id, or None when (channel, chat_id, message_id) was
+    seen before. The chat is part of the key, so no channel's id scheme can
+    make two chats' messages collide."""
     cursor = conn.execute(
         "INSERT INTO inbox (channel, platform_id, chat_id, sender_id, payload, received_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, platform_id) DO NOTHING",
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, platform_id) DO NOTHING",
         (
             message.channel,
             message.message_id,

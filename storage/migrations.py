@@ -154,9 +154,45 @@ ALTER TABLE outbox ADD COLUMN requeued_at TEXT;
 """
 
 
-# Version 5 belongs to another change being merged in parallel (issue 15);
-# this placeholder keeps long-term memory at version 6 until that lands.
-_V5_RESERVED = ""
+# Inbound events that could not be parsed or recorded (storage/dead_letters.py);
+# and the inbox dedup key becomes (channel, chat_id, platform_id): a platform
+# id that embeds the chat (the WebSocket's "chat/client-id") can no longer
+# collide across chats whose ids contain the separator. SQLite cannot drop a
+# UNIQUE constraint, so the inbox table is rebuilt with its rows and ids.
+_V5_DEAD_LETTERS_INBOX_KEY = """
+CREATE TABLE dead_letters (
+    id           INTEGER PRIMARY KEY,
+    channel      TEXT NOT NULL,
+    platform_id  TEXT,                 -- the platform's id for the event, when it had one
+    payload      TEXT NOT NULL,        -- the raw event, capped (storage/dead_letters.py)
+    truncated    INTEGER NOT NULL DEFAULT 0,
+    reason       TEXT NOT NULL,
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX dead_letters_by_channel ON dead_letters (channel, id);
+
+CREATE TABLE inbox_v5 (
+    id           INTEGER PRIMARY KEY,
+    channel      TEXT NOT NULL,
+    platform_id  TEXT NOT NULL,
+    chat_id      TEXT NOT NULL,
+    sender_id    TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    state        TEXT NOT NULL DEFAULT 'received',
+    session_id   TEXT,
+    received_at  TEXT NOT NULL,
+    finished_at  TEXT,
+    UNIQUE (channel, chat_id, platform_id)
+);
+INSERT INTO inbox_v5 (id, channel, platform_id, chat_id, sender_id, payload, state,
+                      session_id, received_at, finished_at)
+    SELECT id, channel, platform_id, chat_id, sender_id, payload, state,
+           session_id, received_at, finished_at FROM inbox;
+DROP TABLE inbox;
+ALTER TABLE inbox_v5 RENAME TO inbox;
+CREATE INDEX inbox_unfinished ON inbox (state) WHERE state != 'done';
+"""
+
 
 # Long-term memory (docs/memory.md). `memories_fts` is an external-content
 # FTS5 index over `memories`, kept in step by storage.memories (no triggers:
@@ -219,6 +255,6 @@ MIGRATIONS: list[str] = [
     _V2_SCHEDULER,
     _V3_PAIRINGS,
     _V4_OUTBOX_REQUEUED,
-    _V5_RESERVED,
+    _V5_DEAD_LETTERS_INBOX_KEY,
     _V6_MEMORIES,
 ]

@@ -20,6 +20,7 @@ from gateway.bus import InboundMessage, OutboundMessage
 from storage import (
     channel_state,
     conversations,
+    dead_letters,
     inbox,
     jobs,
     messages,
@@ -32,6 +33,7 @@ from storage.clock import now_iso
 from storage.compaction import commit_compaction
 from storage.conversations import RecentHistory, Replaced, SessionStats
 from storage.db import Database
+from storage.dead_letters import DeadLetter
 from storage.inbox import InboxEntry
 from storage.jobs import JobRecord, RunRecord
 from storage.memory_store import MemoryStore
@@ -64,6 +66,28 @@ class Store:
         Shielded: once called, the answer is stored even if the caller is cancelled."""
         answer = functools.partial(inbox.answer, inbox_ids=inbox_ids, reply=reply)
         return await asyncio.shield(self.db.write(answer))
+
+    # -- dead letters (storage/dead_letters.py) --------------------------------
+    async def record_dead_letter(
+        self, channel: str, platform_id: str | None, payload: str | bytes, reason: str
+    ) -> int:
+        return await self.db.write(
+            functools.partial(
+                dead_letters.record,
+                channel=channel,
+                platform_id=platform_id,
+                payload=payload,
+                reason=reason,
+            )
+        )
+
+    async def dead_letters(self, limit: int, channel: str | None = None) -> list[DeadLetter]:
+        return await self.db.read(
+            functools.partial(dead_letters.recent, limit=limit, channel=channel)
+        )
+
+    async def dead_letter(self, letter_id: int) -> DeadLetter | None:
+        return await self.db.read(functools.partial(dead_letters.get, letter_id=letter_id))
 
     # -- turns ---------------------------------------------------------------
     async def begin_turn(

@@ -50,9 +50,13 @@ class TestRuntime:
         self.received: list[InboundMessage] = []
         self.online: list[str] = []
         self.secrets: list[str] = []
+        self.dead_letters: list[tuple[str | None, str | bytes, str]] = []
         self._seen: set[tuple[str, str]] = set()
         self._arrived = asyncio.Condition()
         self.base_url = ""
+
+    async def dead_letter(self, platform_id: str | None, payload: str | bytes, reason: str) -> None:
+        self.dead_letters.append((platform_id, payload, reason))
 
     def recipient_online(self, chat_id: str) -> None:
         self.online.append(chat_id)

@@ -191,11 +191,15 @@ class GatewayProcess:
         return code
 
 
-async def spawn_gateway(config: dict[str, Any], home: Path, env: dict[str, str]) -> GatewayProcess:
-    """Run `picobot gateway` as a real process; returns once it logged its port."""
+async def spawn_gateway(
+    config: dict[str, Any], home: Path, env: dict[str, str], wrapper: Sequence[str] = ()
+) -> GatewayProcess:
+    """Run `picobot gateway` as a real process; returns once it logged its port.
+    `wrapper`: a command to run it under (e.g. setpriv dropping a capability)."""
     path = home / "config.json"
     path.write_text(json.dumps(config))
     proc = await asyncio.create_subprocess_exec(
+        *wrapper,
         PICOBOT,
         "gateway",
         "--config",

@@ -16,7 +16,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent.memory.types import MemoryEntry, MemoryOrigin, MemoryScope, WriteOutcome
 from agent.messages import ToolCall
 from agent.providers.base import ToolSpec
+from agent.tools.sandbox import Sandbox
 
 __all__ = [
     "AdminDirectory",
@@ -128,6 +129,8 @@ class ToolSettings:
     http_timeout_secs: float = 30.0
     http_max_bytes: int = 2_000_000
     http_allow_private: bool = False
+    # how the shell tool's child runs (agent/tools/sandbox.py); default: no sandbox
+    shell_sandbox: Sandbox = field(default_factory=Sandbox)
 
 
 @dataclass(slots=True)

@@ -1,9 +1,12 @@
 """The shell tool: `bash` on Unix (`shell` on Windows), run in the workspace.
 
 The command runs in its own process group with a scrubbed environment (no
-variable whose name looks like a credential, no PICOBOT_* settings). A timeout
-or a cancelled call kills the whole group, so nothing the command started
-outlives it. Output (stdout and stderr interleaved) is capped. Nothing here may
+variable whose name looks like a credential, no PICOBOT_* settings), under
+bubblewrap when `tools.bash.sandbox` resolved to it (agent/tools/sandbox.py:
+its own PID namespace, the daemon's files hidden, only the workspace
+writable), and with a parent-death signal and a process limit either way. A
+timeout or a cancelled call kills the whole group (under bwrap: the whole PID
+namespace), so nothing the command started outlives it. Output (stdout and stderr interleaved) is capped. Nothing here may
 block the event loop: the child is an asyncio subprocess.
 """
 
@@ -23,6 +26,7 @@ from pydantic import Field
 
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolSettings
 from agent.tools.paths import workspace_root
+from agent.tools.sandbox import child_setup
 
 __all__ = ["ShellTool", "scrubbed_environment"]
 
@@ -123,11 +127,12 @@ class ShellTool(Tool[ShellArgs]):
         settings = ctx.settings
         limit = settings.exec_timeout_secs
         timeout = min(args.timeout_secs, limit) if args.timeout_secs else limit
+        sandbox = settings.shell_sandbox
         cwd = await asyncio.to_thread(_prepare_workspace, settings)
         argv = (
             ["powershell", "-NoProfile", "-NonInteractive", "-Command", args.command]
             if IS_WINDOWS
-            else ["bash", "-c", args.command]
+            else await asyncio.to_thread(sandbox.argv, ["bash", "-c", args.command], cwd)
         )
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -138,6 +143,7 @@ class ShellTool(Tool[ShellArgs]):
                 cwd=cwd,
                 env=scrubbed_environment(os.environ),
                 start_new_session=not IS_WINDOWS,
+                preexec_fn=None if IS_WINDOWS else child_setup(sandbox.max_processes),
             )
         except OSError as exc:
             raise ToolError(f"cannot start {argv[0]}: {exc.strerror}") from None

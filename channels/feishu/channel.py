@@ -81,7 +81,7 @@ class FeishuChannel(Channel):
         self._inbound = InboundHandler(self.config, self.api, runtime, self.bot_open_id, self._ids)
         if self.config.mode is FeishuMode.WEBHOOK:
             runtime.http.add_route(
-                "POST", WEBHOOK_PATH, FeishuWebhook(self.config, self._handle).handle
+                "POST", WEBHOOK_PATH, FeishuWebhook(self.config, self._handle, runtime).handle
             )
 
     async def start(self) -> None:
@@ -93,6 +93,12 @@ class FeishuChannel(Channel):
             async with asyncio.timeout(_NOTIFY_TIMEOUT_SECS):
                 await self.bot_open_id()
         if self.config.mode is FeishuMode.WEBHOOK:
+            if self.config.encrypt_key is None and self.config.verification_token is None:
+                log.warning(
+                    "feishu webhook unauthenticated: neither encrypt_key nor verification_token "
+                    "is set, so anyone who can reach the URL can forge events",
+                    channel="feishu",
+                )
             self.not_ready_reason = None
             return
         self.not_ready_reason = "feishu long connection: connecting"
@@ -157,13 +163,23 @@ class FeishuChannel(Channel):
         await self._inbound.handle(envelope)
 
     async def _handle_frame_payload(self, payload: bytes) -> None:
-        """Long connection: malformed events are logged and acknowledged, not retried."""
+        """Long connection: a malformed event is kept as a dead letter and
+        acknowledged, not retried (a failure to keep it raises: no ack)."""
         assert self._inbound is not None
+        assert self._runtime is not None
         try:
             envelope = parse_envelope(json.loads(payload))
-            await self._inbound.handle(envelope)
         except (ValueError, EventFormatError) as exc:
-            log.warning("feishu long connection: malformed event ignored", error=str(exc))
+            log.warning("feishu long connection: malformed event", error=type(exc).__name__)
+            await self._runtime.dead_letter(None, payload, f"malformed event: {exc}"[:200])
+            return
+        try:
+            await self._inbound.handle(envelope)
+        except EventFormatError as exc:
+            log.warning("feishu long connection: unreadable event", error=type(exc).__name__)
+            await self._runtime.dead_letter(
+                envelope.event_id, payload, f"unreadable event: {type(exc).__name__}"
+            )
 
     # -- outbound ------------------------------------------------------------
 

@@ -56,7 +56,7 @@ def decrypt(encrypt_key: str, data: str) -> str:
 
 
 def sign(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
-    digest = hashlib.sha256((timestamp + nonce + encrypt_key).encode("utf-8"))
+    digest = hashlib.sha256((timestamp + nonce + encrypt_key).encode("utf-8", "surrogateescape"))
     digest.update(body)
     return digest.hexdigest()
 
@@ -70,4 +70,7 @@ def verify_signature(headers: Mapping[str, str], encrypt_key: str, body: bytes) 
     if not timestamp or not nonce or not signature:
         return False
     expected = sign(timestamp, nonce, encrypt_key, body)
-    return hmac.compare_digest(expected, signature.strip().lower())
+    # bytes: compare_digest refuses a str with non-ASCII characters (a TypeError,
+    # i.e. a 500 instead of the 401 a forged header deserves)
+    given = signature.strip().lower().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(expected.encode(), given)

@@ -26,6 +26,7 @@ from channels.feishu.config import FeishuConfig
 from channels.feishu.parse import (
     MESSAGE_EVENT,
     Envelope,
+    EventFormatError,
     ParsedMessage,
     content_text,
     parse_mentions,
@@ -123,7 +124,11 @@ class InboundHandler:
             log.debug("feishu: redelivery of a recorded event", event_id=envelope.event_id)
             return
         bot_id = await self._bot_open_id()
-        parsed = parse_message(envelope.event, bot_id)
+        try:
+            parsed = parse_message(envelope.event, bot_id)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # the event cannot be read: a dead letter for the caller, not a retry
+            raise EventFormatError(f"unreadable message event: {type(exc).__name__}") from exc
         if parsed.sender_type not in {"user", ""}:
             log.debug("feishu: message from a non-user sender ignored", sender=parsed.sender_type)
             return

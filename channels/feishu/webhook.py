@@ -4,8 +4,10 @@ Answers the URL check (plain or encrypted), decrypts bodies, verifies the
 signature whenever an encrypt key is configured (401, nothing recorded, on a
 mismatch) and the verification token, and hands each event to the channel.
 `{"msg":"success"}` goes back only after the channel's handler returned, i.e.
-after the message is durably recorded; a failure answers 5xx so Feishu
-redelivers. Oversize or malformed bodies get 400. Never logs a secret or a body.
+after the message is durably recorded; a transient failure answers 5xx so
+Feishu redelivers. An authenticated event that cannot be read is kept as a
+dead letter and answered 200 (redelivering it could never succeed). Oversize
+or unauthenticated malformed bodies get 400. Never logs a secret or a body.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from channels.base import ChannelRuntime
 from channels.feishu.config import FeishuConfig
 from channels.feishu.crypto import DecryptError, decrypt, verify_signature
 from channels.feishu.parse import Envelope, EventFormatError, parse_envelope
@@ -34,9 +37,12 @@ EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
 
 
 class FeishuWebhook:
-    def __init__(self, config: FeishuConfig, handle: EnvelopeHandler) -> None:
+    def __init__(
+        self, config: FeishuConfig, handle: EnvelopeHandler, runtime: ChannelRuntime
+    ) -> None:
         self._config = config
         self._handle = handle
+        self._runtime = runtime
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await _read_limited(request, self._config.max_webhook_body_bytes)
@@ -76,10 +82,19 @@ class FeishuWebhook:
             await self._handle(envelope)
         except asyncio.CancelledError:
             raise
-        except EventFormatError as exc:
-            return _error(400, str(exc))
         except BusClosed:
             return _error(503, "shutting down")
+        except EventFormatError as exc:  # the event itself cannot be read: redelivery won't help
+            log.warning("feishu webhook: unreadable event", event_id=envelope.event_id)
+            try:
+                await self._runtime.dead_letter(
+                    envelope.event_id, raw, f"unreadable event: {type(exc).__name__}"
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("feishu webhook: dead letter not recorded")
+                return _error(500, "event not recorded")
         except Exception:
             log.exception("feishu webhook: event handling failed", event_id=envelope.event_id)
             return _error(500, "event not recorded")
@@ -90,7 +105,7 @@ class FeishuWebhook:
         if expected is None:
             return True
         return isinstance(token, str) and hmac.compare_digest(
-            token.encode(), expected.get_secret_value().encode()
+            token.encode("utf-8", "surrogatepass"), expected.get_secret_value().encode()
         )
 
 

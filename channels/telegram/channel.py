@@ -18,7 +18,7 @@ import json
 
 import structlog
 from aiohttp import web
-from telegram import Bot, Update
+from telegram import Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
@@ -38,7 +38,7 @@ from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
 from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
 from channels.telegram.media import MediaFetcher
 from channels.telegram.outbound import TelegramSender
-from channels.telegram.polling import ALLOWED_UPDATES, UpdatePoller
+from channels.telegram.polling import ALLOWED_UPDATES, RawUpdatesBot, UpdatePoller
 from channels.telegram.redaction import Redactor
 from channels.telegram.tasks import cancel_and_wait
 from gateway.bus import (
@@ -81,7 +81,7 @@ class TelegramChannel(Channel):
         self._secret = config.secret_token.get_secret_value() if config.secret_token else ""
         self._redact = Redactor(self._token, self._secret)
         self._runtime: ChannelRuntime | None = None
-        self._bot: Bot | None = None
+        self._bot: RawUpdatesBot | None = None
         self._me: BotIdentity | None = None
         self._sender: TelegramSender | None = None
         self._media: MediaFetcher | None = None
@@ -105,7 +105,7 @@ class TelegramChannel(Channel):
         runtime = self._require_runtime()
         self._redact.install()
         api = self.config.api_root
-        bot = Bot(
+        bot = RawUpdatesBot(
             self._token,
             base_url=f"{api}/bot",
             base_file_url=f"{api}/file/bot",
@@ -181,7 +181,7 @@ class TelegramChannel(Channel):
             await bot.delete_webhook(drop_pending_updates=False)
             self._poller = UpdatePoller(
                 bot,
-                runtime.state,
+                runtime,
                 self._handle_update,
                 timeout=self.config.poll_timeout_secs,
                 set_status=self._set_status,
@@ -206,23 +206,46 @@ class TelegramChannel(Channel):
 
     async def _on_webhook(self, request: web.Request) -> web.StreamResponse:
         given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self._secret.encode()):
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._secret.encode()):
             log.warning("telegram webhook refused: wrong secret token", remote=request.remote)
             return web.json_response({"ok": False, "error": "forbidden"}, status=403)
         if self._me is None or self._bot is None:
             return web.json_response({"ok": False, "error": "not ready"}, status=503)
+        raw = await request.read()
+        body: object = None
         try:
-            body = await request.json()
+            body = json.loads(raw)
             if not isinstance(body, dict):
                 raise TypeError("update is not an object")
             update = Update.de_json(body, self._bot)
+            if update is None:
+                raise ValueError("empty update")
         except Exception as exc:  # anything PTB cannot turn into an Update is the sender's fault
+            # kept and answered 200: Telegram would redeliver it, and hold back
+            # every update behind it, for as long as we refused it
             log.warning("telegram webhook: malformed update", error=type(exc).__name__)
-            return web.json_response({"ok": False, "error": "malformed update"}, status=400)
+            update_id = body.get("update_id") if isinstance(body, dict) else None
+            return await self._webhook_dead_letter(
+                str(update_id) if update_id is not None else None,
+                raw,
+                f"malformed update: {type(exc).__name__}",
+            )
         try:
             await self._handle_update(update)
         except BusClosed:
             return web.json_response({"ok": False, "error": "shutting down"}, status=503)
+        return web.json_response({"ok": True})
+
+    async def _webhook_dead_letter(
+        self, update_id: str | None, raw: bytes, reason: str
+    ) -> web.StreamResponse:
+        try:
+            await self._require_runtime().dead_letter(update_id, raw, reason)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("telegram webhook: dead letter not recorded")
+            return web.json_response({"ok": False, "error": "not recorded"}, status=500)
         return web.json_response({"ok": True})
 
     async def _handle_update(self, update: Update) -> None:
@@ -232,8 +255,11 @@ class TelegramChannel(Channel):
             raise RuntimeError("telegram update before connect")
         try:
             parsed = parse_update(update, me)
-        except Exception:
-            log.exception("telegram update could not be read; skipped", update_id=update.update_id)
+        except Exception as exc:
+            log.warning("telegram update could not be read", update_id=update.update_id)
+            await runtime.dead_letter(
+                str(update.update_id), update.to_json(), f"unreadable update: {type(exc).__name__}"
+            )
             return
         if parsed is None:
             log.debug("telegram update ignored", update_id=update.update_id)
@@ -362,7 +388,7 @@ class TelegramChannel(Channel):
             raise RuntimeError("telegram channel used before setup()")
         return self._runtime
 
-    def _require_bot(self) -> Bot:
+    def _require_bot(self) -> RawUpdatesBot:
         if self._bot is None:
             raise RuntimeError("telegram channel used before start()")
         return self._bot

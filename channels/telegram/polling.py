@@ -6,36 +6,57 @@ update only after `handle` returned (the bus recorded it or knew it), and it is
 persisted in the channel state before the next getUpdates call confirms it to
 Telegram. A restart resumes from the persisted offset: nothing lost, and the
 inbox dedups the few updates that may be seen twice after a crash.
+
+Updates are fetched as raw JSON and decoded one by one: PTB's `get_updates`
+decodes the whole batch at once, so one malformed update would fail every
+update with it, again and again. An update that cannot be decoded or read is
+kept as a dead letter (`ChannelRuntime.dead_letter`) and the offset moves past it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 
-from channels.base import StateStore
+from channels.base import ChannelRuntime
 from channels.telegram.outbound import retry_after_secs
 from channels.telegram.redaction import Redactor
 from gateway.bus import BusClosed
 
-__all__ = ["ALLOWED_UPDATES", "OFFSET_KEY", "UpdatePoller"]
+__all__ = ["ALLOWED_UPDATES", "OFFSET_KEY", "RawUpdatesBot", "UpdatePoller"]
 
 log = structlog.get_logger("channels.telegram")
 OFFSET_KEY = "offset"
 ALLOWED_UPDATES = ("message",)
 _MAX_BACKOFF = 60.0
 _CONFIRM_SECS = 2.0
+_READ_MARGIN_SECS = 10.0  # beyond the long-poll timeout before a read gives up
+
+
+class RawUpdatesBot(Bot):
+    """A Bot that can also fetch updates undecoded (PTB's `get_updates` decodes
+    the whole batch; `do_api_request("getUpdates")` warns and is meant for
+    endpoints PTB lacks). The same request object and timeouts as `get_updates`."""
+
+    async def get_raw_updates(self, *, offset: int, poll_secs: int) -> list[Any]:
+        data: dict[str, Any] = {"timeout": poll_secs, "allowed_updates": list(ALLOWED_UPDATES)}
+        if offset:
+            data["offset"] = offset
+        result = await self._post("getUpdates", data, read_timeout=poll_secs + _READ_MARGIN_SECS)
+        return result if isinstance(result, list) else []
 
 
 class UpdatePoller:
     def __init__(
         self,
-        bot: Bot,
-        state: StateStore,
+        bot: RawUpdatesBot,
+        runtime: ChannelRuntime,
         handle: Callable[[Update], Awaitable[None]],
         *,
         timeout: int,
@@ -43,7 +64,8 @@ class UpdatePoller:
         redact: Redactor,
     ) -> None:
         self._bot = bot
-        self._state = state
+        self._runtime = runtime
+        self._state = runtime.state
         self._handle = handle
         self._timeout = timeout
         self._set_status = set_status
@@ -57,10 +79,8 @@ class UpdatePoller:
         backoff = 1.0
         while True:
             try:
-                updates = await self._bot.get_updates(
-                    offset=self._offset or None,
-                    timeout=self._timeout,
-                    allowed_updates=ALLOWED_UPDATES,
+                updates = await self._bot.get_raw_updates(
+                    offset=self._offset, poll_secs=self._timeout
                 )
             except RetryAfter as exc:
                 await asyncio.sleep(retry_after_secs(exc))
@@ -83,7 +103,19 @@ class UpdatePoller:
                 log.debug("telegram polling ends: the gateway stopped taking messages")
                 return
 
-    async def _record(self, update: Update) -> None:
+    async def _record(self, raw: Any) -> None:
+        update_id = raw.get("update_id") if isinstance(raw, dict) else None
+        if not isinstance(update_id, int) or isinstance(update_id, bool):
+            # no id to move past: Telegram numbers every update, so this is not one
+            log.warning("telegram: getUpdates returned an entry without update_id; skipped")
+            return
+        try:
+            update = Update.de_json(raw, self._bot)
+            if update is None:
+                raise ValueError("empty update")
+        except Exception as exc:  # anything PTB cannot decode is the sender's fault
+            await self._dead_letter(update_id, raw, f"malformed update: {type(exc).__name__}")
+            return
         while True:
             try:
                 await self._handle(update)
@@ -94,7 +126,22 @@ class UpdatePoller:
                 # Not acknowledged: try the same update again rather than lose it.
                 log.exception("telegram update not recorded; retrying", update_id=update.update_id)
                 await asyncio.sleep(1.0)
-        self._offset = update.update_id + 1
+        await self._advance(update_id)
+
+    async def _dead_letter(self, update_id: int, raw: Any, reason: str) -> None:
+        while True:
+            try:
+                await self._runtime.dead_letter(str(update_id), json.dumps(raw), reason)
+                break
+            except (BusClosed, asyncio.CancelledError):
+                raise
+            except Exception:
+                log.exception("telegram dead letter not recorded; retrying", update_id=update_id)
+                await asyncio.sleep(1.0)
+        await self._advance(update_id)
+
+    async def _advance(self, update_id: int) -> None:
+        self._offset = max(self._offset, update_id + 1)
         await self._state.set(OFFSET_KEY, str(self._offset))
 
     async def confirm(self) -> None:

@@ -11,6 +11,7 @@ credentials appear or `session_pause_secs` pass; sends are not affected.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -150,8 +151,14 @@ class UpdatePoller:
     async def _record(self, raw: dict[str, Any]) -> None:
         try:
             parsed = parse_message(raw)
-        except (TypeError, ValueError, AttributeError):
-            log.warning("wechat message malformed: skipped", channel=self._name)
+        except (TypeError, ValueError, AttributeError) as exc:
+            log.warning("wechat message malformed: dead-lettered", channel=self._name)
+            platform_id = raw.get("message_id") if isinstance(raw, dict) else None
+            await self._runtime.dead_letter(
+                str(platform_id) if platform_id is not None else None,
+                json.dumps(raw, default=str),
+                f"malformed message: {type(exc).__name__}",
+            )
             return
         if parsed is None or parsed.key in self._guard:
             return

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from agent.tools.sandbox import bwrap_path
 from channels.base import ChannelSettings
 from gateway.config import (
     ConfigError,
@@ -36,6 +37,7 @@ from gateway.config import (
     load_config,
     picobot_home,
 )
+from gateway.hardening import BWRAP_INSTALL_HINT
 from gateway.logging import redact_text
 from storage.health import UnreadableDatabase, inspect_database
 from storage.migrations import MIGRATIONS
@@ -113,6 +115,7 @@ async def run_doctor(
     ]
     report(await asyncio.to_thread(_check_dirs, dirs))
     report(_channel_findings(loaded))
+    report(_sandbox_findings(loaded))
     report(_provider_findings(loaded))
     if probe:
         report(await _probe_all(loaded, probe_timeout_secs))
@@ -253,6 +256,13 @@ def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
                 findings.append(problem(check, f"{' and '.join(missing)} empty", fix))
             else:
                 findings.append(ok(check, "app_id and app_secret present"))
+            if getattr(section, "mode", None) == "webhook" and not (
+                _secret(getattr(section, "encrypt_key", None))
+                or _secret(getattr(section, "verification_token", None))
+            ):
+                message = "webhook without encrypt_key or verification_token: forged events pass"
+                fix = "set channels.feishu.encrypt_key (and verification_token) as in the console"
+                findings.append(problem(check, message, fix))
         elif name == "wechat":
             findings.append(_wechat_credentials(loaded, section))
         elif name == "wecom_kf":
@@ -261,6 +271,26 @@ def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
         else:
             findings.append(ok(check, "enabled"))
     return findings
+
+
+def _sandbox_findings(loaded: LoadedConfig) -> list[Finding]:
+    mode = loaded.config.tools.bash.sandbox
+    if mode == "off":
+        return [warn("bash sandbox", 'tools.bash.sandbox is "off": bash runs unsandboxed')]
+    if "bash" in loaded.config.tools.disabled:
+        return [ok("bash sandbox", "the bash tool is disabled")]
+    if bwrap_path() is None:
+        message = "bwrap not found: the bash tool runs unsandboxed"
+        if mode == "bwrap":
+            return [
+                problem(
+                    "bash sandbox",
+                    message + ' (and sandbox "bwrap" refuses to start)',
+                    BWRAP_INSTALL_HINT,
+                )
+            ]
+        return [warn("bash sandbox", message, BWRAP_INSTALL_HINT)]
+    return [ok("bash sandbox", f"bubblewrap at {bwrap_path()}")]
 
 
 def _wechat_credentials(loaded: LoadedConfig, section: ChannelSettings) -> Finding:

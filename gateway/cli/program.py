@@ -1,6 +1,6 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
-Subcommands: gateway, agent, doctor, init, backup/restore, outbox, jobs, pairing,
+Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing,
 mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
@@ -92,6 +92,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     configure_logging(cfg.logging.level, cfg.logging.format)
     register_secrets(_secret_values(cfg))
     log = structlog.get_logger("picobot")
+    from gateway.hardening import make_non_dumpable
+
+    if not make_non_dumpable():  # same-uid processes could read our environ
+        log.warning("gateway_dumpable", reason="prctl(PR_SET_DUMPABLE, 0) unavailable")
     log.info("config_loaded", path=str(loaded.path) if loaded.path else "(built-in defaults)")
     enabled = cfg.channels.enabled()
     for where, var in loaded.missing_env.items():
@@ -161,6 +165,12 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     from gateway.cli.outbox import run_outbox_command
 
     return asyncio.run(run_outbox_command(args, _load(args)))
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    from gateway.cli.dead_letters import run_dead_letters_command
+
+    return asyncio.run(run_dead_letters_command(args, _load(args)))
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -264,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_outbox_parser(sub, with_config)
     sub.choices["outbox"].set_defaults(func=cmd_outbox)
+
+    from gateway.cli.dead_letters import add_dead_letters_parser
+
+    add_dead_letters_parser(sub, with_config)
+    sub.choices["dead-letters"].set_defaults(func=cmd_dead_letters)
 
     from gateway.cli.jobs import add_jobs_parser
 

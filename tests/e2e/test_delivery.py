@@ -86,8 +86,9 @@ async def test_pending_cap_answers_instead_of_dropping(home: Path, llm: FakeOpen
     async with running_gateway(loaded, extra_channels=[channel]):
         await channel.submit("c1", "first", message_id="m1")
         await llm.wait_requests(1)
-        await channel.submit("c1", "second", message_id="m2")  # queued (1 pending)
-        await channel.submit("c1", "third", message_id="m3")  # over the cap
+        assert await channel.submit("c1", "second", message_id="m2") is Receipt.ACCEPTED
+        # over the cap: refused in the ack itself, then told so
+        assert await channel.submit("c1", "third", message_id="m3") is Receipt.REFUSED
         refused = await channel.wait_sent(1)
         assert refused[0].message.reply_to_message_id == "m3"
         assert "not queued" in refused[0].message.text

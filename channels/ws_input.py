@@ -1,0 +1,96 @@
+"""What the WebSocket channel accepts from a client: frames and identities.
+
+`parse_frame` turns one text frame into a JSON object or raises
+`ProtocolError` (never anything else: too deep, a number too long, not an
+object); the channel answers an `error` frame and keeps the connection.
+`TokenBook` decides who a connection is from the token in its `hello`: a
+named token (`channels.websocket.tokens`) makes the connection that sender,
+whatever its frames claim; the gateway's `auth_token` is the operator's and
+may name the sender itself. The access policy (gateway.access) then judges
+that sender like any other channel's; nothing here is an allow-list.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Identity", "ProtocolError", "TokenBook", "parse_frame", "safe_id"]
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_frame(data: str) -> dict[str, Any]:
+    try:
+        frame = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError("bad_json", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ProtocolError("bad_json", "JSON nested too deeply") from None
+    except ValueError:  # e.g. an integer beyond sys.get_int_max_str_digits()
+        raise ProtocolError("bad_json", "JSON value out of range (a number too long?)") from None
+    if not isinstance(frame, dict):
+        raise ProtocolError("bad_frame", "a frame must be a JSON object")
+    return frame
+
+
+def safe_id(value: Any) -> str | int | None:
+    """A frame's `id` as it may be echoed in an error frame: short scalars only."""
+    if isinstance(value, str) and len(value) <= 128:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
+        return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a connection is. `sender`: fixed by a named token (frames may not
+    claim another); None: the frame's `sender_id`, else the chat id."""
+
+    sender: str | None = None
+
+    def sender_for(self, claimed: Any, chat_id: str) -> str:
+        if claimed is not None and not isinstance(claimed, str):
+            raise ProtocolError("bad_frame", "message.sender_id must be a string")
+        if self.sender is not None:
+            if claimed not in (None, "", self.sender):
+                raise ProtocolError(
+                    "forbidden_sender",
+                    "this connection's token is for another sender; sender_id not accepted",
+                )
+            return self.sender
+        return claimed or chat_id
+
+
+class TokenBook:
+    def __init__(self, master: str | None, named: Mapping[str, str]) -> None:
+        self._master = master.encode() if master else None
+        self._named = [(name, token.encode()) for name, token in named.items()]
+
+    @property
+    def required(self) -> bool:
+        return self._master is not None or bool(self._named)
+
+    def identify(self, token: Any) -> Identity | None:
+        """The identity `token` gives, or None when it is wrong (or missing but needed)."""
+        if not self.required:
+            return Identity()
+        if not isinstance(token, str):
+            return None
+        given = token.encode("utf-8", "surrogatepass")
+        found: Identity | None = None
+        # every token is compared, so the time taken does not say which matched
+        for name, expected in self._named:
+            if hmac.compare_digest(given, expected) and found is None:
+                found = Identity(name)
+        if self._master is not None and hmac.compare_digest(given, self._master):
+            found = found or Identity()
+        return found

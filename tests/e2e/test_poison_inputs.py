@@ -1,0 +1,206 @@
+"""Poison inputs never stall a channel (issue 15).
+
+Each channel gets a text with a lone surrogate (answered, the surrogate
+replaced by U+FFFD at the bus boundary) or a malformed event (a dead letter,
+listed by `picobot dead-letters list`), then three messages from other chats,
+each answered exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from channels.feishu.webhook import WEBHOOK_PATH as FEISHU_PATH
+from gateway.config import LoadedConfig
+from tests.channels.test_wechat_support import write_credentials
+from tests.e2e.test_feishu import feishu_config, webhook_overrides
+from tests.e2e.test_telegram import telegram_config
+from tests.e2e.test_wechat import wechat_config
+from tests.fakes.feishu_server import ENCRYPT_KEY, EventSender, FakeFeishu, encrypt, message_event
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.wechat_server import FakeWechat
+from tests.support import PICOBOT, child_env, make_config, running_gateway, ws_client
+
+LONE = "\ud83d"  # half of a surrogate pair: not encodable as UTF-8
+SHOWN = "poison \ufffd text"  # what the model sees and the echo carries back
+OTHERS = ("first other", "second other", "third other")
+
+
+async def dead_letter_listing(loaded: LoadedConfig, home: Path) -> str:
+    """`picobot dead-letters list`, run as the operator would."""
+    path = home / "cli-config.json"
+    path.write_text(json.dumps({"storage": {"path": str(loaded.storage_path)}}))
+    proc = await asyncio.create_subprocess_exec(
+        PICOBOT,
+        "dead-letters",
+        "list",
+        "--config",
+        str(path),
+        env=child_env(home),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0
+    return out.decode()
+
+
+def assert_each_once(sent: list[str], expected: list[str]) -> None:
+    assert sorted(sent) == sorted(expected)
+
+
+@pytest.fixture
+async def tg() -> Any:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+def malformed_updates(tg: FakeTelegram) -> list[dict[str, Any]]:
+    return [
+        {"message": tg.message("x", chat_id=7) | {"chat": {"id": 7}}},  # chat without type
+        {"message": tg.message("x", entities=[{"type": "bold", "length": 1}])},  # no offset
+        {"message": "not a message"},
+        {"message": tg.message("x") | {"date": "yesterday"}},
+    ]
+
+
+async def test_telegram_polling_skips_poison_updates(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    loaded = telegram_config(home, llm, tg)
+    async with running_gateway(loaded) as gw:
+        await tg.add_message(f"poison {LONE} text", chat_id=10, user_id=10)
+        bad_ids = [(await tg.add_update(u))["update_id"] for u in malformed_updates(tg)]
+        for n, text in enumerate(OTHERS):
+            await tg.add_message(text, chat_id=20 + n, user_id=20 + n)
+        await tg.wait_for(lambda: len(tg.sent_texts) >= 4, timeout=15)
+        assert gw.readiness() == []
+    assert_each_once(tg.sent_texts, [f"echo: {SHOWN}", *(f"echo: {t}" for t in OTHERS)])
+    listing = await dead_letter_listing(loaded, home)
+    lines = [line.split("\t") for line in listing.splitlines()]
+    assert sorted(int(cols[3]) for cols in lines) == bad_ids
+    assert {cols[2] for cols in lines} == {"telegram"}
+
+
+async def test_telegram_webhook_dead_letters_poison_updates(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    loaded = telegram_config(
+        home,
+        llm,
+        tg,
+        mode="webhook",
+        webhook_url="https://bot.example.test/webhooks/telegram",
+        secret_token="s3cret",
+    )
+    good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+    async with running_gateway(loaded) as gw, aiohttp.ClientSession() as http:
+        url = f"{gw.base_url}/webhooks/telegram"
+        updates = [
+            {"message": tg.message(f"poison {LONE} text", chat_id=10)},
+            *malformed_updates(tg),
+            *({"message": tg.message(t, chat_id=20 + n)} for n, t in enumerate(OTHERS)),
+        ]
+        for n, update in enumerate(updates):
+            body = json.dumps({"update_id": 500 + n, **update})  # escapes the surrogate
+            for _ in range(2):  # Telegram redelivers: the same definitive answer
+                async with http.post(url, data=body, headers=good) as resp:
+                    assert resp.status == 200
+        async with http.post(
+            url, data="{}", headers={**good, "X-Telegram-Bot-Api-Secret-Token": "s3cret\u00e9"}
+        ) as resp:
+            assert resp.status == 403
+        await tg.wait_for(lambda: len(tg.sent_texts) >= 4, timeout=15)
+    assert_each_once(tg.sent_texts, [f"echo: {SHOWN}", *(f"echo: {t}" for t in OTHERS)])
+    listing = await dead_letter_listing(loaded, home)
+    # each malformed update kept (once per delivery), none of the good ones
+    ids = sorted(int(line.split("\t")[3]) for line in listing.splitlines())
+    assert ids == sorted([501, 501, 502, 502, 503, 503, 504, 504])
+
+
+@pytest.fixture
+async def fs() -> Any:
+    async with FakeFeishu() as fake:
+        yield fake
+
+
+async def test_feishu_webhook_surrogate_and_non_ascii_signature(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    loaded = feishu_config(home, llm, fs, **webhook_overrides())
+    async with running_gateway(loaded) as gw, aiohttp.ClientSession() as http:
+        url = gw.base_url + FEISHU_PATH
+        sender = EventSender(url, ENCRYPT_KEY)
+        forged = {
+            "X-Lark-Request-Timestamp": str(int(time.time())),
+            "X-Lark-Request-Nonce": "n",
+            "X-Lark-Signature": "s\u00e9gnature\u4e2d",
+        }
+        sealed = encrypt(ENCRYPT_KEY, json.dumps(message_event("forged", chat_id="oc_forged")))
+        body = json.dumps({"encrypt": sealed}).encode()
+        async with http.post(url, data=body, headers=forged) as resp:
+            assert resp.status == 401
+        event = message_event(f"poison {LONE} text", chat_id="oc_poison")
+        assert await sender.post(event) == (200, {"msg": "success"})
+        bad = message_event("x", chat_id="oc_bad")
+        bad["event"]["message"] = "not a message object"
+        assert (await sender.post(bad))[0] == 200
+        for n, text in enumerate(OTHERS):
+            assert (await sender.post(message_event(text, chat_id=f"oc_{n}")))[0] == 200
+        await fs.wait_until(lambda: len(fs.sent) >= 4, 15)
+    assert_each_once([s.text for s in fs.sent], [f"echo: {SHOWN}", *(f"echo: {t}" for t in OTHERS)])
+    listing = await dead_letter_listing(loaded, home)
+    [line] = listing.splitlines()
+    assert line.split("\t")[2:4] == ["feishu", bad["header"]["event_id"]]
+
+
+async def test_feishu_long_connection_surrogate_and_malformed_event(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    loaded = feishu_config(home, llm, fs)
+    async with running_gateway(loaded):
+        poison = await fs.push_event(message_event(f"poison {LONE} text", chat_id="oc_p"))
+        bad = message_event("x")
+        bad["event"]["message"] = "not a message object"
+        malformed = await fs.push_event(bad)
+        frames = [
+            await fs.push_event(message_event(t, chat_id=f"oc_{n}")) for n, t in enumerate(OTHERS)
+        ]
+        await fs.wait_until(lambda: len(fs.sent) >= 4 and all(f in fs.acks for f in frames), 15)
+    assert fs.acks[poison] == fs.acks[malformed] == 200
+    assert_each_once([s.text for s in fs.sent], [f"echo: {SHOWN}", *(f"echo: {t}" for t in OTHERS)])
+    assert "\tfeishu\t" in await dead_letter_listing(loaded, home)
+
+
+async def test_wechat_surrogate_text_is_answered(home: Path, llm: FakeOpenAI) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(home, fake)
+        async with running_gateway(wechat_config(home, llm, fake)):
+            await fake.add_message("poison@im.wechat", f"poison {LONE} text")
+            for n, text in enumerate(OTHERS):
+                await fake.add_message(f"user{n}@im.wechat", text)
+            await fake.wait_for(lambda: len(fake.sent) >= 4, timeout=15)
+        assert_each_once(
+            [m.text for m in fake.sent], [f"echo: {SHOWN}", *(f"echo: {t}" for t in OTHERS)]
+        )
+
+
+async def test_websocket_surrogate_text_is_answered(home: Path, llm: FakeOpenAI) -> None:
+    async with running_gateway(make_config(home, llm.base_url)) as gw:
+        async with ws_client(gw, "poison-chat") as client:
+            # the escape is valid JSON but not valid Unicode once decoded
+            await client.ws.send('{"type": "message", "id": "p1", "text": "poison \\ud83d text"}')
+            ack = await client.recv_type("ack")
+            assert (ack["id"], ack["status"]) == ("p1", "accepted")
+            reply = await client.recv_type("message")
+            assert reply["text"] == f"echo: {SHOWN}"
+        for n, text in enumerate(OTHERS):
+            async with ws_client(gw, f"other-{n}") as other:
+                assert await other.ask(text) == f"echo: {text}"
