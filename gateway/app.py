@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 from aiohttp import web
 
+from agent.context import ContextPart
 from agent.mcp.status import McpStatusPart
 from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
@@ -62,9 +63,12 @@ from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
 from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
+from gateway.skills import SkillIndexPart, build_skill_runtime
 from gateway.turns import TurnOpener
 from gateway.usage import usage_status
 from scheduler.service import Scheduler
+from skills.runtime import SkillRuntime
+from skills.tools import SKILL_TOOL_NAMES, skill_tools
 from storage.db import Database
 from storage.store import Store
 
@@ -145,6 +149,7 @@ class Gateway:
         self.compactor: Compactor | None = None
         self.scheduler: Scheduler | None = None
         self.mcp: McpManager | None = None
+        self.skills: SkillRuntime | None = None
 
     @property
     def base_url(self) -> str:
@@ -211,16 +216,21 @@ class Gateway:
             http_timeout_secs=cfg.tools.http.timeout_secs,
             http_max_bytes=cfg.tools.http.max_response_bytes,
             http_allow_private=cfg.tools.http.allow_private,
+            read_roots=tuple(p for _, p in self.skills.roots.dirs) if self.skills else (),
         )
         registry = build_registry(
             tool_settings,
             cfg.time.timezone,
             cfg.tools.disabled,
             cfg.tools.timeout_secs,
-            other_known=["scheduler_manage"],
+            other_known=["scheduler_manage", *SKILL_TOOL_NAMES, "skill_list"],
         )
         if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
             registry.register(SchedulerManageTool())
+        if self.skills is not None:
+            for tool in skill_tools():
+                if tool.name not in cfg.tools.disabled:
+                    registry.register(tool)
         self.mcp = build_mcp(
             cfg.mcp_servers,
             disabled=cfg.tools.disabled,
@@ -235,10 +245,14 @@ class Gateway:
         """Every part, wired; returned in start order."""
         cfg = self.config
         self.store = store
+        self.skills = build_skill_runtime(self.loaded, store)
+        if self.skills is not None:
+            await self.skills.current()  # the first scan: invalid files are logged at start-up
         tool_settings, registry = self._tools()
         enabled = cfg.channels.enabled()
         by_name = {c.name: c for c in self.channels}
-        parts = [McpStatusPart(self.mcp)] if self.mcp is not None else []
+        parts: list[ContextPart] = [SkillIndexPart(self.skills)] if self.skills else []
+        parts += [McpStatusPart(self.mcp)] if self.mcp is not None else []
 
         def profile(agent: str, channel: str) -> AgentProfile:
             return build_profile(
@@ -297,7 +311,7 @@ class Gateway:
             agents,
             tool_settings,
             opener=opener,
-            services=ToolServices(scheduler=scheduler, admins=self.access),
+            services=ToolServices(scheduler=scheduler, skills=self.skills, admins=self.access),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
             typing_delay_secs=cfg.gateway.typing_delay_secs,

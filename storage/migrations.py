@@ -154,4 +154,35 @@ ALTER TABLE outbox ADD COLUMN requeued_at TEXT;
 """
 
 
-MIGRATIONS: list[str] = [_V1_CORE, _V2_SCHEDULER, _V3_PAIRINGS, _V4_OUTBOX_REQUEUED]
+# PLACEHOLDERS for the migrations 5 and 6 that parallel branches add (issues 15
+# and 17): the lead replaces them, and renumbers skill_events, at merge.
+_V5_RESERVED = ""
+_V6_RESERVED = ""
+
+# Skill discovery and usage events (storage/skill_events.py, docs/skills.md).
+_V7_SKILL_EVENTS = """
+CREATE TABLE skill_events (
+    id          INTEGER PRIMARY KEY,
+    event       TEXT NOT NULL,   -- discovered | invalid | activated | created | updated | deleted | disabled | enabled
+    skill       TEXT NOT NULL,
+    source      TEXT,            -- builtin | user | user_agent | ... | project_openclaw
+    path        TEXT,            -- the SKILL.md (or state file) concerned
+    session_id  TEXT,            -- set for what a tool call did
+    channel     TEXT,
+    chat_id     TEXT,
+    detail      TEXT,            -- e.g. why a SKILL.md is invalid
+    created_at  TEXT NOT NULL
+);
+CREATE INDEX skill_events_by_skill ON skill_events (skill, id);
+"""
+
+
+MIGRATIONS: list[str] = [
+    _V1_CORE,
+    _V2_SCHEDULER,
+    _V3_PAIRINGS,
+    _V4_OUTBOX_REQUEUED,
+    _V5_RESERVED,
+    _V6_RESERVED,
+    _V7_SKILL_EVENTS,
+]

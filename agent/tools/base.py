@@ -65,7 +65,13 @@ class SchedulerService(Protocol):
 
 
 class SkillService(Protocol):
-    async def activate(self, name: str) -> str: ...
+    """The skill runtime (skills/) behind `skill_activate` and `skill_manage`.
+    Each call returns the text for the model and raises `ToolError` for what
+    the model should read; `request` is the manage tool's own `Args`."""
+
+    async def activate(self, name: str, ctx: ToolContext) -> str: ...
+
+    async def manage(self, request: ToolArgs, ctx: ToolContext) -> str: ...
 
 
 class SessionMessenger(Protocol):
@@ -106,6 +112,9 @@ class ToolSettings:
     http_timeout_secs: float = 30.0
     http_max_bytes: int = 2_000_000
     http_allow_private: bool = False
+    # Folders `read` may read from although they lie outside the workspace (the
+    # skill sources); never written through the file tools.
+    read_roots: tuple[Path, ...] = ()
 
 
 @dataclass(slots=True)
