@@ -197,8 +197,8 @@ class SkillRuntime:
     async def _changed(
         self, kind: SkillEventKind, name: str, source: SkillSource, path: Path, ctx: ToolContext
     ) -> str:
-        await self.reload()
         await self._record([_event(kind, None, ctx, name=name, source=source, path=path)])
+        await self.reload()  # the next turn's index shows the change
         return f"Skill {name!r} {kind.value} ({source.value}: {path})."
 
     async def _switch(self, r: SkillManageArgs, ctx: ToolContext) -> str:
