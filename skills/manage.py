@@ -5,9 +5,7 @@ of `disable` / `enable`. Blocking file I/O: call from a worker thread.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -17,6 +15,7 @@ from agent.tools.base import ToolArgs, ToolError
 from skills.discovery import SkillRoots
 from skills.model import NAME_PATTERN, SKILL_FILE, Skill, SkillSource
 from skills.parse import MAX_DESCRIPTION_CHARS, render_skill
+from skills.state import write_atomic
 
 __all__ = ["SkillManageArgs", "create_skill", "delete_skill", "scope_source", "update_skill"]
 
@@ -71,18 +70,6 @@ def refuse_read_only(skill: Skill) -> None:
         )
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".SKILL.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def create_skill(
     roots: SkillRoots, source: SkillSource, name: str, description: str, body: str
 ) -> Path:
@@ -92,7 +79,7 @@ def create_skill(
     path = root / name / SKILL_FILE
     if path.exists():
         raise ToolError(f"skill {name!r} already exists in {source.value}; use action 'update'")
-    _write(path, render_skill(name, description, body))
+    write_atomic(path, render_skill(name, description, body))
     return path
 
 
@@ -103,7 +90,7 @@ def update_skill(skill: Skill, description: str | None, body: str | None) -> Pat
     text = skill.body if body is None else body
     desc = skill.description if description is None else check_description(description)
     extra = {k: v for k, v in skill.metadata.items() if k not in ("name", "description")}
-    _write(skill.path, render_skill(skill.name, desc, text, extra))
+    write_atomic(skill.path, render_skill(skill.name, desc, text, extra))
     return skill.path
 
 

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["StateFileError", "read_disabled", "update_disabled"]
+__all__ = ["StateFileError", "read_disabled", "update_disabled", "write_atomic"]
 
 _KEY = "disabled_skills"
 
@@ -55,14 +55,19 @@ def update_disabled(path: Path, add: Iterable[str] = (), remove: Iterable[str] =
     names = [str(n) for n in current if n not in dropped]
     names += [n for n in dict.fromkeys(add) if n not in names and n not in dropped]
     data[_KEY] = names
+    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    return names
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file renamed into place: a reader (the
+    gateway's next scan) sees the old file or the new one, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".skill-state.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False, indent=2)
-            handle.write("\n")
+            handle.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return names

@@ -38,8 +38,9 @@ def add_skills_parser(
 
 
 async def run_skills_command(
-    args: argparse.Namespace, loaded: LoadedConfig, out: TextIO = sys.stdout
+    args: argparse.Namespace, loaded: LoadedConfig, out: TextIO | None = None
 ) -> int:
+    out = sys.stdout if out is None else out  # looked up now: tests replace sys.stdout
     command: str = args.skills_command
     if command == "events":
         async with Database(loaded.storage_path) as db:
