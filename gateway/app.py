@@ -70,6 +70,7 @@ from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
 from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
+from gateway.skills import SkillIndexPart, build_skill_runtime
 from gateway.turns import TurnOpener
 from gateway.usage import usage_status
 from gateway.web.directory import StoreDirectory
@@ -79,6 +80,8 @@ from scheduler.admin import JobView
 from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
 from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
+from skills.runtime import SkillRuntime
+from skills.tools import SKILL_TOOL_NAMES, skill_tools
 from storage.db import Database
 from storage.store import Store
 
@@ -165,6 +168,7 @@ class Gateway:
         self.compactor: Compactor | None = None
         self.scheduler: Scheduler | None = None
         self.mcp: McpManager | None = None
+        self.skills: SkillRuntime | None = None
 
     @property
     def base_url(self) -> str:
@@ -232,19 +236,30 @@ class Gateway:
             http_max_bytes=cfg.tools.http.max_response_bytes,
             http_allow_private=cfg.tools.http.allow_private,
             shell_sandbox=resolve_sandbox(self.loaded),
+            read_roots=tuple(p for _, p in self.skills.roots.dirs) if self.skills else (),
         )
         registry = build_registry(
             tool_settings,
             cfg.time.timezone,
             cfg.tools.disabled,
             cfg.tools.timeout_secs,
-            other_known=["scheduler_manage", MemorySearchTool.name, MemoryManageTool.name],
+            other_known=[
+                "scheduler_manage",
+                MemorySearchTool.name,
+                MemoryManageTool.name,
+                *SKILL_TOOL_NAMES,
+                "skill_list",
+            ],
         )
         for memory_tool in (MemorySearchTool(), MemoryManageTool()):
             if memory_tool.name not in cfg.tools.disabled:
                 registry.register(memory_tool)
         if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
             registry.register(SchedulerManageTool())
+        if self.skills is not None:
+            for tool in skill_tools():
+                if tool.name not in cfg.tools.disabled:
+                    registry.register(tool)
         self.mcp = build_mcp(
             cfg.mcp_servers,
             disabled=cfg.tools.disabled,
@@ -259,6 +274,9 @@ class Gateway:
         """Every part, wired; returned in start order."""
         cfg = self.config
         self.store = store
+        self.skills = build_skill_runtime(self.loaded, store)
+        if self.skills is not None:
+            await self.skills.current()  # the first scan: invalid files are logged at start-up
         tool_settings, registry = self._tools()
         enabled = cfg.channels.enabled()
         by_name = {c.name: c for c in self.channels}
@@ -267,7 +285,8 @@ class Gateway:
             cfg, store.memories, providers, AgentPromptFile(self.loaded.agent_dir).path
         )
         events.register(MEMORY_MAINTENANCE_EVENT, lambda e: memory.maintenance.run(e.job_id))
-        parts: list[ContextPart] = [McpStatusPart(self.mcp)] if self.mcp is not None else []
+        parts: list[ContextPart] = [SkillIndexPart(self.skills)] if self.skills else []
+        parts += [McpStatusPart(self.mcp)] if self.mcp is not None else []
         parts.append(memory.part)
 
         def profile(agent: str, channel: str) -> AgentProfile:
@@ -328,7 +347,9 @@ class Gateway:
             agents,
             tool_settings,
             opener=opener,
-            services=ToolServices(scheduler=scheduler, admins=self.access, memory=memory.service),
+            services=ToolServices(
+                scheduler=scheduler, admins=self.access, memory=memory.service, skills=self.skills
+            ),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
             typing_delay_secs=cfg.gateway.typing_delay_secs,

@@ -43,6 +43,7 @@ from gateway.config_agents import (
     ModelPrices,
     ProviderConfig,
 )
+from gateway.config_skills import SkillsConfig
 from scheduler.config import SchedulerConfig
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "ModelPrices",
     "ProviderConfig",
     "QueueMode",
+    "SkillsConfig",
     "admins_from_env",
     "find_config_file",
     "load_config",
@@ -224,6 +226,7 @@ class Config(FrozenModel):
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
     time: TimeConfig = Field(default_factory=TimeConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
@@ -311,6 +314,12 @@ class LoadedConfig:
             if self.config.storage.path
             else (self.home / "storage" / "sessions.db")
         )
+
+    @property
+    def skills_project_dir(self) -> Path:
+        """<project> of the project skill sources (docs/skills.md)."""
+        chosen = self.config.skills.project_dir
+        return Path(chosen).expanduser() if chosen else self.workspace
 
     @property
     def workspace(self) -> Path:

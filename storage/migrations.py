@@ -250,6 +250,24 @@ CREATE INDEX memory_audit_by_scope ON memory_audit (scope_kind, scope_key, recor
 """
 
 
+# Skill discovery and usage events (storage/skill_events.py, docs/skills.md).
+_V7_SKILL_EVENTS = """
+CREATE TABLE skill_events (
+    id          INTEGER PRIMARY KEY,
+    event       TEXT NOT NULL,   -- discovered | invalid | activated | created | updated | deleted | disabled | enabled
+    skill       TEXT NOT NULL,
+    source      TEXT,            -- builtin | user | user_agent | ... | project_openclaw
+    path        TEXT,            -- the SKILL.md (or state file) concerned
+    session_id  TEXT,            -- set for what a tool call did
+    channel     TEXT,
+    chat_id     TEXT,
+    detail      TEXT,            -- e.g. why a SKILL.md is invalid
+    created_at  TEXT NOT NULL
+);
+CREATE INDEX skill_events_by_skill ON skill_events (skill, id);
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -257,4 +275,5 @@ MIGRATIONS: list[str] = [
     _V4_OUTBOX_REQUEUED,
     _V5_DEAD_LETTERS_INBOX_KEY,
     _V6_MEMORIES,
+    _V7_SKILL_EVENTS,
 ]

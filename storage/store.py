@@ -27,6 +27,7 @@ from storage import (
     outbox,
     pairings,
     sessions,
+    skill_events,
     turns,
 )
 from storage.clock import now_iso
@@ -40,6 +41,7 @@ from storage.memory_store import MemoryStore
 from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
+from storage.skill_events import SkillEventRow
 from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
 
 __all__ = ["Store"]
@@ -376,6 +378,15 @@ class Store:
     async def pairing_of(self, channel: str, sender_id: str, now: datetime) -> Pairing | None:
         return await self.db.read(
             functools.partial(pairings.pairing_of, channel=channel, sender_id=sender_id, now=now)
+        )
+
+    # -- skill events -----------------------------------------------------------------
+    async def record_skill_events(self, rows: Sequence[SkillEventRow]) -> None:
+        await self.db.write(functools.partial(skill_events.record, rows=rows))
+
+    async def skill_events(self, skill: str | None = None, limit: int = 50) -> list[SkillEventRow]:
+        return await self.db.read(
+            functools.partial(skill_events.list_events, skill=skill, limit=limit)
         )
 
 

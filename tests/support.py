@@ -240,3 +240,13 @@ async def spawn_gateway(
 def conversation(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages of an LLM request without system messages (AGENT.md etc.)."""
     return [m for m in body["messages"] if m["role"] != "system"]
+
+
+def newest(body: dict[str, Any]) -> dict[str, Any]:
+    """The newest message of an OpenAI-style request: the last one before the
+    per-turn system blocks (the skill index …) that follow the history."""
+    messages: list[dict[str, Any]] = body["messages"]
+    end = len(messages)
+    while end > 1 and messages[end - 1]["role"] == "system":
+        end -= 1
+    return messages[end - 1]

@@ -161,6 +161,8 @@ def allowed(module: str, target: str) -> bool:
         return False  # a leaf
     if module == "gateway.channel_registry":
         return True  # builds the concrete channels for the root
+    if module == "gateway.skills":  # wires the skill runtime to the context and storage
+        return _under(target, "gateway", "agent", "storage", "skills")
     if top == "channels":
         return _under(target, "gateway.bus", "channels")
     if top == "agent":

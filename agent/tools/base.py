@@ -88,7 +88,13 @@ class SchedulerService(Protocol):
 
 
 class SkillService(Protocol):
-    async def activate(self, name: str) -> str: ...
+    """The skill runtime (skills/) behind `skill_activate` and `skill_manage`.
+    Each call returns the text for the model and raises `ToolError` for what
+    the model should read; `request` is the manage tool's own `Args`."""
+
+    async def activate(self, name: str, ctx: ToolContext) -> str: ...
+
+    async def manage(self, request: ToolArgs, ctx: ToolContext) -> str: ...
 
 
 class SessionMessenger(Protocol):
@@ -131,6 +137,9 @@ class ToolSettings:
     http_allow_private: bool = False
     # how the shell tool's child runs (agent/tools/sandbox.py); default: no sandbox
     shell_sandbox: Sandbox = field(default_factory=Sandbox)
+    # Folders `read` may read from although they lie outside the workspace (the
+    # skill sources); never written through the file tools.
+    read_roots: tuple[Path, ...] = ()
 
 
 @dataclass(slots=True)

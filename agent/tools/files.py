@@ -18,7 +18,7 @@ from typing import BinaryIO, ClassVar
 from pydantic import Field
 
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolSettings
-from agent.tools.paths import resolve_in_workspace
+from agent.tools.paths import resolve_for_read, resolve_in_workspace
 
 __all__ = ["EditTool", "ReadTool", "WriteTool"]
 
@@ -31,8 +31,11 @@ EDIT_MAX_BYTES = 10_000_000
 _write_lock = threading.Lock()
 
 
-def _open_regular(path: str, settings: ToolSettings) -> tuple[Path, BinaryIO]:
-    target = resolve_in_workspace(path, settings)
+def _open_regular(
+    path: str, settings: ToolSettings, *, reading: bool = False
+) -> tuple[Path, BinaryIO]:
+    # only `read` may reach the read-only roots (skill folders), never edit
+    target = (resolve_for_read if reading else resolve_in_workspace)(path, settings)
     try:
         info = target.stat()
     except FileNotFoundError:
@@ -77,7 +80,7 @@ def _skip_lines(handle: BinaryIO, count: int) -> int:
 def read_text(path: str, settings: ToolSettings, offset: int, limit: int | None) -> str:
     """Read lines `offset`.. (1-based) of a text file, at most `read_max_bytes` bytes."""
     budget = settings.read_max_bytes
-    _, handle = _open_regular(path, settings)
+    _, handle = _open_regular(path, settings, reading=True)
     with handle:
         _refuse_binary(handle, path)
         if _skip_lines(handle, offset - 1) < offset - 1:

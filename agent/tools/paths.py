@@ -3,7 +3,8 @@
 `resolve_in_workspace` turns a path the model gave into an absolute path and,
 when `restrict_to_workspace` is on, refuses anything that lands outside the
 workspace: `..` escapes, `~` expansion, absolute paths and symlinks pointing
-out. It touches the filesystem (symlink resolution), so call it from a worker
+out. `resolve_for_read` also lets `read` into `settings.read_roots` (the skill
+folders), by absolute or `~` path. It touches the filesystem (symlink resolution), so call it from a worker
 thread, never directly on the event loop.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from agent.tools.base import ToolError, ToolSettings
 
-__all__ = ["resolve_in_workspace", "workspace_root"]
+__all__ = ["resolve_for_read", "resolve_in_workspace", "workspace_root"]
 
 
 def workspace_root(settings: ToolSettings) -> Path:
@@ -78,3 +79,24 @@ def resolve_in_workspace(path: str, settings: ToolSettings) -> Path:
         raise _outside(path)
     _check_components(resolved, root, path)
     return resolved
+
+
+def resolve_for_read(path: str, settings: ToolSettings) -> Path:
+    """Like `resolve_in_workspace`, but an absolute path under one of
+    `settings.read_roots` is accepted too (with the same symlink checks)."""
+    try:
+        return resolve_in_workspace(path, settings)
+    except ToolError:
+        if not settings.read_roots:
+            raise
+        try:
+            candidate = Path(_expand_user(path))
+            resolved = candidate.resolve(strict=False) if candidate.is_absolute() else None
+        except (ToolError, RuntimeError, OSError):
+            resolved = None
+        for root in settings.read_roots if resolved is not None else ():
+            base = root.expanduser().resolve(strict=False)
+            if resolved is not None and resolved.is_relative_to(base):
+                _check_components(resolved, base, path)
+                return resolved
+        raise

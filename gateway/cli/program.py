@@ -1,6 +1,7 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
 Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing,
+skills,
 mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
@@ -203,6 +204,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return asyncio.run(run_mcp_command(args, loaded))
 
 
+def cmd_skills(args: argparse.Namespace) -> int:
+    from gateway.cli.skills import run_skills_command
+
+    return asyncio.run(run_skills_command(args, _load(args)))
+
+
 def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
@@ -299,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mcp_parser(sub, with_config)
     sub.choices["mcp"].set_defaults(func=cmd_mcp)
+
+    from gateway.cli.skills import add_skills_parser
+
+    add_skills_parser(sub, with_config)
+    sub.choices["skills"].set_defaults(func=cmd_skills)
 
     channels = sub.add_parser("channels", help="channel set-up")
     ch_sub = channels.add_subparsers(dest="action", required=True)

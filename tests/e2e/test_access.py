@@ -24,7 +24,7 @@ from storage import inbox
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
-from tests.support import make_config, running_gateway
+from tests.support import make_config, newest, running_gateway
 
 ADMIN, FAMILY, STRANGER = 1, 7, 42
 CODE = re.compile(r"\b([A-Z2-9]{4}-[A-Z2-9]{4})\b")
@@ -78,7 +78,7 @@ async def replies(tg: FakeTelegram, chat: int, count: int) -> list[str]:
 
 
 def asked(llm: FakeOpenAI) -> list[str]:
-    return [r["messages"][-1]["content"] for r in llm.requests]
+    return [newest(r)["content"] for r in llm.requests]
 
 
 async def inbox_states(loaded: LoadedConfig, sender: int) -> list[str]:

@@ -18,13 +18,13 @@ from tests.e2e.test_wechat import wechat_config
 from tests.fakes.feishu_server import FakeFeishu, message_event
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wechat_server import FakeWechat
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import make_config, newest, running_gateway, ws_client
 
 CODE = re.compile(r"\b([A-Z2-9]{4}-[A-Z2-9]{4})\b")
 
 
 def asked(llm: FakeOpenAI) -> list[str]:
-    return [r["messages"][-1]["content"] for r in llm.requests]
+    return [newest(r)["content"] for r in llm.requests]
 
 
 @pytest.fixture

@@ -29,7 +29,13 @@ def _system_texts(body: dict[str, Any]) -> list[str]:
 async def test_agent_prompt_injected_first_and_reinjected_after_edit(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    loaded = make_config(home, llm.base_url, gateway={"agent_prompt_reinject_every": 2})
+    # no skill index: this test reads every system message of the requests
+    loaded = make_config(
+        home,
+        llm.base_url,
+        gateway={"agent_prompt_reinject_every": 2},
+        skills={"enabled": False},
+    )
     prompt_path = home / "agent" / "AGENT.md"
     async with running_gateway(loaded) as gw, ws_client(gw) as client:
         assert prompt_path.read_text() == DEFAULT_AGENT_PROMPT  # created on start

@@ -22,7 +22,7 @@ from tests.fakes.feishu_server import (
     message_event,
 )
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import make_config, running_gateway
+from tests.support import make_config, newest, running_gateway
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ async def test_webhook_message_gets_a_reply_through_the_reply_api(
         await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
     [sent] = fs.sent
     assert (sent.kind, sent.target, sent.text) == ("reply", "om_hello", "echo: hello feishu")
-    assert llm.requests[0]["messages"][-1]["content"] == "hello feishu"
+    assert newest(llm.requests[0])["content"] == "hello feishu"
 
 
 async def test_long_connection_message_gets_a_reply(
@@ -106,7 +106,7 @@ async def test_image_bytes_reach_the_llm(home: Path, llm: FakeOpenAI, fs: FakeFe
         await fs.push_event(event)
         await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
     assert fs.sent[0].text == "A nice picture."
-    content = llm.requests[0]["messages"][-1]["content"]
+    content = newest(llm.requests[0])["content"]
     images = [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
     assert images == [f"data:image/png;base64,{base64.b64encode(png).decode()}"]
 

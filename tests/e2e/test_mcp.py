@@ -20,7 +20,7 @@ from gateway.app import Gateway
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp_servers.harness import HttpMcpServer, free_port, stdio_server
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import make_config, newest, running_gateway, ws_client
 
 TOKEN = "mcp-e2e-token-5f0c2a9b81"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -83,7 +83,7 @@ async def test_a_stdio_tool_round_trips_through_the_model(home: Path, llm: FakeO
     assert "mcp_fs_echo" in tool_names(first)
     assert "calculator" in tool_names(first)  # next to the built-ins
     assert not [line for line in system_lines(first) if "MCP server" in line]
-    result = second["messages"][-1]
+    result = newest(second)
     assert (result["role"], result["content"]) == ("tool", "ping")
 
     async with Database(loaded.storage_path) as db:
@@ -163,7 +163,7 @@ async def test_an_http_server_outage_is_told_to_the_model_and_healed_without_res
     after = llm.requests[-2]
     assert "mcp_web_echo" in tool_names(after)
     assert unavailable_line("web") not in system_lines(after)
-    assert llm.requests[-1]["messages"][-1]["content"] == "back"
+    assert newest(llm.requests[-1])["content"] == "back"
 
 
 async def test_a_server_down_at_gateway_start_is_offered_once_it_comes_up(
@@ -191,14 +191,14 @@ async def test_a_stdio_server_crashing_mid_call_gives_an_error_result_then_works
     async with running_gateway(loaded) as gw, ws_client(gw) as client:
         await until(gw, up(gw, "fs"))
         assert await client.ask("crash it") == "the server crashed"
-        result = llm.requests[-1]["messages"][-1]
+        result = newest(llm.requests[-1])
         assert result["role"] == "tool"
         assert result["content"].startswith("Error: MCP server `fs` dropped the connection")
         await until(gw, up(gw, "fs"))  # restarted
         llm.add_tool_call("mcp_fs_echo", {"text": "alive"})
         llm.add_text("it works again")
         assert await client.ask("try again") == "it works again"
-    assert llm.requests[-1]["messages"][-1]["content"] == "alive"
+    assert newest(llm.requests[-1])["content"] == "alive"
 
 
 async def test_a_tool_added_by_the_server_is_offered_from_the_next_turn(

@@ -14,7 +14,7 @@ import websockets
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp_servers.harness import HttpMcpServer, stdio_server
-from tests.support import child_env, spawn_gateway
+from tests.support import child_env, newest, spawn_gateway
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ async def test_the_token_header_reaches_the_server_and_no_log_line(
             up = await gw.wait_event("mcp_server_up", timeout=60)
             assert up["server"] == "search"
             assert await _ask(gw.ws_url, "search") == "the search server answered"
-            assert llm.requests[-1]["messages"][-1]["content"] == "found it"
+            assert newest(llm.requests[-1])["content"] == "found it"
         finally:
             assert await gw.stop() == 0
     raw = "\n".join(json.dumps(line) for line in gw.lines)

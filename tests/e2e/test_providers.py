@@ -84,6 +84,7 @@ async def test_anthropic_tool_round_trip_through_the_gateway(home: Path) -> None
             agents={
                 "default": {"provider": "claude", "model": "sonnet", "system_prompt": "Be brief."}
             },
+            skills={"enabled": False},  # the exact request shape, without per-turn blocks
         )
         async with running_gateway(loaded) as gw, ws_client(gw) as client:
             assert await client.ask("what is 6*7?") == "It is 42."

@@ -13,7 +13,7 @@ import pytest
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support import make_config, running_gateway
+from tests.support import make_config, newest, running_gateway
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ async def test_a_text_message_is_answered_in_the_chat(
         llm.release()
         assert await wait_for_reply(tg) == ["echo: hello there"]
     [request] = llm.requests
-    assert request["messages"][-1]["content"] == "hello there"
+    assert newest(request)["content"] == "hello there"
     async with Database(loaded.storage_path) as db:
         rows = await db.read(
             lambda c: c.execute(
@@ -73,7 +73,7 @@ async def test_a_photo_reaches_the_llm_as_an_image(
     async with running_gateway(telegram_config(home, llm, tg)):
         await tg.add_message(None, photo=photo, caption="what do you see?")
         assert await wait_for_reply(tg) == ["A nice picture."]
-    content = llm.requests[0]["messages"][-1]["content"]
+    content = newest(llm.requests[0])["content"]
     texts = [p["text"] for p in content if p["type"] == "text"]
     images = [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
     assert texts == ["what do you see?"]
@@ -112,7 +112,7 @@ async def test_a_restart_resumes_without_loss_or_duplicates(
     # The restarted gateway resumed from the offset it had persisted in its database.
     assert tg.calls_of("getUpdates")[polls_before].params["offset"] == str(first["update_id"] + 1)
     assert tg.sent_texts == ["echo: first", "echo: second"]
-    assert [r["messages"][-1]["content"] for r in llm.requests] == ["first", "second"]
+    assert [newest(r)["content"] for r in llm.requests] == ["first", "second"]
     assert tg.pending == []
 
 

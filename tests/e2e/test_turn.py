@@ -19,7 +19,7 @@ async def test_calculator_turn_persists_in_real_order(home: Path, llm: FakeOpenA
     assert reply == "6 times 7 is 42."
 
     # the second request carried the tool result back to the model
-    second = llm.requests[1]["messages"]
+    second = conversation(llm.requests[1])
     assert second[-1]["role"] == "tool"
     assert second[-1]["content"] == "42"
     assert second[-2]["tool_calls"][0]["function"]["name"] == "calculator"

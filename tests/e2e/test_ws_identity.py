@@ -10,7 +10,7 @@ import websockets
 
 from channels.websocket import CLOSE_BAD_FRAMES
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import make_config, newest, running_gateway, ws_client
 
 TOKENS = {"alice": "token-for-alice-0123", "bob": "token-for-bob-4567"}
 
@@ -25,7 +25,7 @@ def named_tokens_config(home: Path, llm: FakeOpenAI) -> object:
 
 
 def user_texts(llm: FakeOpenAI) -> list[str]:
-    return [r["messages"][-1]["content"] for r in llm.requests]
+    return [newest(r)["content"] for r in llm.requests]
 
 
 async def test_named_tokens_decide_the_sender_and_allow_from_is_enforced(

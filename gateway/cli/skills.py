@@ -1,0 +1,78 @@
+"""`picobot skills list|show|events`: the skills this config finds, one skill's
+SKILL.md, and the recorded discovery and usage events.
+
+`list` and `show` scan the sources themselves (the same roots and precedence
+as the gateway), whether or not a gateway runs; `events` reads the database.
+Nothing here writes: skills are changed on disk or with `skill_manage`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from gateway.config import LoadedConfig
+from gateway.skills import skill_roots
+from skills.discovery import scan
+from storage.db import Database
+from storage.store import Store
+
+__all__ = ["add_skills_parser", "run_skills_command"]
+
+
+def add_skills_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    with_config: Callable[[argparse.ArgumentParser], argparse.ArgumentParser] = lambda p: p,
+) -> None:
+    parser = subparsers.add_parser("skills", help="the skills found, and their usage events")
+    commands = parser.add_subparsers(dest="skills_command", required=True, metavar="COMMAND")
+    with_config(commands.add_parser("list", help="every skill: name, source, description"))
+    show = with_config(commands.add_parser("show", help="one skill's folder, fields and body"))
+    show.add_argument("name")
+    events = with_config(commands.add_parser("events", help="recent skill events"))
+    events.add_argument("name", nargs="?", help="only this skill's")
+    events.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+
+
+async def run_skills_command(
+    args: argparse.Namespace, loaded: LoadedConfig, out: TextIO | None = None
+) -> int:
+    out = sys.stdout if out is None else out  # looked up now: tests replace sys.stdout
+    command: str = args.skills_command
+    if command == "events":
+        async with Database(loaded.storage_path) as db:
+            rows = await Store(db).skill_events(args.name, max(1, args.limit))
+        if not rows:
+            print("no skill events", file=out)
+        for r in rows:
+            stamp = r.created_at.isoformat(timespec="seconds") if r.created_at else "?"
+            where = f" {r.channel}:{r.chat_id}" if r.channel else ""
+            detail = f" — {r.detail}" if r.detail else ""
+            print(f"{stamp} {r.event:<10} {r.skill} ({r.source or '-'}){where}{detail}", file=out)
+        return 0
+    if not loaded.config.skills.enabled:
+        print("skills are disabled (skills.enabled: false)", file=out)
+    found = await asyncio.to_thread(scan, skill_roots(loaded))
+    if command == "show":
+        skill = found.skills.get(args.name)
+        if skill is None:
+            state = " (disabled in a skill-state.json)" if args.name in found.disabled else ""
+            print(f"picobot: no skill named {args.name!r}{state}", file=sys.stderr)
+            return 1
+        print(f"{skill.name} ({skill.source.value}): {skill.path}", file=out)
+        for key, value in skill.metadata.items():
+            print(f"  {key}: {value}", file=out)
+        print(f"\n{skill.body}", file=out)
+        return 0
+    for skill in found.skills.values():
+        print(f"{skill.name:<24} {skill.source.value:<16} {skill.description}", file=out)
+    for bad in found.invalid:
+        print(f"invalid: {bad.path}: {bad.reason}", file=out)
+    if found.disabled:
+        print("disabled: " + ", ".join(sorted(found.disabled)), file=out)
+    for problem in found.problems:
+        print(f"problem: {problem}", file=out)
+    return 0

@@ -1,0 +1,81 @@
+"""Wiring of the skill runtime (skills/): the index as a context part, usage
+events into storage, and the runtime built from the `skills` config section.
+
+The one place that knows both skills/ and storage/, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.context import TurnFacts
+from agent.messages import Marker
+from gateway.config import LoadedConfig
+from skills.discovery import SkillRoots
+from skills.events import SkillEvent
+from skills.index import IndexLimits
+from skills.model import SkillSource
+from skills.runtime import SkillRuntime
+from storage.skill_events import SkillEventRow
+from storage.store import Store
+
+__all__ = ["SkillIndexPart", "StoreSkillEvents", "build_skill_runtime", "skill_roots"]
+
+
+class SkillIndexPart:
+    """The skill index, sent with every turn and never stored (docs/skills.md)."""
+
+    def __init__(self, runtime: SkillRuntime) -> None:
+        self.name = "skill_index"
+        self.marker: Marker | None = Marker.SKILL_INDEX
+        self._runtime = runtime
+
+    async def render(self, turn: TurnFacts) -> str | None:
+        return await self._runtime.index_text()
+
+
+class StoreSkillEvents:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def record(self, events: Sequence[SkillEvent]) -> None:
+        await self._store.record_skill_events(
+            [
+                SkillEventRow(
+                    e.kind.value,
+                    e.skill,
+                    e.source,
+                    e.path,
+                    e.session_id,
+                    e.channel,
+                    e.chat_id,
+                    e.detail,
+                )
+                for e in events
+            ]
+        )
+
+
+def skill_roots(loaded: LoadedConfig, user_home: Path | None = None) -> SkillRoots:
+    """`user_home`: where `~/.agents` and `~/.openclaw` are (default: the real home)."""
+    return SkillRoots.build(
+        loaded.home,
+        Path.home() if user_home is None else user_home,
+        loaded.skills_project_dir,
+        [SkillSource(s) for s in loaded.config.skills.sources],
+    )
+
+
+def build_skill_runtime(
+    loaded: LoadedConfig, store: Store | None, user_home: Path | None = None
+) -> SkillRuntime | None:
+    """None when `skills.enabled` is false: no index, no skill tools."""
+    cfg = loaded.config.skills
+    if not cfg.enabled:
+        return None
+    return SkillRuntime(
+        skill_roots(loaded, user_home),
+        IndexLimits(cfg.max_index_chars, cfg.max_listed_skills),
+        StoreSkillEvents(store) if store is not None else None,
+    )

@@ -1,0 +1,249 @@
+"""The skill runtime: the current skills, the index text, and what the skill
+tools do (`SkillService`).
+
+The scan is cached; `current()` compares the cheap fingerprint (listings and
+stats, in a worker thread) once per call and rescans only when something on
+disk changed, so an added, edited or removed SKILL.md shows in the next turn
+without a restart and an unchanged disk is never re-read. `skill_manage`
+writes reload once. Every disk access runs off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from agent.tools.base import ToolArgs, ToolContext, ToolError
+from skills.discovery import Scan, SkillRoots, fingerprint, scan
+from skills.events import SkillEvent, SkillEventKind, SkillEventSink
+from skills.index import IndexLimits, render_index
+from skills.manage import (
+    SkillManageArgs,
+    check_description,
+    check_name,
+    create_skill,
+    delete_skill,
+    scope_source,
+    update_skill,
+)
+from skills.model import SKILL_FILE, Skill, SkillSource
+from skills.state import StateFileError, update_disabled
+
+__all__ = ["SkillRuntime"]
+
+log = structlog.get_logger(__name__)
+
+_MAX_FILES = 100
+
+
+def _other_files(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            path = Path(top) / name
+            if name.startswith(".") or path == folder / SKILL_FILE:
+                continue
+            found.append(path)
+            if len(found) >= _MAX_FILES:
+                return found
+    return found
+
+
+class SkillRuntime:
+    def __init__(
+        self, roots: SkillRoots, limits: IndexLimits, events: SkillEventSink | None = None
+    ) -> None:
+        self.roots = roots
+        self.limits = limits
+        self._events = events
+        self._scan: Scan | None = None
+        self._lock = asyncio.Lock()
+        self.scans = 0  # full scans so far (a reload is one)
+
+    # -- the catalogue ----------------------------------------------------------------
+    async def current(self) -> Scan:
+        async with self._lock:
+            if self._scan is not None:
+                now = await asyncio.to_thread(fingerprint, self.roots)
+                if now == self._scan.fingerprint:
+                    return self._scan
+            return await self._rescan()
+
+    async def reload(self) -> Scan:
+        async with self._lock:
+            return await self._rescan()
+
+    async def _rescan(self) -> Scan:
+        old = self._scan
+        new = await asyncio.to_thread(scan, self.roots)
+        self.scans += 1
+        self._scan = new
+        events: list[SkillEvent] = []
+        seen_bad = {(i.path, old.stamps.get(i.path)) for i in old.invalid} if old else set()
+        for bad in new.invalid:
+            if (bad.path, new.stamps.get(bad.path)) not in seen_bad:
+                log.warning("skill_invalid", path=str(bad.path), reason=bad.reason)
+                events.append(
+                    SkillEvent(
+                        SkillEventKind.INVALID,
+                        bad.path.parent.name,
+                        bad.source.value,
+                        str(bad.path),
+                        detail=bad.reason,
+                    )
+                )
+        for skill in new.skills.values():
+            if old is None or old.stamps.get(skill.path) != new.stamps[skill.path]:
+                events.append(
+                    SkillEvent(
+                        SkillEventKind.DISCOVERED, skill.name, skill.source.value, str(skill.path)
+                    )
+                )
+        for problem in new.problems:
+            if old is None or problem not in old.problems:
+                log.warning("skill_state_unreadable", problem=problem)
+        log.debug("skills_scanned", skills=len(new.skills), invalid=len(new.invalid))
+        await self._record(events)
+        return new
+
+    async def _record(self, events: Sequence[SkillEvent]) -> None:
+        if self._events is not None and events:
+            await self._events.record(events)
+
+    async def skills(self) -> list[Skill]:
+        return list((await self.current()).skills.values())
+
+    async def index_text(self) -> str | None:
+        return render_index(await self.skills(), self.limits)
+
+    async def find(self, name: str) -> Skill:
+        skill = (await self.current()).skills.get(name)
+        if skill is None:
+            raise ToolError(f"no skill named {name!r} (skill_manage list shows the skills)")
+        return skill
+
+    # -- SkillService -----------------------------------------------------------------
+    async def activate(self, name: str, ctx: ToolContext) -> str:
+        skill = await self.find(name)
+        files = await asyncio.to_thread(_other_files, skill.folder)
+        await self._record([_event(SkillEventKind.ACTIVATED, skill, ctx)])
+        inside = skill.folder.resolve().is_relative_to(ctx.workspace.resolve())
+        access = "" if skill.writable and inside else " (read-only)"
+        lines = [f"Skill `{skill.name}` ({skill.source.value})", f"Folder: {skill.folder}{access}"]
+        if files:
+            lines.append("Other files in it (read them with `read` when the skill says so):")
+            lines += [f"- {f}" for f in files]
+        return "\n".join([*lines, "", skill.body])
+
+    async def manage(self, request: ToolArgs, ctx: ToolContext) -> str:
+        if not isinstance(request, SkillManageArgs):
+            raise ToolError("skill_manage: unexpected arguments")
+        r = request
+        match r.action:
+            case "list":
+                return await self._list()
+            case "get":
+                skill = await self.find(check_name_given(r.name))
+                meta = ", ".join(f"{k}: {v}" for k, v in skill.metadata.items())
+                return f"{skill.path} ({skill.source.value})\n{meta}\n\n{skill.body}"
+            case "create":
+                name = check_name(r.name)
+                source = scope_source(r.scope)
+                path = await asyncio.to_thread(
+                    create_skill,
+                    self.roots,
+                    source,
+                    name,
+                    check_description(r.description),
+                    r.body or "",
+                )
+                return await self._changed(SkillEventKind.CREATED, name, source, path, ctx)
+            case "update":
+                skill = await self.find(check_name_given(r.name))
+                path = await asyncio.to_thread(update_skill, skill, r.description, r.body)
+                return await self._changed(
+                    SkillEventKind.UPDATED, skill.name, skill.source, path, ctx
+                )
+            case "delete":
+                skill = await self.find(check_name_given(r.name))
+                path = await asyncio.to_thread(delete_skill, skill)
+                return await self._changed(
+                    SkillEventKind.DELETED, skill.name, skill.source, path, ctx
+                )
+            case "disable" | "enable":
+                return await self._switch(r, ctx)
+            case "reload":
+                fresh = await self.reload()
+                return f"Reloaded: {len(fresh.skills)} skill(s), {len(fresh.invalid)} invalid."
+        raise ToolError(f"unknown action {r.action!r}")  # pragma: no cover - Literal
+
+    async def _list(self) -> str:
+        current = await self.current()
+        if not current.skills:
+            lines = ["No skills."]
+        else:
+            lines = [
+                f"- {s.name} ({s.source.value}): {s.description}" for s in current.skills.values()
+            ]
+        if current.disabled:
+            lines.append("Disabled: " + ", ".join(sorted(current.disabled)))
+        return "\n".join(lines)
+
+    async def _changed(
+        self, kind: SkillEventKind, name: str, source: SkillSource, path: Path, ctx: ToolContext
+    ) -> str:
+        await self._record([_event(kind, None, ctx, name=name, source=source, path=path)])
+        await self.reload()  # the next turn's index shows the change
+        return f"Skill {name!r} {kind.value} ({source.value}: {path})."
+
+    async def _switch(self, r: SkillManageArgs, ctx: ToolContext) -> str:
+        if not r.names:
+            raise ToolError(f"{r.action} needs 'names': an array of skill names")
+        names = list(dict.fromkeys(r.names))
+        path = self.roots.user_state if r.scope == "user" else self.roots.project_state
+        add, remove = (names, []) if r.action == "disable" else ([], names)
+        before = await self.current()
+        known = {*before.skills, *before.disabled}
+        try:
+            await asyncio.to_thread(update_disabled, path, add, remove)
+        except StateFileError as exc:
+            raise ToolError(str(exc)) from None
+        await self.reload()  # once for the whole batch
+        kind = SkillEventKind.DISABLED if r.action == "disable" else SkillEventKind.ENABLED
+        await self._record([_event(kind, None, ctx, name=n, path=path) for n in names])
+        unknown = [n for n in names if n not in known]
+        note = f" Not found now (kept in the file): {', '.join(unknown)}." if unknown else ""
+        return f"{r.action.capitalize()}d {len(names)} skill(s) in {path}.{note}"
+
+
+def check_name_given(name: str | None) -> str:
+    if not name:
+        raise ToolError("this action needs the skill's 'name'")
+    return name
+
+
+def _event(
+    kind: SkillEventKind,
+    skill: Skill | None,
+    ctx: ToolContext,
+    *,
+    name: str | None = None,
+    source: SkillSource | None = None,
+    path: Path | None = None,
+) -> SkillEvent:
+    src = source or (skill.source if skill else None)
+    where = path or (skill.path if skill else None)
+    return SkillEvent(
+        kind,
+        name or (skill.name if skill else ""),
+        src.value if src else None,
+        str(where) if where else None,
+        ctx.session_id,
+        ctx.channel,
+        ctx.chat_id,
+    )
