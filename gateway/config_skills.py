@@ -31,6 +31,9 @@ class SkillsConfig(FrozenModel):
     project_dir: str | None = None
     max_index_chars: int = Field(4_000, ge=200, le=100_000)
     max_listed_skills: int = Field(32, ge=1, le=1_000)
+    # how often a turn looks at the skill folders for changes (0: every turn);
+    # between looks turns use the index they have, without a thread hop
+    check_interval_secs: float = Field(1.0, ge=0)
 
     @field_validator("sources")
     @classmethod

@@ -78,4 +78,5 @@ def build_skill_runtime(
         skill_roots(loaded, user_home),
         IndexLimits(cfg.max_index_chars, cfg.max_listed_skills),
         StoreSkillEvents(store) if store is not None else None,
+        check_interval_secs=cfg.check_interval_secs,
     )

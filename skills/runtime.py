@@ -11,7 +11,9 @@ writes reload once. Every disk access runs off the event loop.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,23 +58,41 @@ def _other_files(folder: Path) -> list[Path]:
 
 class SkillRuntime:
     def __init__(
-        self, roots: SkillRoots, limits: IndexLimits, events: SkillEventSink | None = None
+        self,
+        roots: SkillRoots,
+        limits: IndexLimits,
+        events: SkillEventSink | None = None,
+        *,
+        check_interval_secs: float = 0.0,
     ) -> None:
         self.roots = roots
         self.limits = limits
         self._events = events
         self._scan: Scan | None = None
         self._lock = asyncio.Lock()
+        # a turn looks at the disk at most this often; the others reuse the
+        # index on the event loop (no lock, no thread hop on the hot path)
+        self.check_interval_secs = check_interval_secs
+        self._checked_at = -math.inf
         self.scans = 0  # full scans so far (a reload is one)
 
     # -- the catalogue ----------------------------------------------------------------
     async def current(self) -> Scan:
+        scan = self._scan
+        if scan is not None and time.monotonic() - self._checked_at < self.check_interval_secs:
+            return scan
         async with self._lock:
+            checked = time.monotonic()
             if self._scan is not None:
+                if checked - self._checked_at < self.check_interval_secs:
+                    return self._scan  # another turn looked while we waited
                 now = await asyncio.to_thread(fingerprint, self.roots)
                 if now == self._scan.fingerprint:
+                    self._checked_at = checked
                     return self._scan
-            return await self._rescan()
+            scan = await self._rescan()
+            self._checked_at = checked
+            return scan
 
     async def reload(self) -> Scan:
         async with self._lock:

@@ -6,6 +6,8 @@ Like `Store`, each method is one transaction; a returned write is durable.
 from __future__ import annotations
 
 import functools
+import time
+from collections import OrderedDict
 
 from storage import memories, memory_maintenance
 from storage.db import Database
@@ -15,10 +17,18 @@ from storage.memory_search import search_memories
 
 __all__ = ["MemoryStore"]
 
+# Every private turn asks for its sender's summary; it changes only through
+# maintenance and forgetting (both through this object, which drops the entry),
+# so it is kept here instead of costing a storage round trip per turn. The TTL
+# bounds how long another process's change (the CLI) can go unseen.
+_SUMMARY_TTL_SECS = 60.0
+_SUMMARY_CACHE_MAX = 1024
+
 
 class MemoryStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._summaries: OrderedDict[Scope, tuple[str | None, float]] = OrderedDict()
 
     async def put(
         self,
@@ -75,10 +85,22 @@ class MemoryStore:
         )
 
     async def forget(self, scope: Scope) -> int:
-        return await self.db.write(functools.partial(memories.forget_scope, scope=scope))
+        try:
+            return await self.db.write(functools.partial(memories.forget_scope, scope=scope))
+        finally:
+            self._summaries.pop(scope, None)
 
     async def summary(self, scope: Scope) -> str | None:
-        return await self.db.read(functools.partial(memories.summary_of, scope=scope))
+        now = time.monotonic()
+        hit = self._summaries.get(scope)
+        if hit is not None and now - hit[1] < _SUMMARY_TTL_SECS:
+            return hit[0]
+        value = await self.db.read(functools.partial(memories.summary_of, scope=scope))
+        self._summaries[scope] = (value, now)
+        self._summaries.move_to_end(scope)
+        while len(self._summaries) > _SUMMARY_CACHE_MAX:
+            self._summaries.popitem(last=False)
+        return value
 
     async def scopes(self) -> list[ScopeInfo]:
         return await self.db.read(memories.list_scopes)
@@ -90,14 +112,17 @@ class MemoryStore:
         return await self.db.read(functools.partial(memory_maintenance.snapshot, scope=scope))
 
     async def apply(self, scope: Scope, revision: int, rewrite: Rewrite) -> bool:
-        return await self.db.write(
-            functools.partial(
-                memory_maintenance.apply_rewrite,
-                scope=scope,
-                expected_revision=revision,
-                rewrite=rewrite,
+        try:
+            return await self.db.write(
+                functools.partial(
+                    memory_maintenance.apply_rewrite,
+                    scope=scope,
+                    expected_revision=revision,
+                    rewrite=rewrite,
+                )
             )
-        )
+        finally:
+            self._summaries.pop(scope, None)
 
     async def summaries(self) -> list[tuple[Scope, str]]:
         return await self.db.read(memory_maintenance.all_summaries)
