@@ -64,7 +64,10 @@ async def test_project_openclaw_wins_in_list_index_and_activate(
     llm.add_tool_call("skill_activate", {"name": "demo"})
     llm.add_tool_call("skill_manage", {"action": "list"})
     llm.add_text("done")
-    async with running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw, ws_client(gw) as client:
+    async with (
+        running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw,
+        ws_client(gw) as client,
+    ):
         assert await client.ask("use demo") == "done"
     index = index_of(llm.requests[0])
     assert index is not None
@@ -85,7 +88,10 @@ async def test_index_in_every_request_never_stored_bounded_and_stable(
         write_skill(lay.skill_dir(SkillSource.USER), f"skill-{n:02d}", f"Skill number {n} " * 6)
     for text in ("one", "two", "three"):
         llm.add_text(f"re {text}")
-    async with running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw, ws_client(gw) as client:
+    async with (
+        running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw,
+        ws_client(gw) as client,
+    ):
         await client.ask("one")
         await client.ask("two")
         # a new skill on disk while the gateway runs: in the next turn's index
@@ -125,7 +131,10 @@ async def test_activate_returns_body_folder_files_and_the_files_are_readable(
     llm.add_tool_call("read", {"path": str(notes)})
     llm.add_tool_call("write", {"path": str(notes), "content": "overwritten"})
     llm.add_text("ok")
-    async with running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw, ws_client(gw) as client:
+    async with (
+        running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw,
+        ws_client(gw) as client,
+    ):
         await client.ask("help me")
     activated = newest(llm.requests[1])["content"]
     assert "Read references/notes.md first." in activated
@@ -196,7 +205,10 @@ async def test_create_update_delete_round_trip_and_builtin_writes_are_refused(
         llm.add_text("ok")
     results: list[str] = []
     on_disk: list[str | None] = []
-    async with running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw, ws_client(gw) as client:
+    async with (
+        running_gateway(make_config(home, llm.base_url, skills=LOOK_EVERY_TURN)) as gw,
+        ws_client(gw) as client,
+    ):
         for _ in steps:
             await client.ask("do it")
             results.append(newest(llm.requests[-1])["content"])
