@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from datetime import tzinfo
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -33,7 +31,7 @@ from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.memory import MemoryManageTool, MemorySearchTool
 from agent.tools.scheduler_manage import SchedulerManageTool
-from channels.base import Channel, HttpMount, StateStore
+from channels.base import Channel
 from channels.websocket import WebSocketChannel
 from gateway.access import AccessPolicy
 from gateway.access_commands import AccessCommands
@@ -41,6 +39,12 @@ from gateway.access_gate import AccessGate
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
+from gateway.channel_runtime import (
+    ChannelState,
+    GatewayChannelRuntime,
+    channel_service,
+    not_ready_reason,
+)
 from gateway.chat_policy import build_chat_policies
 from gateway.commands import CommandRegistry
 from gateway.config import LoadedConfig
@@ -59,7 +63,6 @@ from gateway.lifecycle import (
     StartupError,
     start_services,
 )
-from gateway.logging import register_secrets
 from gateway.mcp_servers import build_mcp, mcp_details, mcp_metrics
 from gateway.memory_commands import MemoryCommands
 from gateway.memory_setup import build_memory
@@ -91,45 +94,6 @@ if TYPE_CHECKING:
 __all__ = ["Gateway"]
 
 log = structlog.get_logger(__name__)
-
-
-class _ChannelState:
-    """StateStore for one channel on the channel_state table."""
-
-    def __init__(self, store: Store, channel: str) -> None:
-        self._store = store
-        self._channel = channel
-
-    async def get(self, key: str) -> str | None:
-        return await self._store.channel_state(self._channel, key)
-
-    async def set(self, key: str, value: str) -> None:
-        await self._store.set_channel_state(self._channel, key, value)
-
-
-@dataclass(slots=True)
-class _Runtime:
-    """The ChannelRuntime handed to one channel."""
-
-    bus: MessageBus
-    state: StateStore
-    http: HttpMount
-    media_dir: Path
-    channel: str
-    dispatcher: OutboundDispatcher | None = None
-    dead_letters: DeadLetterSink | None = None
-
-    async def dead_letter(self, platform_id: str | None, payload: str | bytes, reason: str) -> None:
-        if self.dead_letters is None:
-            raise RuntimeError("no dead-letter store")  # the caller must not acknowledge
-        await self.dead_letters.record(self.channel, platform_id, payload, reason)
-
-    def recipient_online(self, chat_id: str) -> None:
-        if self.dispatcher is not None:
-            self.dispatcher.recipient_online(self.channel, chat_id)
-
-    def register_secret(self, value: str) -> None:
-        register_secrets([value])
 
 
 class Gateway:
@@ -398,7 +362,7 @@ class Gateway:
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
             *([self.mcp] if self.mcp is not None else []),  # stops after the turns that use it
-            *(_channel_service(c) for c in self.channels),
+            *(channel_service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
             compactor,
@@ -432,9 +396,9 @@ class Gateway:
             if isinstance(channel, WebSocketChannel):
                 channel.use_directory(StoreDirectory(store, self.commands, channel.name))
             channel.setup(
-                _Runtime(
+                GatewayChannelRuntime(
                     self.bus,
-                    _ChannelState(store, channel.name),
+                    ChannelState(store, channel.name),
                     mount,
                     self.loaded.media_dir,
                     channel.name,
@@ -444,7 +408,7 @@ class Gateway:
             )
         self._readiness.add("storage", lambda: None if self.db is not None else "not open")
         for channel in self.channels:
-            self._readiness.add(f"channel {channel.name}", _not_ready_reason(channel, dispatcher))
+            self._readiness.add(f"channel {channel.name}", not_ready_reason(channel, dispatcher))
         self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")
         if scheduler is not None:
             self._readiness.add(
@@ -497,15 +461,3 @@ class Gateway:
 
 async def _job_views(store: Store, zone: tzinfo) -> list[dict[str, Any]]:
     return [JobView(job, last).to_dict(zone) for job, last in await store.scheduled_jobs()]
-
-
-def _not_ready_reason(channel: Channel, dispatcher: OutboundDispatcher) -> Callable[[], str | None]:
-    """Why the channel is not ready: not connected, or its sends not answered."""
-    return lambda: channel.not_ready_reason or dispatcher.sending_problem(channel.name)
-
-
-def _channel_service(channel: Channel) -> Service:
-    async def start(tg: asyncio.TaskGroup) -> None:
-        await channel.start()
-
-    return Stage(f"channel {channel.name}", start, channel.stop)
