@@ -277,40 +277,26 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--force", action="store_true")
     restore.set_defaults(func=cmd_restore)
 
-    from gateway.cli.outbox import add_outbox_parser
-
-    add_outbox_parser(sub, with_config)
-    sub.choices["outbox"].set_defaults(func=cmd_outbox)
-
     from gateway.cli.dead_letters import add_dead_letters_parser
-
-    add_dead_letters_parser(sub, with_config)
-    sub.choices["dead-letters"].set_defaults(func=cmd_dead_letters)
-
     from gateway.cli.jobs import add_jobs_parser
-
-    add_jobs_parser(sub, with_config)
-    sub.choices["jobs"].set_defaults(func=cmd_jobs)
-
-    from gateway.cli.pairing import add_pairing_parser
-
-    add_pairing_parser(sub, with_config)
-    sub.choices["pairing"].set_defaults(func=cmd_pairing)
-
-    from gateway.cli.memory import add_memory_parser
-
-    add_memory_parser(sub, with_config)
-    sub.choices["memory"].set_defaults(func=cmd_memory)
-
     from gateway.cli.mcp import add_mcp_parser
-
-    add_mcp_parser(sub, with_config)
-    sub.choices["mcp"].set_defaults(func=cmd_mcp)
-
+    from gateway.cli.memory import add_memory_parser
+    from gateway.cli.outbox import add_outbox_parser
+    from gateway.cli.pairing import add_pairing_parser
     from gateway.cli.skills import add_skills_parser
 
-    add_skills_parser(sub, with_config)
-    sub.choices["skills"].set_defaults(func=cmd_skills)
+    # the command families, each with its parser in its own module
+    for add, name, func in (
+        (add_outbox_parser, "outbox", cmd_outbox),
+        (add_dead_letters_parser, "dead-letters", cmd_dead_letters),
+        (add_jobs_parser, "jobs", cmd_jobs),
+        (add_pairing_parser, "pairing", cmd_pairing),
+        (add_memory_parser, "memory", cmd_memory),
+        (add_mcp_parser, "mcp", cmd_mcp),
+        (add_skills_parser, "skills", cmd_skills),
+    ):
+        add(sub, with_config)
+        sub.choices[name].set_defaults(func=func)
 
     channels = sub.add_parser("channels", help="channel set-up")
     ch_sub = channels.add_subparsers(dest="action", required=True)
