@@ -1,10 +1,10 @@
-"""Long-term memories (migration 6): rows per user scope, kept in step with
-their FTS5 index, and the per-scope change counter maintenance goes by.
+"""Long-term memories (migration 6): rows per user scope and the per-scope
+change counter that maintenance and the search index go by.
 
 Synchronous functions of a `sqlite3.Connection` for `Database.read`/`write`.
 Every change bumps the scope's `revision`, so maintenance knows which scopes
 changed since it last ran and can refuse to apply a plan made from an older
-snapshot. Search lives in storage.memory_search; maintenance's write-back in
+snapshot. Search lives in storage.memory_search (over storage.memory_index); maintenance's write-back in
 storage.memory_maintenance.
 """
 
@@ -104,21 +104,6 @@ def bump_revision(conn: sqlite3.Connection, scope: Scope) -> None:
     )
 
 
-def _index(conn: sqlite3.Connection, row_id: int, namespace: str, key: str, content: str) -> None:
-    conn.execute(
-        "INSERT INTO memories_fts (rowid, namespace, memory_key, content) VALUES (?, ?, ?, ?)",
-        (row_id, namespace, key, content),
-    )
-
-
-def _unindex(conn: sqlite3.Connection, row: MemoryRow) -> None:
-    conn.execute(
-        "INSERT INTO memories_fts (memories_fts, rowid, namespace, memory_key, content) "
-        "VALUES ('delete', ?, ?, ?, ?)",
-        (row.id, row.namespace, row.memory_key, row.content),
-    )
-
-
 def get_memory(
     conn: sqlite3.Connection, scope: Scope, namespace: str, key: str
 ) -> MemoryRow | None:
@@ -172,7 +157,7 @@ def put_memory(
     if existing is None:
         if cap is not None and count_in_scope(conn, scope) >= cap:
             raise ScopeFull(f"this user's memory is full ({cap} entries)")
-        cursor = conn.execute(
+        conn.execute(
             "INSERT INTO memories (scope_kind, scope_key, namespace, memory_key, content, category,"
             " source_type, source_session_id, source_message_id, source_message_seq,"
             " source_channel, source_chat_id, created_at, updated_at)"
@@ -183,10 +168,7 @@ def put_memory(
                 source.chat_id, now, now,
             ),
         )  # fmt: skip
-        assert cursor.lastrowid is not None
-        _index(conn, cursor.lastrowid, namespace, key, content)
     else:
-        _unindex(conn, existing)
         conn.execute(
             "UPDATE memories SET content = ?, category = coalesce(?, category), source_type = ?,"
             " source_session_id = ?, source_message_id = ?, source_message_seq = ?,"
@@ -196,7 +178,6 @@ def put_memory(
                 source.message_seq, source.channel, source.chat_id, now, existing.id,
             ),
         )  # fmt: skip
-        _index(conn, existing.id, namespace, key, content)
     bump_revision(conn, scope)
     return existing is None
 
@@ -226,22 +207,24 @@ def delete_memory(conn: sqlite3.Connection, scope: Scope, namespace: str, key: s
 
 
 def remove_row(conn: sqlite3.Connection, row: MemoryRow) -> None:
-    """Delete one row and its index entry (the caller bumps the revision)."""
-    _unindex(conn, row)
+    """Delete one row (the caller bumps the revision)."""
     conn.execute("DELETE FROM memories WHERE id = ?", (row.id,))
 
 
 def forget_scope(conn: sqlite3.Connection, scope: Scope) -> int:
-    """Everything kept about a scope: entries, index, audit trail, summary.
-    Returns how many entries there were."""
-    rows = list_memories(conn, scope, None)
-    for row in rows:
-        _unindex(conn, row)
+    """Everything kept about a scope: entries, audit trail, summary. Returns
+    how many entries there were. The scope's row stays, with no summary and
+    its revision bumped: a revision that went back to 1 could equal what a
+    search index (storage.memory_index) last saw, and hide the change."""
     params = (scope.kind, scope.key)
-    conn.execute("DELETE FROM memories WHERE scope_kind = ? AND scope_key = ?", params)
+    gone = conn.execute("DELETE FROM memories WHERE scope_kind = ? AND scope_key = ?", params)
     conn.execute("DELETE FROM memory_audit WHERE scope_kind = ? AND scope_key = ?", params)
-    conn.execute("DELETE FROM memory_scopes WHERE scope_kind = ? AND scope_key = ?", params)
-    return len(rows)
+    conn.execute(
+        "UPDATE memory_scopes SET revision = revision + 1, maintained_revision = revision + 1,"
+        " summary = NULL, maintained_at = NULL WHERE scope_kind = ? AND scope_key = ?",
+        params,
+    )
+    return gone.rowcount
 
 
 def summary_of(conn: sqlite3.Connection, scope: Scope) -> str | None:

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from storage import memories, memory_maintenance
 from storage.db import Database
 from storage.memories import MemoryRow, Provenance, Scope, ScopeInfo
+from storage.memory_index import MemoryIndex
 from storage.memory_maintenance import Rewrite, ScopeSnapshot
 from storage.memory_search import search_memories
 
@@ -26,9 +27,10 @@ _SUMMARY_CACHE_MAX = 1024
 
 
 class MemoryStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, index: MemoryIndex | None = None) -> None:
         self.db = db
         self._summaries: OrderedDict[Scope, tuple[str | None, float]] = OrderedDict()
+        self._index = index or MemoryIndex()  # used on the database thread only
 
     async def put(
         self,
@@ -80,7 +82,12 @@ class MemoryStore:
     ) -> list[MemoryRow]:
         return await self.db.read(
             functools.partial(
-                search_memories, scope=scope, query=query, namespace=namespace, limit=limit
+                search_memories,
+                scope=scope,
+                query=query,
+                namespace=namespace,
+                limit=limit,
+                index=self._index,
             )
         )
 
