@@ -3,8 +3,8 @@
 Offline checks: the config (the same `ConfigError` text start-up prints, plus
 which `${VAR}` placeholders are unset), the database (schema version,
 integrity), the data, storage, workspace and media directories (writable, by
-really creating a file), each enabled channel's credentials and each used
-provider's api_key. With `--probe` it also calls each provider and channel
+really creating a file), each enabled channel's credentials and access settings
+(pairing with no admin to approve codes) and each used provider's api_key. With `--probe` it also calls each provider and channel
 API once with a short timeout.
 
 Doctor never changes anything: the database is opened read-only (never
@@ -18,65 +18,30 @@ import json
 import re
 import stat
 import tempfile
-from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from agent.tools.sandbox import bwrap_path
 from channels.base import ChannelSettings
+from gateway.cli.doctor_findings import Finding, Status, ok, problem, secret_of, warn
+from gateway.cli.doctor_probe import DEFAULT_BASE, probe_all, used_providers
 from gateway.config import (
     ConfigError,
     LoadedConfig,
-    ProviderConfig,
     find_config_file,
     load_config,
     picobot_home,
 )
 from gateway.hardening import BWRAP_INSTALL_HINT
-from gateway.logging import redact_text
 from storage.health import UnreadableDatabase, inspect_database
 from storage.migrations import MIGRATIONS
 
-__all__ = ["Finding", "Status", "run_doctor"]
+__all__ = ["Finding", "Status", "run_doctor"]  # Finding, Status: from doctor_findings
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|<([A-Z_][A-Z0-9_]*)>")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-_DEFAULT_BASE = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-
-
-class Status(StrEnum):
-    OK = "ok"
-    WARN = "warn"  # worth knowing; does not fail the run
-    PROBLEM = "problem"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    status: Status
-    check: str
-    message: str
-    fix: str | None = None
-
-    def render(self) -> str:
-        text = f"{self.status.value:<8}{self.check}: {self.message}"
-        return text + (f"\n{'':8}fix: {self.fix}" if self.fix else "")
-
-
-def ok(check: str, message: str) -> Finding:
-    return Finding(Status.OK, check, message)
-
-
-def warn(check: str, message: str, fix: str | None = None) -> Finding:
-    return Finding(Status.WARN, check, message, fix)
-
-
-def problem(check: str, message: str, fix: str) -> Finding:
-    return Finding(Status.PROBLEM, check, message, fix)
 
 
 async def run_doctor(
@@ -115,10 +80,11 @@ async def run_doctor(
     ]
     report(await asyncio.to_thread(_check_dirs, dirs))
     report(_channel_findings(loaded))
+    report(_access_findings(loaded))
     report(_sandbox_findings(loaded))
     report(_provider_findings(loaded))
     if probe:
-        report(await _probe_all(loaded, probe_timeout_secs))
+        report(await probe_all(loaded, probe_timeout_secs))
     _summary(problems, out)
     return 1 if problems else 0
 
@@ -230,18 +196,13 @@ def _check_dir(label: str, path: Path) -> Finding:
 
 
 # -- credentials ---------------------------------------------------------------
-def _secret(value: Any) -> str:
-    getter = getattr(value, "get_secret_value", None)
-    return str(getter() if getter else (value or ""))
-
-
 def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
     findings: list[Finding] = []
     env_fix = 'set channels.{c}.{k} to a placeholder like "${{{e}}}" and export {e}'
     for name, section in loaded.config.channels.enabled().items():
         check = f"channel {name}"
         if name == "telegram":
-            token = _secret(getattr(section, "token", ""))
+            token = secret_of(getattr(section, "token", ""))
             if not token:
                 fix = env_fix.format(c=name, k="token", e="TELEGRAM_BOT_TOKEN")
                 findings.append(problem(check, "token is empty", fix))
@@ -250,15 +211,17 @@ def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
             else:
                 findings.append(ok(check, "token present"))
         elif name == "feishu":
-            missing = [k for k in ("app_id", "app_secret") if not _secret(getattr(section, k, ""))]
+            missing = [
+                k for k in ("app_id", "app_secret") if not secret_of(getattr(section, k, ""))
+            ]
             if missing:
                 fix = env_fix.format(c=name, k=missing[0], e=f"FEISHU_{missing[0].upper()}")
                 findings.append(problem(check, f"{' and '.join(missing)} empty", fix))
             else:
                 findings.append(ok(check, "app_id and app_secret present"))
             if getattr(section, "mode", None) == "webhook" and not (
-                _secret(getattr(section, "encrypt_key", None))
-                or _secret(getattr(section, "verification_token", None))
+                secret_of(getattr(section, "encrypt_key", None))
+                or secret_of(getattr(section, "verification_token", None))
             ):
                 message = "webhook without encrypt_key or verification_token: forged events pass"
                 fix = "set channels.feishu.encrypt_key (and verification_token) as in the console"
@@ -270,6 +233,27 @@ def _channel_findings(loaded: LoadedConfig) -> list[Finding]:
             findings.append(ok(check, "corp_id, secret, token and encoding_aes_key present"))
         else:
             findings.append(ok(check, "enabled"))
+    return findings
+
+
+def _access_findings(loaded: LoadedConfig) -> list[Finding]:
+    """Settings that lock everyone out, or leave codes nobody in a chat can approve."""
+    if loaded.admins:
+        return []
+    findings: list[Finding] = []
+    fix = 'add your id to gateway.admins, e.g. ["telegram:123456789"] (/whoami tells it)'
+    for name, section in loaded.config.channels.enabled().items():
+        if section.pairing:
+            message = (
+                f"channels.{name}.pairing is on but no admin is named: pairing codes can "
+                "be approved only on the host (picobot pairing approve CODE)"
+            )
+            findings.append(warn("access", message, fix))
+        elif not section.allow_from:
+            message = (
+                f"channels.{name}.allow_from is [] with no admin and no pairing: nobody is let in"
+            )
+            findings.append(warn("access", message, fix))
     return findings
 
 
@@ -310,20 +294,16 @@ def _wechat_credentials(loaded: LoadedConfig, section: ChannelSettings) -> Findi
     return ok("channel wechat", f"credentials present in {path}")
 
 
-def _used_providers(loaded: LoadedConfig) -> list[str]:
-    return sorted({agent.provider for agent in loaded.config.agents.values()})
-
-
 def _is_loopback(url: str | None) -> bool:
     return bool(url) and urlsplit(url or "").hostname in _LOOPBACK
 
 
 def _provider_findings(loaded: LoadedConfig) -> list[Finding]:
     findings: list[Finding] = []
-    for name in _used_providers(loaded):
+    for name in used_providers(loaded):
         p = loaded.config.providers[name]
         check = f"provider {name}"
-        where = p.base_url or _DEFAULT_BASE[p.type]
+        where = p.base_url or DEFAULT_BASE[p.type]
         if p.api_key.get_secret_value():
             findings.append(ok(check, f"{p.type} at {where}, api_key present"))
         elif _is_loopback(p.base_url):
@@ -336,133 +316,3 @@ def _provider_findings(loaded: LoadedConfig) -> list[Finding]:
             fix = f'set providers.{name}.api_key to "${{{var}}}" and export {var}'
             findings.append(problem(check, "api_key is empty", fix))
     return findings
-
-
-# -- probes --------------------------------------------------------------------
-async def _probe_all(loaded: LoadedConfig, timeout_secs: float) -> list[Finding]:
-    config = loaded.config
-    client_timeout = aiohttp.ClientTimeout(total=timeout_secs)
-    async with aiohttp.ClientSession(timeout=client_timeout, trust_env=True) as http:
-        probes: list[Awaitable[Finding]] = []
-        for name in _used_providers(loaded):
-            probes.append(_probe_provider(http, name, config.providers[name]))
-        for name, section in config.channels.enabled().items():
-            if name == "telegram":
-                probes.append(_probe_telegram(http, section))
-            elif name == "feishu":
-                probes.append(_probe_feishu(http, section))
-            elif name == "wechat":
-                probes.append(_probe_wechat(http, section))
-            elif name == "wecom_kf":
-                probes.append(_probe_wecom_kf(http, section))
-        return list(await asyncio.gather(*probes))
-
-
-async def _request(
-    http: aiohttp.ClientSession, method: str, url: str, **kwargs: Any
-) -> tuple[int, Any] | str:
-    """(status, JSON body or None), or the reason it could not be reached."""
-    try:
-        async with http.request(method, url, **kwargs) as response:
-            try:
-                body = await response.json(content_type=None)
-            except ValueError:
-                body = None
-            return response.status, body
-    except TimeoutError:
-        return "no answer within the timeout"
-    except aiohttp.ClientError as exc:
-        return redact_text(str(exc) or type(exc).__name__)
-
-
-def _hide(text: str, secret: str) -> str:
-    return text.replace(secret, "***") if secret else text
-
-
-def _unreachable(check: str, where: str, reason: str) -> Finding:
-    return problem(check, f"cannot reach {where}: {reason}", "check the URL, DNS, proxy, firewall")
-
-
-async def _probe_provider(http: aiohttp.ClientSession, name: str, p: ProviderConfig) -> Finding:
-    check = f"probe provider {name}"
-    key = p.api_key.get_secret_value()
-    if p.type == "anthropic":
-        base = (p.base_url or _DEFAULT_BASE["anthropic"]).rstrip("/")
-        url = f"{base}/v1/models"
-        headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
-    else:
-        base = (p.base_url or _DEFAULT_BASE["openai"]).rstrip("/")
-        url = f"{base}/models"
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-    result = await _request(http, "GET", url, headers={**p.extra_headers, **headers})
-    if isinstance(result, str):
-        return _unreachable(check, base, _hide(result, key))
-    status, _body = result
-    if status == 200:
-        return ok(check, f"{base} answered, api_key accepted")
-    if status in (401, 403):
-        return problem(check, f"{base} rejected the api_key (HTTP {status})", "check the key")
-    return warn(check, f"{base} is reachable but GET {urlsplit(url).path} gave HTTP {status}")
-
-
-async def _probe_telegram(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
-    token = _secret(getattr(section, "token", ""))
-    base = str(getattr(section, "api_base", "https://api.telegram.org")).rstrip("/")
-    result = await _request(http, "POST", f"{base}/bot{token}/getMe")
-    if isinstance(result, str):
-        return _unreachable("probe telegram", base, _hide(result, token))
-    status, body = result
-    if status == 200 and isinstance(body, dict) and body.get("ok"):
-        username = (body.get("result") or {}).get("username", "?")
-        return ok("probe telegram", f"the token belongs to @{username}")
-    if status in (401, 404):
-        message = f"the token was rejected (HTTP {status})"
-        return problem("probe telegram", message, "check it with @BotFather")
-    return warn("probe telegram", f"{base} answered getMe with HTTP {status}")
-
-
-async def _probe_feishu(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
-    base = str(getattr(section, "base_url", "https://open.feishu.cn")).rstrip("/")
-    payload = {
-        "app_id": getattr(section, "app_id", ""),
-        "app_secret": _secret(getattr(section, "app_secret", "")),
-    }
-    url = f"{base}/open-apis/auth/v3/tenant_access_token/internal"
-    result = await _request(http, "POST", url, json=payload)
-    if isinstance(result, str):
-        return _unreachable("probe feishu", base, result)
-    status, body = result
-    code = body.get("code") if isinstance(body, dict) else None
-    if status == 200 and code == 0:
-        return ok("probe feishu", f"{base} issued a tenant token for the app")
-    if code is not None:
-        message = f"credentials rejected (code {code}: {redact_text(str(body.get('msg')))})"
-        return problem("probe feishu", message, "check app_id and app_secret")
-    return warn("probe feishu", f"{base} answered HTTP {status}")
-
-
-async def _probe_wechat(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
-    base = str(getattr(section, "base_url", "https://ilinkai.weixin.qq.com")).rstrip("/")
-    result = await _request(http, "GET", base)
-    if isinstance(result, str):
-        return _unreachable("probe wechat", base, result)
-    return ok("probe wechat", f"{base} is reachable (HTTP {result[0]})")
-
-
-async def _probe_wecom_kf(http: aiohttp.ClientSession, section: ChannelSettings) -> Finding:
-    base = str(getattr(section, "api_base", "https://qyapi.weixin.qq.com")).rstrip("/")
-    secret = _secret(getattr(section, "secret", ""))
-    params = {"corpid": str(getattr(section, "corp_id", "")), "corpsecret": secret}
-    result = await _request(http, "GET", f"{base}/cgi-bin/gettoken", params=params)
-    if isinstance(result, str):
-        return _unreachable("probe wecom_kf", base, _hide(result, secret))
-    status, body = result
-    errcode = body.get("errcode") if isinstance(body, dict) else None
-    if status == 200 and errcode == 0 and body.get("access_token"):
-        return ok("probe wecom_kf", f"{base} issued an access token for the corp")
-    if errcode is not None:
-        message = (
-            f"credentials rejected (errcode {errcode}: {redact_text(str(body.get('errmsg')))})"
-        )
-        return problem("probe wecom_kf", message, "check corp_id and secret (微信客服 Secret)")
-    return warn("probe wecom_kf", f"{base} answered gettoken with HTTP {status}")

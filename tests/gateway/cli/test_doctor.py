@@ -447,3 +447,16 @@ async def test_probe_wecom_kf_credentials(setup: Setup, fake_openai: FakeOpenAI)
     assert code == 1
     assert "credentials rejected (errcode 40001" in line_of(text, "probe wecom_kf")
     assert "wecom-wrong-secret-000" not in text
+
+
+async def test_pairing_with_no_admin_and_a_closed_channel_are_warned(tmp_path: Path) -> None:
+    setup = Setup(tmp_path)
+    channels = {"websocket": {"enabled": True, "pairing": True}}
+    setup.write(base_config(channels=channels))
+    code, text = await setup.run()
+    assert code == 0, text  # a warning: codes can still be approved on the host
+    assert "channels.websocket.pairing is on but no admin is named" in line_of(text, "access")
+    setup.write(base_config(channels={"websocket": {"enabled": True, "allow_from": []}}))
+    assert "nobody is let in" in line_of((await setup.run())[1], "access")
+    setup.env["PICOBOT_ADMINS"] = "websocket:me"
+    assert "access:" not in (await setup.run())[1]
