@@ -90,6 +90,8 @@ class InboundProcessor:
 
     async def recover(self) -> int:
         """Re-route inbox rows a previous run left unfinished; returns how many."""
+        if unreadable := await self.store.set_aside_unreadable_inbox():
+            log.error("inbox_rows_unreadable", rows=unreadable, kept_in="picobot dead-letters list")
         entries = await self.store.unfinished_inbox()
         items = [
             WorkItem(e.id, e.message, resume=e.state is InboxState.STARTED, session_id=e.session_id)

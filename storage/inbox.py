@@ -27,7 +27,7 @@ from gateway.bus import (
     SessionPolicy,
     TurnRequest,
 )
-from storage import outbox
+from storage import dead_letters, outbox
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "mark_done",
     "mark_started",
     "record_inbound",
+    "set_aside_unreadable",
     "unfinished_entries",
 ]
 
@@ -187,3 +188,21 @@ def unfinished_entries(conn: sqlite3.Connection) -> list[InboxEntry]:
         )
         for r in rows
     ]
+
+
+def set_aside_unreadable(conn: sqlite3.Connection) -> list[int]:
+    """Unfinished rows whose payload no longer reads as a message (edited by
+    hand, or written by a newer picobot) become dead letters and are closed,
+    in this transaction, so one of them cannot stop every later start. Their ids."""
+    gone: list[int] = []
+    for r in conn.execute(
+        "SELECT id, channel, platform_id, payload FROM inbox WHERE state != 'done' ORDER BY id"
+    ).fetchall():
+        try:
+            inbound_from_json(r["payload"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = f"inbox row {r['id']} unreadable at start: {type(exc).__name__}: {exc}"
+            dead_letters.record(conn, r["channel"], r["platform_id"], r["payload"], reason)
+            gone.append(r["id"])
+    mark_done(conn, gone)
+    return gone

@@ -63,6 +63,10 @@ class Store:
     async def unfinished_inbox(self) -> list[InboxEntry]:
         return await self.db.read(inbox.unfinished_entries)
 
+    async def set_aside_unreadable_inbox(self) -> list[int]:
+        """Dead-letter and close unfinished rows that no longer parse (at start)."""
+        return await self.db.write(inbox.set_aside_unreadable)
+
     async def answer(self, inbox_ids: Sequence[int], reply: OutboundMessage | None) -> int | None:
         """Close inbox rows with `reply` (if any) as an outbox row, in one commit.
         Shielded: once called, the answer is stored even if the caller is cancelled."""

@@ -259,3 +259,33 @@ async def test_a_row_recorded_before_a_crash_is_judged_at_start(
     assert "telegram:42" in explained
     assert llm.requests == []
     assert await inbox_states(loaded, STRANGER) == ["done"]
+
+
+async def test_an_unreadable_row_left_unfinished_is_set_aside_and_the_rest_answered(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    loaded = access_config(home, llm, tg, allow_from=["*"])
+    waiting = InboundMessage("telegram", str(STRANGER), str(STRANGER), "still there?", "s:1")
+    async with Database(loaded.storage_path) as db:  # a crash left two rows, one mangled
+        await db.write(lambda c: inbox.record_inbound(c, waiting))
+        await db.write(
+            lambda c: c.execute(
+                "INSERT INTO inbox (channel, platform_id, chat_id, sender_id, payload, received_at)"
+                " VALUES ('telegram', 'bad:1', '7', '7', '{\"channel\": \"telegram\"', 'x')"
+            )
+        )
+    with capture_logs() as logs:
+        async with running_gateway(loaded):
+            assert await replies(tg, STRANGER, 1) == ["echo: still there?"]
+    assert [e["rows"] for e in logs if e["event"] == "inbox_rows_unreadable"] == [[2]]
+    async with Database(loaded.storage_path) as db:
+        letters = await db.read(
+            lambda c: c.execute("SELECT platform_id, reason FROM dead_letters").fetchall()
+        )
+        states = await db.read(
+            lambda c: c.execute("SELECT state FROM inbox ORDER BY id").fetchall()
+        )
+    assert [(r[0], r[1].split(":")[0]) for r in letters] == [
+        ("bad:1", "inbox row 2 unreadable at start")
+    ]
+    assert [r[0] for r in states] == ["done", "done"]
