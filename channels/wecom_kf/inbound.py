@@ -11,6 +11,7 @@ key, so a replayed item is never answered twice, across restarts too.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,11 @@ class InboundHandler:
     async def handle(self, item: dict[str, Any]) -> None:
         try:
             parsed = parse_item(item)
-        except MalformedItem as exc:
-            log.warning("wecom_kf: unreadable sync_msg item skipped", error=str(exc))
+        except MalformedItem as exc:  # kept, and the page's cursor moves past it
+            msgid = item.get("msgid")
+            raw = json.dumps(item, ensure_ascii=False, default=str)
+            reason = f"malformed sync_msg item: {exc}"[:200]
+            await self._runtime.dead_letter(msgid if isinstance(msgid, str) else None, raw, reason)
             return
         if isinstance(parsed, KfEvent):
             self._event(parsed)

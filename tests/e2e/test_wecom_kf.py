@@ -143,3 +143,25 @@ async def _until_failed(loaded: LoadedConfig) -> None:
     async with asyncio.timeout(10):
         while not await _rows(loaded, "SELECT id FROM outbox WHERE state = 'failed'"):
             await asyncio.sleep(0.02)
+
+
+async def test_a_malformed_item_is_a_dead_letter_and_the_messages_around_it_are_answered(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    async with FakeWecomKf() as fake:
+        fake.add_message(ALICE, "before")
+        fake.add_raw({"msgid": "broken1", "msgtype": "text", "origin": 3, "text": {"content": "x"}})
+        fake.add_message(BOB, "after")
+        loaded = kf_config(home, llm, fake)
+        async with running_gateway(loaded) as gw:
+            assert await fake.notify(f"{gw.base_url}/webhooks/wecom_kf") == (200, "success")
+            await fake.wait_for(lambda: len(fake.sent) >= 2)
+        assert sorted(m.text for m in fake.sent) == ["echo: after", "echo: before"]
+    letters = await _rows(loaded, "SELECT channel, platform_id, reason FROM dead_letters")
+    assert letters == [
+        (
+            "wecom_kf",
+            "broken1",
+            "malformed sync_msg item: sync_msg message without external_userid or open_kfid",
+        )
+    ]

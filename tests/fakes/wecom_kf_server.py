@@ -203,6 +203,10 @@ class FakeWecomKf:
         )
         return msgid
 
+    def add_raw(self, item: dict[str, Any]) -> None:
+        """Append an item as given, e.g. one WeCom's own schema would not produce."""
+        self._log.append(item)
+
     def replay(self, msgid: str) -> None:
         """WeCom serves an item again (the same msgid) after the current end of the log."""
         item = next(i for i in self._log if i["msgid"] == msgid)
