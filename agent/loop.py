@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.context import PreparedContext, cut_tool_result
-from agent.messages import CANCELLED_RESULT, ChatMessage, Role
+from agent.messages import CANCELLED_RESULT, ChatMessage, Role, ToolCall, pending_tool_calls
 from agent.providers.base import LLMProvider, LLMRequest
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 
@@ -75,6 +75,9 @@ class AgentLoop:
         specs = self.tools.specs()
         s = self.settings
         on_delta = observer.on_delta if s.stream else None
+        pending = pending_tool_calls(history)
+        if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
+            await self._run_tools(pending, history, ctx, observer)
         for round_ in range(s.max_tool_iterations + 1):
             request = LLMRequest(
                 model=s.model,
@@ -100,21 +103,7 @@ class AgentLoop:
                 break
             history.append(assistant)
             await observer.on_messages([assistant])
-            try:
-                results = await self.tools.execute_batch(response.tool_calls, ctx, observer)
-            except asyncio.CancelledError:
-                cancelled = [
-                    ChatMessage.tool_result(c, CANCELLED_RESULT) for c in response.tool_calls
-                ]
-                history.extend(cancelled)
-                await observer.on_messages(cancelled)
-                raise
-            messages = [
-                ChatMessage.tool_result(r.call, cut_tool_result(r.content, s.tool_result_max_chars))
-                for r in results
-            ]
-            history.extend(messages)
-            await observer.on_messages(messages)
+            await self._run_tools(response.tool_calls, history, ctx, observer)
         reply = ChatMessage(
             Role.ASSISTANT,
             f"I stopped after {s.max_tool_iterations} rounds of tool calls without reaching an "
@@ -122,3 +111,25 @@ class AgentLoop:
         )
         history.append(reply)
         return TurnResult(reply, s.max_tool_iterations)
+
+    async def _run_tools(
+        self,
+        calls: Sequence[ToolCall],
+        history: list[ChatMessage],
+        ctx: ToolContext,
+        observer: TurnObserver,
+    ) -> None:
+        """One batch: its results appended and observed; `[cancelled]` ones if cancelled."""
+        try:
+            results = await self.tools.execute_batch(calls, ctx, observer)
+        except asyncio.CancelledError:
+            cancelled = [ChatMessage.tool_result(c, CANCELLED_RESULT) for c in calls]
+            history.extend(cancelled)
+            await observer.on_messages(cancelled)
+            raise
+        limit = self.settings.tool_result_max_chars
+        messages = [
+            ChatMessage.tool_result(r.call, cut_tool_result(r.content, limit)) for r in results
+        ]
+        history.extend(messages)
+        await observer.on_messages(messages)
