@@ -1,4 +1,5 @@
-"""Markdown files with YAML front matter: SKILL.md, SUBAGENT.md.
+"""Markdown files with YAML front matter, one per folder under a root:
+`<root>/<name>/SKILL.md`, `<root>/<name>/SUBAGENT.md`.
 
 The file starts with a `---` line; the front matter (a YAML mapping) runs to
 the next `---` line and the body follows. A file that breaks a rule raises
@@ -8,9 +9,24 @@ imports nothing from the project, so skills/ and agent/ share one parser.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import yaml
 
-__all__ = ["FrontMatterError", "parse_front_matter"]
+__all__ = ["FrontMatterError", "definition_folders", "parse_front_matter"]
+
+
+def definition_folders(root: Path) -> list[Path]:
+    """The folders under `root`, sorted, hidden ones left out; none if `root`
+    is missing or unreadable. Blocking: call from a worker thread."""
+    try:
+        with os.scandir(root) as entries:
+            return sorted(
+                Path(e.path) for e in entries if e.is_dir() and not e.name.startswith(".")
+            )
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
 
 
 class FrontMatterError(ValueError):

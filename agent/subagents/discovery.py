@@ -10,12 +10,11 @@ gateway. Blocking file I/O: call from a worker thread.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.front_matter import FrontMatterError, parse_front_matter
+from agent.front_matter import FrontMatterError, definition_folders, parse_front_matter
 from agent.subagents.types import EXPLORE, GENERAL, SubagentSource, SubagentType
 
 __all__ = ["SUBAGENT_FILE", "Invalid", "Scan", "SubagentFormatError", "parse_subagent", "scan"]
@@ -88,22 +87,12 @@ def parse_subagent(text: str, folder: Path, source: SubagentSource) -> SubagentT
     )
 
 
-def _folders(root: Path) -> list[Path]:
-    try:
-        with os.scandir(root) as entries:
-            return sorted(
-                Path(e.path) for e in entries if e.is_dir() and not e.name.startswith(".")
-            )
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []
-
-
 def scan(roots: Sequence[tuple[SubagentSource, Path]]) -> Scan:
     """Every SUBAGENT.md under `roots` (lowest precedence first)."""
     found: dict[str, SubagentType] = {}
     invalid: list[Invalid] = []
     for source, root in roots:
-        for folder in _folders(root):
+        for folder in definition_folders(root):
             path = folder / SUBAGENT_FILE
             if not path.is_file():
                 continue
