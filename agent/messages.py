@@ -22,6 +22,7 @@ __all__ = [
     "Usage",
     "pending_tool_calls",
     "repair_dangling_tool_calls",
+    "settle_session_messages",
 ]
 
 INTERRUPTED_RESULT = "[interrupted]"
@@ -180,3 +181,33 @@ def pending_tool_calls(history: list[ChatMessage]) -> tuple[ToolCall, ...]:
             answered = {m.tool_call_id for m in history[i + 1 :] if m.role is Role.TOOL}
             return tuple(c for c in message.tool_calls if c.id not in answered)
     return ()
+
+
+def settle_session_messages(history: list[ChatMessage]) -> list[ChatMessage]:
+    """`history` with each `session_message` note that was stored while a tool
+    batch ran (between the calls and their results: it is sent from inside a
+    tool call) moved to just after the batch's results. Providers refuse
+    anything between an assistant's tool calls and their results; storage
+    keeps the real order."""
+    if not any(m.marker == Marker.SESSION_MESSAGE for m in history):
+        return history
+    out: list[ChatMessage] = []
+    held: list[ChatMessage] = []
+    waiting: set[str] = set()  # call ids of the open batch without a result yet
+    for message in history:
+        if message.role is Role.TOOL and message.tool_call_id in waiting:
+            out.append(message)
+            waiting.discard(message.tool_call_id)
+            if not waiting:
+                out.extend(held)
+                held.clear()
+            continue
+        if waiting and message.marker == Marker.SESSION_MESSAGE:
+            held.append(message)
+            continue
+        out.extend(held)  # the batch never got all its results (repaired later)
+        held.clear()
+        waiting = {c.id for c in message.tool_calls}
+        out.append(message)
+    out.extend(held)
+    return out

@@ -104,8 +104,24 @@ async def test_the_current_chat_gets_a_separate_message_before_the_reply(
         first = await client.recv_type("message")
         second = await client.recv_type("message")
         notes = await session_notes(gw, "here")
+        assert await client.ask("and then?") == "echo: and then?"
     assert (first["text"], second["text"]) == ("working on it", "all done")
     assert notes == ["working on it"]
+    # next turn: the note follows the batch's result (nothing may sit between a
+    # tool call and its result), and the model sees it as said
+    roles = [
+        (m["role"], bool(m.get("tool_calls")), m.get("content"))
+        for m in llm.requests[-1]["messages"]
+        if m["role"] != "system"
+    ]
+    assert roles == [
+        ("user", False, "do it"),
+        ("assistant", True, None),
+        ("tool", False, "Sent to websocket:here."),
+        ("assistant", False, "working on it"),
+        ("assistant", False, "all done"),
+        ("user", False, "and then?"),
+    ]
 
 
 async def test_the_seventh_message_in_a_minute_is_refused(
