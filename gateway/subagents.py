@@ -89,7 +89,6 @@ class SubagentRunner:
         self.agents = agents
         self.default_secs = default_max_execution_secs
         self._slots = asyncio.Semaphore(max_concurrent)
-        self.running = 0  # children holding a slot now (for tests and metrics)
 
     async def run(self, task: SubagentTask, ctx: ToolContext) -> str:
         kind = task.kind
@@ -107,11 +106,7 @@ class SubagentRunner:
             profile.tools.narrowed(kind.allowed_tools, deny=(TASK_TOOL,)),
         )
         async with self._slots:
-            self.running += 1
-            try:
-                return await self._run(child, task, ctx)
-            finally:
-                self.running -= 1
+            return await self._run(child, task, ctx)
 
     async def _run(self, child: _Child, task: SubagentTask, ctx: ToolContext) -> str:
         log_ = log.bind(child_session=child.id, subagent=task.kind.name)
@@ -159,6 +154,10 @@ class SubagentRunner:
             log_.error("subagent_failed_provider", error=str(exc), error_type=type(exc).__name__)
             await self.store.close_child(child.id, child.run_id, "[failed: the model call failed]")
             raise ToolError("the sub-agent's model call failed") from None
+        except Exception:
+            log_.exception("subagent_failed")
+            await self.store.close_child(child.id, child.run_id, "[failed]")
+            raise ToolError("the sub-agent failed unexpectedly") from None
         await self.store.append_turn(child.id, child.run_id, [result.reply], None)
         log_.info("subagent_done", rounds=result.tool_rounds)
         return result.reply.content.strip() or "(the sub-agent gave no text)"

@@ -261,3 +261,16 @@ async def test_child_transcripts_are_readable_after_a_restart(home: Path, llm: F
 @pytest.fixture(autouse=True)
 def _quiet_home(home: Path) -> None:
     (home / "workspace").mkdir(exist_ok=True)
+
+
+async def test_a_child_whose_model_fails_gives_the_parent_an_error_result(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("task", {"description": "d", "prompt": "p"}, call_id="bad")
+    llm.add_error(400)
+    llm.add_text("the helper failed")
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        assert await client.ask("go") == "the helper failed"
+        child = await transcript(gw, "task:chat-1:bad")
+    assert tool_results(llm.requests[2]) == ["Error: the sub-agent's model call failed"]
+    assert child[-1].content == "[failed: the model call failed]"
