@@ -274,3 +274,14 @@ async def test_a_child_whose_model_fails_gives_the_parent_an_error_result(
         child = await transcript(gw, "task:chat-1:bad")
     assert tool_results(llm.requests[2]) == ["Error: the sub-agent's model call failed"]
     assert child[-1].content == "[failed: the model call failed]"
+
+
+async def test_a_child_may_message_the_parent_chat(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("task", {"description": "d", "prompt": "p"}, call_id="talk")
+    llm.add_tool_call("send_session_message", {"text": "halfway there"})  # the child
+    llm.add_text("child done")
+    llm.add_text("all done")
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        assert await client.ask("go") == "all done"
+        assert await outbox_texts(gw, "chat-1") == ["halfway there", "all done"]
+    assert tool_results(llm.requests[2]) == ["Sent to websocket:chat-1."]
