@@ -44,7 +44,7 @@ class OutboxMessenger:
             self.sink.handoff(*queued)
 
         message = OutboundMessage(channel, chat_id, text)
-        await self.store.record_session_message(
+        await self.store.transcripts.record_session_message(
             message, session_base_id(channel, chat_id), hand_over
         )
         self.history_changed(channel, chat_id)

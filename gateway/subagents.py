@@ -116,7 +116,7 @@ class SubagentRunner:
             ),
             ChatMessage.user(task.description),
         ]
-        opened = await self.store.open_child(
+        opened = await self.store.transcripts.open_child(
             child.id, ctx.session_id, task.description, first, child.run_id
         )
         if opened.finished is not None:  # it ended before a crash the parent did not survive
@@ -139,7 +139,7 @@ class SubagentRunner:
                 result = await loop.run(opened.history, child_ctx, observer, context)
         except TimeoutError:
             log_.warning("subagent_timed_out", secs=child.secs)
-            await self.store.close_child(
+            await self.store.transcripts.close_child(
                 child.id, child.run_id, f"[timed out after {child.secs:g}s]"
             )
             raise ToolError(
@@ -148,15 +148,17 @@ class SubagentRunner:
             ) from None
         except asyncio.CancelledError:
             log_.info("subagent_cancelled")
-            await self.store.close_child(child.id, child.run_id, CANCELLED_RESULT)
+            await self.store.transcripts.close_child(child.id, child.run_id, CANCELLED_RESULT)
             raise
         except ProviderError as exc:
             log_.error("subagent_failed_provider", error=str(exc), error_type=type(exc).__name__)
-            await self.store.close_child(child.id, child.run_id, "[failed: the model call failed]")
+            await self.store.transcripts.close_child(
+                child.id, child.run_id, "[failed: the model call failed]"
+            )
             raise ToolError("the sub-agent's model call failed") from None
         except Exception:
             log_.exception("subagent_failed")
-            await self.store.close_child(child.id, child.run_id, "[failed]")
+            await self.store.transcripts.close_child(child.id, child.run_id, "[failed]")
             raise ToolError("the sub-agent failed unexpectedly") from None
         await self.store.append_turn(child.id, child.run_id, [result.reply], None)
         log_.info("subagent_done", rounds=result.tool_rounds)

@@ -26,10 +26,8 @@ from storage import (
     messages,
     outbox,
     pairings,
-    session_messages,
     sessions,
     skill_events,
-    subagents,
     turns,
 )
 from storage.clock import now_iso
@@ -44,7 +42,7 @@ from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
 from storage.skill_events import SkillEventRow
-from storage.subagents import ChildOpened
+from storage.transcripts import TranscriptStore
 from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
 
 __all__ = ["Store"]
@@ -54,6 +52,7 @@ class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
+        self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
@@ -144,56 +143,6 @@ class Store:
                 out=out,
                 inbox_ids=inbox_ids,
                 failed=failed,
-            ),
-            on_commit=on_commit,
-        )
-
-    # -- sub-agents and session messages (storage/subagents.py, session_messages.py)
-    async def open_child(
-        self,
-        child_id: str,
-        parent_id: str,
-        title: str,
-        new: Sequence[ChatMessage],
-        run_id: str,
-    ) -> ChildOpened:
-        return await self.db.write(
-            functools.partial(
-                subagents.open_child,
-                child_id=child_id,
-                parent_id=parent_id,
-                title=title,
-                new=new,
-                run_id=run_id,
-            )
-        )
-
-    async def close_child(self, child_id: str, run_id: str, note: str) -> None:
-        """Shielded: a cancelled child's transcript is closed even as it unwinds."""
-        close = functools.partial(
-            subagents.close_child, child_id=child_id, run_id=run_id, note=note
-        )
-        await asyncio.shield(self.db.write(close))
-
-    async def children_of(self, parent_id: str) -> list[SessionRecord]:
-        return await self.db.read(functools.partial(subagents.children_of, parent_id=parent_id))
-
-    async def session_messages(self, session_id: str) -> list[ChatMessage]:
-        """The session's active history (e.g. a sub-agent's transcript)."""
-        return await self.db.read(
-            functools.partial(messages.load_active_history, session_id=session_id)
-        )
-
-    async def record_session_message(
-        self,
-        message: OutboundMessage,
-        base_id: str,
-        on_commit: Callable[[tuple[OutboundMessage, int]], None],
-    ) -> None:
-        """`on_commit` gets the queued message and its row right after the commit."""
-        await self.db.write(
-            functools.partial(
-                session_messages.record_session_message, message=message, base_id=base_id
             ),
             on_commit=on_commit,
         )

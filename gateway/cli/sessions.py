@@ -43,7 +43,7 @@ async def run_sessions_command(args: argparse.Namespace, loaded: LoadedConfig) -
         if record is None:
             print(f"no session {args.id!r}")
             return 1
-        children = await store.children_of(record.id)
+        children = await store.transcripts.children_of(record.id)
     print(f"session {record.id}  ({record.channel}:{record.chat_id}, {record.status.value})")
     if record.title:
         print(f"title: {record.title}")

@@ -41,7 +41,7 @@ def results(llm: FakeOpenAI) -> list[str]:
 
 async def session_notes(gw: Gateway, session_id: str) -> list[str]:
     assert gw.store is not None
-    history = await gw.store.session_messages(session_id)
+    history = await gw.store.transcripts.session_messages(session_id)
     return [
         m.content
         for m in history

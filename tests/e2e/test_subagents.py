@@ -42,7 +42,7 @@ def write_subagent(root: Path, name: str, front: str, body: str = "") -> None:
 
 async def transcript(gw: Gateway, session_id: str) -> list[ChatMessage]:
     assert gw.store is not None
-    return await gw.store.session_messages(session_id)
+    return await gw.store.transcripts.session_messages(session_id)
 
 
 def dangling(history: list[ChatMessage]) -> list[str]:
@@ -231,7 +231,7 @@ async def test_two_tasks_in_one_batch_overlap_and_stop_cancels_both(
             assert "stop" in stopped["text"].lower()
             assert await client.ask("hello again") == "echo: hello again"
             assert gw.store is not None
-            children = await gw.store.children_of("two")
+            children = await gw.store.transcripts.children_of("two")
             histories = [await transcript(gw, c.id) for c in children]
             parent = await transcript(gw, "two")
     finally:
@@ -251,8 +251,8 @@ async def test_child_transcripts_are_readable_after_a_restart(home: Path, llm: F
         assert await client.ask("go") == "parent text"
     async with Database(home / "storage" / "sessions.db") as db:
         store = Store(db)
-        [child] = await store.children_of("chat-1")
-        messages = await store.session_messages(child.id)
+        [child] = await store.transcripts.children_of("chat-1")
+        messages = await store.transcripts.session_messages(child.id)
     assert child.id == "task:chat-1:keep"
     assert child.title == "d"
     assert messages[-1].content == "child text"

@@ -108,8 +108,8 @@ async def test_sigkill_during_a_child_resumes_it_and_answers_once(
     assert gw2.events("subagent_resumed")
     async with Database(home / "storage" / "sessions.db") as db:
         store = Store(db)
-        child = await store.session_messages("task:kid:call-k")
-        parent = await store.session_messages("kid")
+        child = await store.transcripts.session_messages("task:kid:call-k")
+        parent = await store.transcripts.session_messages("kid")
         outbox = await _outbox(db, "kid")
     assert outbox == [("final after restart", "sent")]  # one reply
     # the child's transcript: begun before the kill, continued after it
@@ -167,8 +167,8 @@ async def test_a_session_message_committed_before_a_sigkill_is_delivered_once(
     assert reply["text"] == "done"
     assert len(delivered) == 1
     async with Database(home / "storage" / "sessions.db") as db:
-        target = await Store(db).session_messages("telegram:777")
-        parent = await Store(db).session_messages("boss")
+        target = await Store(db).transcripts.session_messages("telegram:777")
+        parent = await Store(db).transcripts.session_messages("boss")
         outbox = await _outbox(db, "777")
     assert [(m.role, m.content, m.marker) for m in target] == [
         (Role.ASSISTANT, "dinner at 7", "session_message")

@@ -19,7 +19,7 @@ async def _seed(db_path: Path) -> None:
     async with Database(db_path) as db:
         store = Store(db)
         first = [ChatMessage.system("be brief", Marker.SUBAGENT_PROMPT), ChatMessage.user("look")]
-        await store.open_child("task:chat-1:c9", "chat-1", "look around", first, "r1")
+        await store.transcripts.open_child("task:chat-1:c9", "chat-1", "look around", first, "r1")
         await store.append_turn(
             "task:chat-1:c9", "r1", [ChatMessage(Role.ASSISTANT, "found it")], None
         )
