@@ -77,7 +77,7 @@ class AgentLoop:
         on_delta = observer.on_delta if s.stream else None
         pending = pending_tool_calls(history)
         if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
-            await self._run_tools(pending, history, ctx, observer)
+            await self._resume(pending, history, ctx, observer)
         for round_ in range(s.max_tool_iterations + 1):
             request = LLMRequest(
                 model=s.model,
@@ -103,7 +103,21 @@ class AgentLoop:
                 break
             history.append(assistant)
             await observer.on_messages([assistant])
-            await self._run_tools(response.tool_calls, history, ctx, observer)
+            try:
+                results = await self.tools.execute_batch(response.tool_calls, ctx, observer)
+            except asyncio.CancelledError:
+                cancelled = [
+                    ChatMessage.tool_result(c, CANCELLED_RESULT) for c in response.tool_calls
+                ]
+                history.extend(cancelled)
+                await observer.on_messages(cancelled)
+                raise
+            messages = [
+                ChatMessage.tool_result(r.call, cut_tool_result(r.content, s.tool_result_max_chars))
+                for r in results
+            ]
+            history.extend(messages)
+            await observer.on_messages(messages)
         reply = ChatMessage(
             Role.ASSISTANT,
             f"I stopped after {s.max_tool_iterations} rounds of tool calls without reaching an "
@@ -112,14 +126,16 @@ class AgentLoop:
         history.append(reply)
         return TurnResult(reply, s.max_tool_iterations)
 
-    async def _run_tools(
+    async def _resume(
         self,
         calls: Sequence[ToolCall],
         history: list[ChatMessage],
         ctx: ToolContext,
         observer: TurnObserver,
     ) -> None:
-        """One batch: its results appended and observed; `[cancelled]` ones if cancelled."""
+        """Run the calls a crash left without results (kept separate from the
+        round above so that changes to how a round runs its batch merge
+        cleanly; the same steps)."""
         try:
             results = await self.tools.execute_batch(calls, ctx, observer)
         except asyncio.CancelledError:
