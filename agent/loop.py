@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.context import PreparedContext, cut_tool_result
-from agent.messages import CANCELLED_RESULT, ChatMessage, Role
+from agent.messages import CANCELLED_RESULT, ChatMessage, Role, ToolCall, pending_tool_calls
 from agent.providers.base import LLMProvider, LLMRequest
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 
@@ -75,6 +75,9 @@ class AgentLoop:
         specs = self.tools.specs()
         s = self.settings
         on_delta = observer.on_delta if s.stream else None
+        pending = pending_tool_calls(history)
+        if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
+            await self._resume(pending, history, ctx, observer)
         for round_ in range(s.max_tool_iterations + 1):
             request = LLMRequest(
                 model=s.model,
@@ -122,3 +125,27 @@ class AgentLoop:
         )
         history.append(reply)
         return TurnResult(reply, s.max_tool_iterations)
+
+    async def _resume(
+        self,
+        calls: Sequence[ToolCall],
+        history: list[ChatMessage],
+        ctx: ToolContext,
+        observer: TurnObserver,
+    ) -> None:
+        """Run the calls a crash left without results (kept separate from the
+        round above so that changes to how a round runs its batch merge
+        cleanly; the same steps)."""
+        try:
+            results = await self.tools.execute_batch(calls, ctx, observer)
+        except asyncio.CancelledError:
+            cancelled = [ChatMessage.tool_result(c, CANCELLED_RESULT) for c in calls]
+            history.extend(cancelled)
+            await observer.on_messages(cancelled)
+            raise
+        limit = self.settings.tool_result_max_chars
+        messages = [
+            ChatMessage.tool_result(r.call, cut_tool_result(r.content, limit)) for r in results
+        ]
+        history.extend(messages)
+        await observer.on_messages(messages)

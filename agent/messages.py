@@ -20,7 +20,9 @@ __all__ = [
     "Role",
     "ToolCall",
     "Usage",
+    "pending_tool_calls",
     "repair_dangling_tool_calls",
+    "settle_session_messages",
 ]
 
 INTERRUPTED_RESULT = "[interrupted]"
@@ -44,6 +46,10 @@ class Marker(StrEnum):
     # on the user/assistant/tool messages of a turn that failed: kept for the
     # record, left out of the history later turns send to the model
     FAILED_TURN = "failed_turn"
+    # the first message of a sub-agent's transcript: its type's filled template
+    SUBAGENT_PROMPT = "subagent_prompt"
+    # an assistant message the agent sent with send_session_message
+    SESSION_MESSAGE = "session_message"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,19 +144,70 @@ class ChatMessage:
 
 
 def repair_dangling_tool_calls(
-    history: list[ChatMessage], result: str = INTERRUPTED_RESULT
+    history: list[ChatMessage],
+    result: str = INTERRUPTED_RESULT,
+    *,
+    rerun: frozenset[str] = frozenset(),
 ) -> list[ChatMessage]:
     """Return the tool results missing from `history`, in call order.
 
     Providers reject a transcript where an assistant tool call has no result; a
     crash or cancellation between the two leaves exactly that. The caller
-    persists what this returns and appends it.
+    persists what this returns and appends it. Calls of the last tool-calling
+    message whose tool is in `rerun` are left unanswered: the caller runs them
+    again (`pending_tool_calls`), e.g. a sub-agent resumed after a crash.
     """
     answered = {m.tool_call_id for m in history if m.role is Role.TOOL}
+    last = next((m for m in reversed(history) if m.tool_calls), None)
     missing: list[ChatMessage] = []
     for message in history:
         for call in message.tool_calls:
+            if message is last and call.name in rerun and call.id not in answered:
+                continue
             if call.id not in answered:
                 missing.append(ChatMessage.tool_result(call, result))
                 answered.add(call.id)
     return missing
+
+
+def pending_tool_calls(history: list[ChatMessage]) -> tuple[ToolCall, ...]:
+    """Calls of the turn's last assistant message that have no result yet
+    (left by `repair_dangling_tool_calls(rerun=...)` to be run again)."""
+    for i in range(len(history) - 1, -1, -1):
+        message = history[i]
+        if message.role is Role.USER:
+            return ()
+        if message.role is Role.ASSISTANT and message.tool_calls:
+            answered = {m.tool_call_id for m in history[i + 1 :] if m.role is Role.TOOL}
+            return tuple(c for c in message.tool_calls if c.id not in answered)
+    return ()
+
+
+def settle_session_messages(history: list[ChatMessage]) -> list[ChatMessage]:
+    """`history` with each `session_message` note that was stored while a tool
+    batch ran (between the calls and their results: it is sent from inside a
+    tool call) moved to just after the batch's results. Providers refuse
+    anything between an assistant's tool calls and their results; storage
+    keeps the real order."""
+    if not any(m.marker == Marker.SESSION_MESSAGE for m in history):
+        return history
+    out: list[ChatMessage] = []
+    held: list[ChatMessage] = []
+    waiting: set[str] = set()  # call ids of the open batch without a result yet
+    for message in history:
+        if message.role is Role.TOOL and message.tool_call_id in waiting:
+            out.append(message)
+            waiting.discard(message.tool_call_id)
+            if not waiting:
+                out.extend(held)
+                held.clear()
+            continue
+        if waiting and message.marker == Marker.SESSION_MESSAGE:
+            held.append(message)
+            continue
+        out.extend(held)  # the batch never got all its results (repaired later)
+        held.clear()
+        waiting = {c.id for c in message.tool_calls}
+        out.append(message)
+    out.extend(held)
+    return out

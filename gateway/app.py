@@ -27,10 +27,13 @@ from agent.context import ContextPart
 from agent.mcp.status import McpStatusPart
 from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
+from agent.subagents.types import TASK_TOOL
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
 from agent.tools.memory import MemoryManageTool, MemorySearchTool
 from agent.tools.scheduler_manage import SchedulerManageTool
+from agent.tools.session_message import SendSessionMessageTool
+from agent.tools.task import TaskTool
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
 from gateway.access import AccessPolicy
@@ -71,9 +74,11 @@ from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
+from gateway.session_messages import OutboxMessenger
 from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
 from gateway.skills import SkillIndexPart, build_skill_runtime
+from gateway.subagents import SubagentRunner, build_catalog
 from gateway.turns import TurnOpener
 from gateway.usage import usage_status
 from gateway.web.directory import StoreDirectory
@@ -213,8 +218,13 @@ class Gateway:
                 MemoryManageTool.name,
                 *SKILL_TOOL_NAMES,
                 "skill_list",
+                TASK_TOOL,
+                SendSessionMessageTool.name,
             ],
         )
+        if SendSessionMessageTool.name not in cfg.tools.disabled:
+            sending = cfg.tools.send_session_message
+            registry.register(SendSessionMessageTool(sending.allow_targets, sending.max_per_minute))
         for memory_tool in (MemorySearchTool(), MemoryManageTool()):
             if memory_tool.name not in cfg.tools.disabled:
                 registry.register(memory_tool)
@@ -242,6 +252,9 @@ class Gateway:
         if self.skills is not None:
             await self.skills.current()  # the first scan: invalid files are logged at start-up
         tool_settings, registry = self._tools()
+        catalog = await build_catalog(self.loaded, registry.names())
+        if TASK_TOOL not in cfg.tools.disabled:
+            registry.register(TaskTool(catalog))
         enabled = cfg.channels.enabled()
         by_name = {c.name: c for c in self.channels}
         events = EventRegistry()  # internal-event handlers, before the scheduler starts
@@ -312,7 +325,17 @@ class Gateway:
             tool_settings,
             opener=opener,
             services=ToolServices(
-                scheduler=scheduler, admins=self.access, memory=memory.service, skills=self.skills
+                scheduler=scheduler,
+                admins=self.access,
+                memory=memory.service,
+                skills=self.skills,
+                messenger=OutboxMessenger(store, dispatcher, by_name, opener.forget),
+                subagents=SubagentRunner(
+                    store,
+                    agents,
+                    max_concurrent=cfg.subagents.max_concurrent,
+                    default_max_execution_secs=cfg.subagents.default_max_execution_secs,
+                ),
             ),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,

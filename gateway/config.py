@@ -44,6 +44,7 @@ from gateway.config_agents import (
     ProviderConfig,
 )
 from gateway.config_skills import SkillsConfig
+from gateway.config_subagents import SessionMessageToolConfig, SubagentsConfig
 from scheduler.config import SchedulerConfig
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "ProviderConfig",
     "QueueMode",
     "SkillsConfig",
+    "SubagentsConfig",
     "admins_from_env",
     "find_config_file",
     "load_config",
@@ -178,6 +180,7 @@ class ToolsConfig(FrozenModel):
     exec_output_max_chars: int = Field(20_000, gt=0)
     http: HttpToolConfig = Field(default_factory=HttpToolConfig)
     bash: BashToolConfig = Field(default_factory=BashToolConfig)
+    send_session_message: SessionMessageToolConfig = Field(default_factory=SessionMessageToolConfig)
 
 
 class TimeConfig(FrozenModel):
@@ -227,6 +230,7 @@ class Config(FrozenModel):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     time: TimeConfig = Field(default_factory=TimeConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

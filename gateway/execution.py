@@ -36,6 +36,7 @@ from agent.context import TurnFacts
 from agent.loop import AgentLoop, TurnObserver
 from agent.messages import ChatMessage, Marker, ToolCall
 from agent.providers.base import ProviderError
+from agent.subagents.types import TASK_TOOL
 from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices, ToolSettings
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.bus import (
@@ -272,6 +273,8 @@ class ExecutionService:
                 plan.inbox_ids,
                 plan.run_id,
                 reset,
+                # a sub-agent the crash interrupted runs again, from its transcript
+                rerun=frozenset({TASK_TOOL}) if resume else frozenset(),
             )
         )
         structlog.contextvars.bind_contextvars(session_id=turn.session_id)

@@ -8,11 +8,11 @@ every call, never a stale list. Blocking file I/O: call from a worker thread.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.front_matter import definition_folders
 from skills.model import BUILTIN_DIR, SKILL_FILE, SOURCE_ORDER, Skill, SkillSource
 from skills.parse import SkillFormatError, parse_skill
 from skills.state import StateFileError, read_disabled
@@ -86,16 +86,6 @@ class Scan:
     stamps: dict[Path, str]  # SKILL.md → its stat stamp, to tell a changed skill
 
 
-def _folders(root: Path) -> list[Path]:
-    try:
-        with os.scandir(root) as entries:
-            return sorted(
-                Path(e.path) for e in entries if e.is_dir() and not e.name.startswith(".")
-            )
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []
-
-
 def _stamp(path: Path) -> str | None:
     try:
         info = path.stat()
@@ -108,7 +98,7 @@ def fingerprint(roots: SkillRoots) -> Fingerprint:
     """What the scan depends on, from listings and stats only."""
     out: list[tuple[str, ...]] = []
     for source, root in roots.dirs:
-        for folder in _folders(root):
+        for folder in definition_folders(root):
             stamp = _stamp(folder / SKILL_FILE)
             if stamp is not None:
                 out.append((source.value, str(folder), stamp))
@@ -123,7 +113,7 @@ def scan(roots: SkillRoots) -> Scan:
     invalid: list[Invalid] = []
     stamps: dict[Path, str] = {}
     for source, root in roots.dirs:
-        for folder in _folders(root):
+        for folder in definition_folders(root):
             path = folder / SKILL_FILE
             stamp = _stamp(path)
             if stamp is None:

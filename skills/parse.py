@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from agent.front_matter import FrontMatterError, parse_front_matter
 from skills.model import Skill, SkillSource
 
 __all__ = ["MAX_DESCRIPTION_CHARS", "SkillFormatError", "parse_skill", "render_skill"]
@@ -23,26 +24,11 @@ class SkillFormatError(ValueError):
     """A SKILL.md that cannot be used (the message says why)."""
 
 
-def _split(text: str) -> tuple[str, str]:
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise SkillFormatError("no front matter (the file must start with a '---' line)")
-    for n, line in enumerate(lines[1:], start=1):
-        if line.strip() == "---":
-            return "".join(lines[1:n]), "".join(lines[n + 1 :])
-    raise SkillFormatError("front matter is not closed by a '---' line")
-
-
 def parse_skill(text: str, folder: Path, source: SkillSource) -> Skill:
-    raw, body = _split(text)
     try:
-        meta = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise SkillFormatError(f"front matter is not valid YAML: {exc}".splitlines()[0]) from None
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
-        raise SkillFormatError("front matter must be a mapping of fields")
+        meta, body = parse_front_matter(text)
+    except FrontMatterError as exc:
+        raise SkillFormatError(str(exc)) from None
     description = meta.get("description")
     if not isinstance(description, str) or not description.strip():
         raise SkillFormatError("front matter has no 'description'")
@@ -51,7 +37,7 @@ def parse_skill(text: str, folder: Path, source: SkillSource) -> Skill:
     name = meta.get("name", folder.name)
     if not isinstance(name, str) or not name.strip() or "\n" in name:
         raise SkillFormatError("'name' must be a one-line string")
-    metadata = {str(k): v for k, v in meta.items()}
+    metadata = dict(meta)
     return Skill(
         name.strip(), " ".join(description.split()), body.strip(), folder, source, metadata
     )

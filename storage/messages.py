@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from agent.messages import ChatMessage, Marker, Role, Usage
+from agent.messages import ChatMessage, Marker, Role, Usage, settle_session_messages
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
@@ -124,13 +124,15 @@ def _message(row: sqlite3.Row) -> ChatMessage:
 
 
 def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> list[ChatMessage]:
-    """The segment's messages in order, without those of failed turns."""
+    """The segment's messages in order, without those of failed turns (a
+    session message sent during a tool batch after the batch's results:
+    `settle_session_messages`)."""
     rows = conn.execute(
         "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
         "AND marker IS NOT ? ORDER BY seq",
         (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
-    return [_message(r) for r in rows]
+    return settle_session_messages([_message(r) for r in rows])
 
 
 def load_recent(

@@ -42,6 +42,7 @@ from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
 from storage.sessions import SessionRecord
 from storage.skill_events import SkillEventRow
+from storage.transcripts import TranscriptStore
 from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
 
 __all__ = ["Store"]
@@ -51,6 +52,7 @@ class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
+        self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

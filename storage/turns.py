@@ -72,6 +72,9 @@ class Opening:
     inbox_ids: tuple[int, ...]
     run_id: str
     reset: SessionReset | None = None  # only for the conversation's active session
+    # tools whose dangling calls (in the last tool-calling message) are left for
+    # the resumed turn to run again rather than answered "[interrupted]"
+    rerun: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,7 @@ def begin_turn(
         added: list[ChatMessage] = []  # cached only after a turn that ended whole
     else:
         history = messages.load_segment(conn, record.id, record.segment)
-        added = repair_dangling_tool_calls(history)
+        added = repair_dangling_tool_calls(history, rerun=opening.rerun)
     repaired = len(added)
     injected = False
     if opening.new:

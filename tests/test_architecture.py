@@ -171,8 +171,8 @@ def allowed(module: str, target: str) -> bool:
         return _under(target, "storage", "gateway.bus", "agent.messages")
     if top == "scheduler":
         return _under(target, "scheduler", "storage", "gateway.bus")
-    if top == "skills":
-        return _under(target, "skills", "agent.tools")
+    if top == "skills":  # the tool protocol, and the front-matter parser shared with agent/
+        return _under(target, "skills", "agent.tools", "agent.front_matter")
     if top == "gateway":
         if module == "gateway.config" and (
             target == "channels.websocket" or re.fullmatch(r"channels\.[^.]+\.config", target)

@@ -12,6 +12,7 @@ the chat); what it raises is logged, never passed on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from abc import ABC, abstractmethod
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent.memory.types import MemoryEntry, MemoryOrigin, MemoryScope, WriteOutcome
 from agent.messages import ToolCall
 from agent.providers.base import ToolSpec
+from agent.subagents.types import SubagentTask
 from agent.tools.sandbox import Sandbox
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "SchedulerService",
     "SessionMessenger",
     "SkillService",
+    "SubagentService",
     "Tool",
     "ToolArgs",
     "ToolCallWatcher",
@@ -101,6 +104,13 @@ class SessionMessenger(Protocol):
     async def send(self, channel: str, chat_id: str, text: str) -> None: ...
 
 
+class SubagentService(Protocol):
+    """Runs one sub-agent to its final text (gateway.subagents); raises
+    `ToolError` for what the model should read (e.g. it ran out of time)."""
+
+    async def run(self, task: SubagentTask, ctx: ToolContext) -> str: ...
+
+
 class AdminDirectory(Protocol):
     """The access policy's notion of admin (gateway.access): e.g. for a tool that
     may reach another chat only when the asking sender is an admin."""
@@ -118,6 +128,7 @@ class ToolServices:
     skills: SkillService | None = None
     messenger: SessionMessenger | None = None
     admins: AdminDirectory | None = None
+    subagents: SubagentService | None = None
 
 
 NO_SERVICES = ToolServices()
@@ -153,6 +164,7 @@ class ToolContext:
     message_seq: int | None = None
     run_id: str | None = None
     services: ToolServices = NO_SERVICES
+    call_id: str | None = None  # the tool call being run (set by the registry per call)
 
     @property
     def workspace(self) -> Path:
@@ -166,6 +178,9 @@ class Tool(ABC, Generic[A]):
     name: ClassVar[str]
     description: ClassVar[str]
     Args: ClassVar[type[ToolArgs]]
+    # True for a tool that bounds its own running time (task: max_execution_secs)
+    # and so is exempt from the registry's `timeout_secs`
+    own_timeout: ClassVar[bool] = False
 
     @abstractmethod
     async def run(self, args: A, ctx: ToolContext) -> str: ...
@@ -273,7 +288,9 @@ class ToolRegistry:
             raw = json.loads(call.arguments or "{}")
             if not isinstance(raw, dict):
                 raise ToolError("arguments must be a JSON object")
-            async with asyncio.timeout(self.timeout_secs):
+            ctx = dataclasses.replace(ctx, call_id=call.id)
+            limit = None if tool is not None and tool.own_timeout else self.timeout_secs
+            async with asyncio.timeout(limit):
                 if tool is not None:
                     content = await tool.run(tool.Args.model_validate(raw), ctx)
                 else:

@@ -1,7 +1,7 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
 Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing,
-skills,
+skills, sessions,
 mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
@@ -210,6 +210,12 @@ def cmd_skills(args: argparse.Namespace) -> int:
     return asyncio.run(run_skills_command(args, _load(args)))
 
 
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from gateway.cli.sessions import run_sessions_command
+
+    return asyncio.run(run_sessions_command(args, _load(args)))
+
+
 def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
@@ -283,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.cli.memory import add_memory_parser
     from gateway.cli.outbox import add_outbox_parser
     from gateway.cli.pairing import add_pairing_parser
+    from gateway.cli.sessions import add_sessions_parser
     from gateway.cli.skills import add_skills_parser
 
     # the command families, each with its parser in its own module
@@ -294,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         (add_memory_parser, "memory", cmd_memory),
         (add_mcp_parser, "mcp", cmd_mcp),
         (add_skills_parser, "skills", cmd_skills),
+        (add_sessions_parser, "sessions", cmd_sessions),
     ):
         add(sub, with_config)
         sub.choices[name].set_defaults(func=func)

@@ -212,13 +212,9 @@ async def test_recovery_that_raises_fails_start_up_with_a_named_reason(
         "gateway": {"port": 0},
     }
     db_path = home / "storage" / "sessions.db"
-    async with Database(db_path) as db:  # an inbox row recovery cannot read
-        await db.write(
-            lambda c: c.execute(
-                "INSERT INTO inbox (channel, platform_id, chat_id, sender_id, payload, "
-                "received_at) VALUES ('websocket', 'm1', 'c', 'u', 'not json', '2026-01-01')"
-            )
-        )
+    async with Database(db_path) as db:  # an inbox recovery cannot read (a row that
+        # cannot be parsed is only a dead letter: tests/e2e/test_access.py)
+        await db.write(lambda c: c.execute("ALTER TABLE inbox RENAME COLUMN payload TO gone"))
     path = home / "config.json"
     path.write_text(json.dumps(config))
     proc = await asyncio.create_subprocess_exec(
@@ -233,7 +229,7 @@ async def test_recovery_that_raises_fails_start_up_with_a_named_reason(
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 1
     lines = err.decode().splitlines()  # JSON log lines, then the CLI's own message
-    assert lines[-1].startswith("picobot: cannot start: inbound failed to start: JSONDecodeError")
+    assert lines[-1].startswith("picobot: cannot start: inbound failed to start: OperationalError")
     events = [json.loads(line)["event"] for line in lines if line.startswith("{")]
     assert "service_start_failed" in events
     assert "gateway_started" not in events

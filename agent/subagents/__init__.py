@@ -1,0 +1,1 @@
+"""Sub-agents: the types the `task` tool can run (built-in and SUBAGENT.md)."""

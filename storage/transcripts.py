@@ -1,0 +1,72 @@
+"""`TranscriptStore`: the units of work of sub-agent transcripts
+(storage/subagents.py) and of `send_session_message` (storage/session_messages.py),
+reached as `Store.transcripts`. Each method is one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+
+from agent.messages import ChatMessage
+from gateway.bus import OutboundMessage
+from storage import messages, session_messages, subagents
+from storage.db import Database
+from storage.sessions import SessionRecord
+from storage.subagents import ChildOpened
+
+__all__ = ["TranscriptStore"]
+
+
+class TranscriptStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def open_child(
+        self,
+        child_id: str,
+        parent_id: str,
+        title: str,
+        new: Sequence[ChatMessage],
+        run_id: str,
+    ) -> ChildOpened:
+        return await self.db.write(
+            functools.partial(
+                subagents.open_child,
+                child_id=child_id,
+                parent_id=parent_id,
+                title=title,
+                new=new,
+                run_id=run_id,
+            )
+        )
+
+    async def close_child(self, child_id: str, run_id: str, note: str) -> None:
+        """Shielded: a cancelled child's transcript is closed even as it unwinds."""
+        close = functools.partial(
+            subagents.close_child, child_id=child_id, run_id=run_id, note=note
+        )
+        await asyncio.shield(self.db.write(close))
+
+    async def children_of(self, parent_id: str) -> list[SessionRecord]:
+        return await self.db.read(functools.partial(subagents.children_of, parent_id=parent_id))
+
+    async def session_messages(self, session_id: str) -> list[ChatMessage]:
+        """The session's active history (e.g. a sub-agent's transcript)."""
+        return await self.db.read(
+            functools.partial(messages.load_active_history, session_id=session_id)
+        )
+
+    async def record_session_message(
+        self,
+        message: OutboundMessage,
+        base_id: str,
+        on_commit: Callable[[tuple[OutboundMessage, int]], None],
+    ) -> None:
+        """`on_commit` gets the queued message and its row right after the commit."""
+        await self.db.write(
+            functools.partial(
+                session_messages.record_session_message, message=message, base_id=base_id
+            ),
+            on_commit=on_commit,
+        )

@@ -1,0 +1,42 @@
+"""`picobot sessions show` on a real database file: a sub-agent's transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.messages import ChatMessage, Marker, Role
+from gateway.cli.program import main
+from gateway.config import load_config
+from storage.db import Database
+from storage.store import Store
+
+
+async def _seed(db_path: Path) -> None:
+    async with Database(db_path) as db:
+        store = Store(db)
+        first = [ChatMessage.system("be brief", Marker.SUBAGENT_PROMPT), ChatMessage.user("look")]
+        await store.transcripts.open_child("task:chat-1:c9", "chat-1", "look around", first, "r1")
+        await store.append_turn(
+            "task:chat-1:c9", "r1", [ChatMessage(Role.ASSISTANT, "found it")], None
+        )
+
+
+def test_show_prints_a_child_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PICOBOT_HOME", str(tmp_path))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"storage": {"path": str(tmp_path / "db.sqlite")}}))
+    asyncio.run(_seed(load_config(path, environ={}).storage_path))
+    assert main(["sessions", "show", "task:chat-1:c9", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "session task:chat-1:c9  (subagent:chat-1, active)" in out
+    assert "title: look around" in out
+    assert "[1] system (subagent_prompt): be brief" in out
+    assert "[3] assistant: found it" in out
+    assert main(["sessions", "show", "nope", "--config", str(path)]) == 1
+    assert "no session 'nope'" in capsys.readouterr().out
