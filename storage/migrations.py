@@ -268,6 +268,17 @@ CREATE INDEX skill_events_by_skill ON skill_events (skill, id);
 """
 
 
+# A random idempotency key per outbox row (Feishu `uuid`, WeChat `client_id`):
+# keys derived from the row id repeat after a restore, on a fresh database or
+# with two gateways on one bot, and the platform then drops a new reply as a
+# duplicate. Rows already written get a random key of their own here.
+_V8_OUTBOX_IDEMPOTENCY_KEY = """
+ALTER TABLE outbox ADD COLUMN idempotency_key TEXT;
+UPDATE outbox SET idempotency_key = lower(hex(randomblob(16))) WHERE idempotency_key IS NULL;
+CREATE UNIQUE INDEX outbox_idempotency_key ON outbox (idempotency_key);
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -276,4 +287,5 @@ MIGRATIONS: list[str] = [
     _V5_DEAD_LETTERS_INBOX_KEY,
     _V6_MEMORIES,
     _V7_SKILL_EVENTS,
+    _V8_OUTBOX_IDEMPOTENCY_KEY,
 ]

@@ -2,15 +2,15 @@
 
 Plain one-paragraph replies go out as `text`; multi-paragraph or Markdown-like
 replies as `post` with one `md` element, which Feishu renders. Each part's
-`uuid` (Feishu's idempotency key, honoured for an hour) is derived from the
-outbox id and the part index, so a retried reply is never shown twice.
+`uuid` (Feishu's idempotency key, honoured for an hour) is the message's
+random idempotency key (stored with its outbox row) plus the part index, so a
+retried reply is never shown twice and a new reply never looks like an old one.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import uuid as uuidlib
 
 import structlog
 
@@ -41,10 +41,9 @@ def render(text: str) -> tuple[str, str]:
     return "text", json.dumps({"text": text}, ensure_ascii=False)
 
 
-def idempotency_key(outbox_id: int | None, part: int) -> str:
-    if outbox_id is None:
-        return uuidlib.uuid4().hex
-    return f"picobot-{outbox_id}-{part}"
+def idempotency_key(message_key: str, part: int) -> str:
+    """Feishu's `uuid` for one part (at most 50 characters)."""
+    return f"pb-{message_key[:40]}-{part}"
 
 
 def receive_id_type(chat_id: str) -> str:
@@ -63,7 +62,7 @@ async def send_reply(
     ids: list[str] = []
     for index, part in enumerate(split_text(message.text, limit)):
         msg_type, content = render(part)
-        key = idempotency_key(message.outbox_id, index)
+        key = idempotency_key(message.idempotency_key, index)
         if target is not None:
             try:
                 ids.append(await api.reply_message(target, msg_type, content, key))

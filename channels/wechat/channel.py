@@ -3,7 +3,8 @@
 Wires the pieces — credentials, long-poll receiver, context tokens, media, typing
 — into the `Channel` contract, and owns sending: split to `max_message_chars`,
 echo the user's latest context_token, a client_id per part derived from the
-outbox id (stable across retries) and iLink's answers mapped to typed errors.
+message's random idempotency key (stable across the retries of its outbox row
+only) and iLink's answers mapped to typed errors.
 WeChat cannot edit a message: a turn's tool calls (`gateway.show_tool_results`)
 come as one TOOL event when its tool work is over and go out as one message.
 Without credentials the channel stays not-ready and the gateway runs on.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections import OrderedDict
 from pathlib import Path
 
@@ -188,7 +188,7 @@ class WechatChannel(Channel):
             raise PermanentSendError(
                 "no context_token for this WeChat user yet: they must message the bot first"
             )
-        base = str(message.outbox_id) if message.outbox_id is not None else uuid.uuid4().hex
+        base = message.idempotency_key
         ids: list[str] = []
         for index, part in enumerate(split_text(message.text, self.config.max_message_chars)):
             client_id = f"picobot-{base}-{index}"

@@ -44,11 +44,11 @@ def out(text: str, **kw: Any) -> OutboundMessage:
 async def test_send_text_to_chat(fake: FakeFeishu, tmp_path: Path) -> None:
     channel = channel_for(fake)
     async with channel_runtime(channel, tmp_path):
-        result = await channel.send(out("plain answer", outbox_id=7))
+        result = await channel.send(out("plain answer", outbox_id=7, idempotency_key="k7"))
     [sent] = fake.sent
     assert (sent.kind, sent.target, sent.id_type) == ("send", "oc_chat1", "chat_id")
     assert (sent.msg_type, sent.content) == ("text", {"text": "plain answer"})
-    assert sent.uuid == "picobot-7-0"
+    assert sent.uuid == "pb-k7-0"
     assert result.platform_message_ids == (sent.message_id,)
 
 
@@ -87,9 +87,9 @@ async def test_long_text_split_in_order_with_stable_uuids(fake: FakeFeishu, tmp_
     channel = channel_for(fake, max_message_chars=100)
     words = " ".join(f"w{i:03d}" for i in range(60))  # 299 chars → 3 parts
     async with channel_runtime(channel, tmp_path):
-        first = await channel.send(out(words, outbox_id=9))
-        again = await channel.send(out(words, outbox_id=9, attempt=2))  # a retry
-    assert [s.uuid for s in fake.sent] == ["picobot-9-0", "picobot-9-1", "picobot-9-2"]
+        first = await channel.send(out(words, outbox_id=9, idempotency_key="k9"))
+        again = await channel.send(out(words, outbox_id=9, attempt=2, idempotency_key="k9"))
+    assert [s.uuid for s in fake.sent] == ["pb-k9-0", "pb-k9-1", "pb-k9-2"]
     assert all(len(s.text) <= 100 for s in fake.sent)
     assert " ".join(s.text for s in fake.sent) == words
     assert first == again  # Feishu deduplicated the retry by uuid: nothing shown twice

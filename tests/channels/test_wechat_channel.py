@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -31,7 +32,11 @@ BOB = "bob@im.wechat"
 
 
 def reply(text: str, outbox_id: int | None = 1, chat_id: str = ALICE) -> OutboundMessage:
-    return OutboundMessage(channel="wechat", chat_id=chat_id, text=text, outbox_id=outbox_id)
+    """An outbox row's message: its key follows the row id, as the row stores it."""
+    message = OutboundMessage(channel="wechat", chat_id=chat_id, text=text, outbox_id=outbox_id)
+    if outbox_id is None:
+        return message
+    return dataclasses.replace(message, idempotency_key=f"row{outbox_id}")
 
 
 async def test_message_recorded_and_reply_carries_that_users_context_token(
@@ -215,8 +220,8 @@ async def test_long_reply_is_split_under_the_limit_and_retries_keep_client_ids(
                 await channel.send(reply(text, outbox_id=7))
             result = await channel.send(reply(text, outbox_id=7))  # the dispatcher's retry
             client_ids = [a["client_id"] for a in fake.send_attempts]
-            assert client_ids[:2] == ["picobot-7-0", "picobot-7-1"]
-            assert client_ids[2] == "picobot-7-1"  # part 0 was not sent twice
+            assert client_ids[:2] == ["picobot-row7-0", "picobot-row7-1"]
+            assert client_ids[2] == "picobot-row7-1"  # part 0 was not sent twice
             assert len(result.platform_message_ids) == len(client_ids) - 1
             delivered = [a["item_list"][0]["text_item"]["text"] for a in fake.send_attempts]
             del delivered[1]  # the rate-limited attempt

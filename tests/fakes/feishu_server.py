@@ -93,6 +93,7 @@ class FakeFeishu:
         self._outage: tuple[str, str, int] | None = None
         self._tokens: set[str] = set()
         self._uuids: dict[str, str] = {}
+        self.duplicates: list[str] = []  # uuids sent again: answered, not shown
         self._ids = itertools.count(1)
         self._conns: list[_Conn] = []
         self._runner: web.AppRunner | None = None
@@ -233,6 +234,8 @@ class FakeFeishu:
     async def _record(self, kind: str, target: str, id_type: str | None, body: Any) -> Any:
         key = body.get("uuid")
         if key and key in self._uuids:  # Feishu's idempotency: same uuid, same message
+            self.duplicates.append(key)
+            await self._notify()
             return web.json_response({"code": 0, "data": {"message_id": self._uuids[key]}})
         message_id = f"om_sent_{next(self._ids)}"
         if key:

@@ -70,6 +70,9 @@ class FakeWechat:
         self.discarded: list[SentMessage] = []
         self.send_attempts: list[dict[str, Any]] = []
         self.send_rets: list[dict[str, Any]] = []
+        # sends whose client_id was seen before: iLink answers ret 0 and shows nothing
+        self.duplicates: list[SentMessage] = []
+        self._client_ids: dict[str, str] = {}
         self.latest_tokens: dict[str, str] = {}
         self.typing: list[tuple[str, int]] = []
         self.tickets_issued: list[str] = []
@@ -326,11 +329,15 @@ class FakeWechat:
         text = str((items[0].get("text_item") or {}).get("text") or "")
         if len(text) > self.max_text:
             return {"ret": -1, "errmsg": "text too long"}
-        self._next_id += 1
         user = str(msg.get("to_user_id"))
-        sent = SentMessage(
-            user, str(msg["client_id"]), text, msg.get("context_token"), str(self._next_id)
-        )
+        client_id = str(msg["client_id"])
+        if client_id in self._client_ids:  # iLink's idempotency: a repeat is not shown again
+            self.duplicates.append(SentMessage(user, client_id, text, msg.get("context_token"), ""))
+            await self._changed_now()
+            return {"ret": 0, "message_id": self._client_ids[client_id]}
+        self._next_id += 1
+        sent = SentMessage(user, client_id, text, msg.get("context_token"), str(self._next_id))
+        self._client_ids[client_id] = sent.message_id
         if not sent.context_token or sent.context_token != self.latest_tokens.get(user):
             self.discarded.append(sent)  # the real server drops it without saying so
         else:
