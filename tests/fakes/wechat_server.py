@@ -79,6 +79,8 @@ class FakeWechat:
         self.notifications: list[str] = []
         self.cdn: dict[str, bytes] = {}
         self.cdn_requests: list[str] = []
+        self.retired_tokens: list[str] = []  # expired by `expire_session`
+        self.qr_token_lists: list[list[str]] = []  # local_token_list of each POST
         self._status_index = 0
         self._qr_count = 0
         self._next_id = 7_000_000_000_000_000_000
@@ -152,6 +154,13 @@ class FakeWechat:
         }
         await self._append(msg)
         return msg
+
+    def expire_session(self) -> None:
+        """The bot's session ends: the current token answers -14 from now on, a
+        login names it in local_token_list at its peril (ret -3) and a
+        confirmed login issues a new token."""
+        self.retired_tokens.append(self.token)
+        self.token = "ilinkbot_" + secrets.token_hex(8)
 
     async def replay(self, msg: dict[str, Any]) -> None:
         """Deliver an already delivered message again (at-least-once delivery)."""
@@ -250,6 +259,11 @@ class FakeWechat:
         if {"Authorization", "X-WECHAT-UIN"} & set(request.headers):
             self.protocol_errors.append("get_bot_qrcode: sent bot-call headers")
         self.qr_requests.append((request.method, request.host))
+        if request.method == "POST":
+            tokens = (await request.json()).get("local_token_list") or []
+            self.qr_token_lists.append(list(tokens))
+            if set(tokens) & set(self.retired_tokens):
+                return web.json_response({"ret": -3, "errmsg": "invalid local token"})
         self._qr_count += 1
         qr_id = f"qr-{self._qr_count}"
         return web.json_response(
