@@ -28,6 +28,7 @@ __all__ = [
     "CLIENT_VERSION",
     "SESSION_EXPIRED",
     "ILinkClient",
+    "ILinkConfig",
     "ILinkError",
     "ILinkHttpError",
     "ILinkRetError",
@@ -74,6 +75,14 @@ class ILinkRetError(ILinkError):
     @property
     def session_expired(self) -> bool:
         return SESSION_EXPIRED in (self.ret, self.errcode)
+
+
+@dataclass(frozen=True, slots=True)
+class ILinkConfig:
+    """What `getconfig` answers for one user."""
+
+    typing_ticket: str | None
+    context_token: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,14 +247,15 @@ class ILinkClient:
         mid = body.get("message_id")
         return str(mid) if mid not in (None, "") else None
 
-    async def get_typing_ticket(self, user_id: str, context_token: str | None) -> str | None:
+    async def get_config(self, user_id: str, context_token: str | None) -> ILinkConfig:
+        """The user's typing ticket and, when the server issues one, a fresh context_token."""
         payload: dict[str, Any] = {"ilink_user_id": user_id}
         if context_token:
             payload["context_token"] = context_token
         body = await self._request("POST", "getconfig", body=payload)
         check_ret("getconfig", body)
-        ticket = body.get("typing_ticket")
-        return str(ticket) if ticket else None
+        ticket, fresh = body.get("typing_ticket"), body.get("context_token")
+        return ILinkConfig(str(ticket) if ticket else None, str(fresh) if fresh else None)
 
     async def send_typing(self, user_id: str, ticket: str, *, typing: bool) -> None:
         body = await self._request(

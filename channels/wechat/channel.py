@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -27,6 +29,7 @@ from channels.base import (
     ChannelRuntime,
     PermanentSendError,
     RateLimited,
+    RecipientOffline,
     SendResult,
     TransientSendError,
     split_text,
@@ -50,7 +53,13 @@ __all__ = ["WechatChannel"]
 
 log = structlog.get_logger("picobot.channels.wechat")
 
-RATE_LIMITED = -2
+# sendmessage ret -2: "context restricted" (also said of throttling): iLink
+# takes no more replies on this context until the user writes again.
+CONTEXT_RESTRICTED = -2
+RESTRICTED_REASON = (
+    "WeChat refused the reply (ret -2, context restricted); "
+    "it goes out when the user sends their next message"
+)
 _SENT_MEMORY = 2048
 _NOTIFY_TIMEOUT_SECS = 5.0
 
@@ -58,9 +67,10 @@ _NOTIFY_TIMEOUT_SECS = 5.0
 class WechatChannel(Channel):
     name = "wechat"
 
-    def __init__(self, config: WechatConfig) -> None:
+    def __init__(self, config: WechatConfig, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.config = config
+        self._clock = clock  # wall seconds: context-token and typing-ticket ages
         self.capabilities = Capabilities(
             max_message_chars=config.max_message_chars,
             can_show_typing=config.typing,
@@ -116,9 +126,18 @@ class WechatChannel(Channel):
         )
         watch = CredentialWatch(self.cred_path, self.config.credential_check_secs)
         creds = await watch.load()
-        self._contexts = ContextTokens(runtime.state)
+        self._contexts = ContextTokens(
+            runtime.state,
+            refresh_after_secs=self.config.context_refresh_secs,
+            max_sends=self.config.context_max_sends,
+            clock=self._clock,
+        )
         self._typing = TypingIndicator(
-            self._client, self._contexts, self.config.typing_interval_secs
+            self._client,
+            self._contexts,
+            self.config.typing_interval_secs,
+            ticket_ttl=self.config.typing_ticket_ttl_secs,
+            clock=self._clock,
         )
         media = MediaFetcher(
             self._client,
@@ -183,8 +202,7 @@ class WechatChannel(Channel):
         user = message.chat_id
         if not message.text.strip():
             return SendResult()
-        context = await self._contexts.get(user)
-        if not context:
+        if not await self._contexts.get(user):
             raise PermanentSendError(
                 "no context_token for this WeChat user yet: they must message the bot first"
             )
@@ -197,11 +215,14 @@ class WechatChannel(Channel):
                 ids.append(done)
                 continue
             try:
+                # per part: a long reply may outlive its token or its send budget
+                context = await self._contexts.for_send(self._client, user) or ""
                 platform_id = await self._client.send_text(
                     to_user_id=user, client_id=client_id, text=part, context_token=context
                 )
             except (ILinkError, TimeoutError) as exc:
-                raise self._send_error(exc) from None
+                raise await self._send_error(user, exc) from None
+            self._contexts.sent(user)
             self._remember_sent(client_id, platform_id or client_id)
             ids.append(platform_id or client_id)
         return SendResult(tuple(ids))
@@ -211,11 +232,15 @@ class WechatChannel(Channel):
         while len(self._sent) > _SENT_MEMORY:
             self._sent.popitem(last=False)
 
-    def _send_error(self, exc: ILinkError | TimeoutError) -> ChannelError:
+    async def _send_error(self, user: str, exc: ILinkError | TimeoutError) -> ChannelError:
         if isinstance(exc, ILinkRetError):
-            if exc.ret == RATE_LIMITED or exc.errcode == RATE_LIMITED:
-                # -2 covers both throttling and "prepare failed": back off either way.
-                return RateLimited(str(exc), self.config.rate_limit_retry_secs)
+            if CONTEXT_RESTRICTED in (exc.ret, exc.errcode):
+                # Retrying on a timer only meets the same refusal: the row is
+                # parked (its reason says why) until the user's next message.
+                assert self._contexts is not None
+                await self._contexts.restrict(user)
+                log.warning("wechat reply parked: context restricted", channel=self.name)
+                return RecipientOffline(RESTRICTED_REASON)
             if exc.session_expired:
                 return TransientSendError(f"{exc} ({EXPIRED_REASON})")
             return TransientSendError(str(exc))

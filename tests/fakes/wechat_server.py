@@ -15,6 +15,7 @@ import asyncio
 import base64
 import json
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -55,6 +56,11 @@ class FakeWechat:
     qr_get_only: bool = False
     # One entry per get_qrcode_status call (the last one repeats).
     login_script: list[str | dict[str, Any]] = field(default_factory=lambda: ["confirmed"])
+    # context tokens: a send on one older than `context_ttl_secs` (by `clock`)
+    # or past `sends_per_token` sends is refused with ret -2, as iLink does
+    clock: Callable[[], float] = time.time
+    context_ttl_secs: float = 120.0
+    sends_per_token: int = 10
 
     def __post_init__(self) -> None:
         self.base_url = ""
@@ -74,6 +80,9 @@ class FakeWechat:
         self.duplicates: list[SentMessage] = []
         self._client_ids: dict[str, str] = {}
         self.latest_tokens: dict[str, str] = {}
+        self.token_issued: dict[str, float] = {}  # context token → when (clock)
+        self.token_sends: dict[str, int] = {}
+        self.refused: list[SentMessage] = []  # sends answered ret -2 (token expired/used up)
         self.typing: list[tuple[str, int]] = []
         self.tickets_issued: list[str] = []
         self.notifications: list[str] = []
@@ -135,8 +144,7 @@ class FakeWechat:
     ) -> dict[str, Any]:
         """Queue a user message (with a fresh context_token) for getupdates."""
         self._next_id += 1
-        token = f"ctx-{from_user}-{self._next_id}"
-        self.latest_tokens[from_user] = token
+        token = self._issue_token(from_user)
         item_list = items if items is not None else [{"type": 1, "text_item": {"text": text}}]
         msg: dict[str, Any] = {
             "seq": len(self.stream) + 1,
@@ -161,6 +169,12 @@ class FakeWechat:
         confirmed login issues a new token."""
         self.retired_tokens.append(self.token)
         self.token = "ilinkbot_" + secrets.token_hex(8)
+
+    def _issue_token(self, user: str) -> str:
+        token = f"ctx-{user}-{secrets.token_hex(4)}"
+        self.latest_tokens[user] = token
+        self.token_issued[token] = self.clock()
+        return token
 
     async def replay(self, msg: dict[str, Any]) -> None:
         """Deliver an already delivered message again (at-least-once delivery)."""
@@ -352,9 +366,19 @@ class FakeWechat:
         self._next_id += 1
         sent = SentMessage(user, client_id, text, msg.get("context_token"), str(self._next_id))
         self._client_ids[client_id] = sent.message_id
-        if not sent.context_token or sent.context_token != self.latest_tokens.get(user):
+        token = sent.context_token or ""
+        if not token or token != self.latest_tokens.get(user):
             self.discarded.append(sent)  # the real server drops it without saying so
+        elif (
+            self.clock() - self.token_issued.get(token, 0.0) > self.context_ttl_secs
+            or self.token_sends.get(token, 0) >= self.sends_per_token
+        ):
+            del self._client_ids[client_id]  # refused, not delivered: it may come again
+            self.refused.append(sent)
+            await self._changed_now()
+            return {"ret": -2, "errmsg": "context restricted"}
         else:
+            self.token_sends[token] = self.token_sends.get(token, 0) + 1
             self.sent.append(sent)
         await self._changed_now()
         return {"ret": 0, "message_id": sent.message_id}
@@ -365,7 +389,10 @@ class FakeWechat:
             self.protocol_errors.append("getconfig: context_token is not the latest")
         ticket = f"ticket-{user}-{len(self.tickets_issued)}"
         self.tickets_issued.append(ticket)
-        return {"ret": 0, "typing_ticket": ticket}
+        answer: dict[str, Any] = {"ret": 0, "typing_ticket": ticket}
+        if user in self.latest_tokens:  # a fresh context token, with new age and budget
+            answer["context_token"] = self._issue_token(user)
+        return answer
 
     async def _sendtyping(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("typing_ticket") not in self.tickets_issued:
