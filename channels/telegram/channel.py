@@ -41,6 +41,7 @@ from channels.telegram.outbound import TelegramSender
 from channels.telegram.polling import ALLOWED_UPDATES, RawUpdatesBot, UpdatePoller
 from channels.telegram.redaction import Redactor
 from channels.telegram.tasks import cancel_and_wait
+from channels.telegram.threads import make_handle, parse_handle
 from gateway.bus import (
     BusClosed,
     ChannelEvent,
@@ -287,6 +288,12 @@ class TelegramChannel(Channel):
             sender_id=parsed.sender_id,
             text=text,
             message_id=parsed.message_id,
+            # a forum topic's thread rides in the reply handle (channels.telegram.threads)
+            reply_ref=(
+                make_handle(parsed.chat_id, parsed.telegram_message_id, parsed.thread_id)
+                if parsed.thread_id is not None
+                else None
+            ),
             chat_type=parsed.chat_type,
             media=tuple(media),
             reply_to=parsed.reply_to,
@@ -307,6 +314,7 @@ class TelegramChannel(Channel):
             return SendResult()
         parts = split_text(message.text, TEXT_LIMIT)
         reply_to = _reply_target(message)
+        _, thread_id = parse_handle(message.reply_to_message_id)  # every part stays in the topic
         sent = await self._sent_parts(message)
         stream_message_id = None
         if self._streams is not None:
@@ -317,11 +325,18 @@ class TelegramChannel(Channel):
                 continue  # delivered by an earlier attempt of this same reply
             try:
                 if index == 0 and stream_message_id is not None:
-                    ids.append(await self._replace_stream(message.chat_id, stream_message_id, part))
+                    ids.append(
+                        await self._replace_stream(
+                            message.chat_id, stream_message_id, part, thread_id
+                        )
+                    )
                 else:
                     ids.append(
                         await sender.send_text(
-                            message.chat_id, part, reply_to if index == 0 else None
+                            message.chat_id,
+                            part,
+                            reply_to if index == 0 else None,
+                            thread_id=thread_id,
                         )
                     )
             except ChannelError:
@@ -331,7 +346,9 @@ class TelegramChannel(Channel):
             await self._clear_progress(message)
         return SendResult(tuple(str(i) for i in ids))
 
-    async def _replace_stream(self, chat_id: str, message_id: int, part: str) -> int:
+    async def _replace_stream(
+        self, chat_id: str, message_id: int, part: str, thread_id: int | None
+    ) -> int:
         sender = self._sender
         assert sender is not None
         try:
@@ -339,7 +356,7 @@ class TelegramChannel(Channel):
             return message_id
         except PermanentSendError:
             # The streamed message is gone or not editable: send the part fresh.
-            return await sender.send_text(chat_id, part)
+            return await sender.send_text(chat_id, part, thread_id=thread_id)
 
     async def _sent_parts(self, message: OutboundMessage) -> list[int]:
         if message.outbox_id is None:
@@ -367,13 +384,14 @@ class TelegramChannel(Channel):
             await self._require_runtime().state.set(f"{_PROGRESS_KEY}{message.outbox_id}", "")
 
     async def notify(self, event: ChannelEvent) -> None:
+        _, thread_id = parse_handle(event.reply_to_message_id)
         try:
             if event.kind is EventKind.WORKING and self._typing is not None:
-                self._typing.start(event.chat_id)
+                self._typing.start(event.chat_id, thread_id)
             elif event.kind is EventKind.IDLE and self._typing is not None:
                 await self._typing.stop(event.chat_id)
             elif event.kind is EventKind.DELTA and self.config.streaming and self._streams:
-                await self._streams.delta(event.chat_id, event.run_id, event.text)
+                await self._streams.delta(event.chat_id, event.run_id, event.text, thread_id)
             elif event.kind is EventKind.TOOL and self._tool_progress is not None:
                 self._tool_progress.show(event)
         except asyncio.CancelledError:
@@ -396,7 +414,7 @@ class TelegramChannel(Channel):
 
 def _reply_target(message: OutboundMessage) -> int | None:
     """Quote the user's message in groups (in a private chat the context is obvious)."""
-    if not message.chat_id.startswith("-") or not message.reply_to_message_id:
+    if not message.chat_id.startswith("-"):
         return None
-    _, _, raw = message.reply_to_message_id.rpartition(":")
-    return int(raw) if raw.isdigit() else None
+    message_id, _ = parse_handle(message.reply_to_message_id)
+    return message_id

@@ -61,6 +61,7 @@ class ParsedMessage:
     mentions: tuple[str, ...]
     attachments: tuple[Attachment, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    thread_id: int | None = None  # forum topic (replies must go back there)
 
 
 def sender_ids(user_id: int, username: str | None) -> tuple[str, ...]:
@@ -106,6 +107,11 @@ def parse_update(update: Update, me: BotIdentity) -> ParsedMessage | None:
         metadata["username"] = user.username
     if message.chat.title:
         metadata["chat_title"] = message.chat.title
+    # only a forum topic's thread id may be sent back (reply threads of ordinary
+    # groups carry one too, which sendMessage would refuse)
+    thread_id = message.message_thread_id if message.is_topic_message else None
+    if thread_id is not None:
+        metadata["message_thread_id"] = thread_id
     return ParsedMessage(
         chat_id=chat_id,
         chat_type=chat_type,
@@ -119,6 +125,7 @@ def parse_update(update: Update, me: BotIdentity) -> ParsedMessage | None:
         mentions=mentions,
         attachments=attachments,
         metadata=metadata,
+        thread_id=thread_id,
     )
 
 

@@ -105,6 +105,7 @@ class FakeTelegram:
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
         self.webhook: dict[str, str] = {}
         self.downloads: list[str] = []
+        self.forums: dict[int, set[int]] = {}  # forum supergroup id -> its topic thread ids
         self._next_update_id = 1000
         self._next_message_id: dict[int, int] = {}
         self._failures: dict[str, list[_Failure]] = {}
@@ -178,6 +179,26 @@ class FakeTelegram:
 
     async def add_message(self, text: str | None = "hello", **kwargs: Any) -> dict[str, Any]:
         return await self.add_update({"message": self.message(text, **kwargs)})
+
+    def topic_message(
+        self, text: str, *, chat_id: int, thread_id: int, **kwargs: Any
+    ) -> dict[str, Any]:
+        """A message in forum topic `thread_id` of supergroup `chat_id` (made a forum)."""
+        self.forums.setdefault(chat_id, set()).add(thread_id)
+        msg = self.message(text, chat_id=chat_id, chat_type="supergroup", **kwargs)
+        msg["chat"]["is_forum"] = True
+        msg.update(message_thread_id=thread_id, is_topic_message=True)
+        return msg
+
+    def _thread_error(self, call: Call) -> web.Response | None:
+        """What Telegram answers a send or chat action naming a thread the chat lacks."""
+        raw = call.params.get("message_thread_id")
+        if raw is None:
+            return None
+        topics = self.forums.get(int(call.params["chat_id"]))
+        if topics is None or int(raw) not in topics:
+            return _error(400, "Bad Request: message thread not found")
+        return None
 
     def add_file(self, content: bytes, file_path: str = "photos/file_0.jpg") -> str:
         file_id = f"FILE{len(self.files)}"
@@ -344,6 +365,9 @@ class FakeTelegram:
     async def _m_sendMessage(self, call: Call) -> web.Response:
         chat_id = int(call.params["chat_id"])
         text = call.params.get("text", "")
+        if (refused := self._thread_error(call)) is not None:
+            await self._record(call)
+            return refused
         if call.params.get("parse_mode") == "HTML":
             visible, error = _check_html(text)
             if error is not None:
@@ -393,6 +417,9 @@ class FakeTelegram:
 
     async def _m_sendChatAction(self, call: Call) -> web.Response:
         await self._record(call)
+        if (refused := self._thread_error(call)) is not None:
+            return refused
+        call.params["_ok"] = "1"
         return _ok(True)
 
     async def _m_sendDocument(self, call: Call) -> web.Response:
