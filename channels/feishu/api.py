@@ -147,9 +147,17 @@ class FeishuApi:
         return str(body.get("data", {}).get("message_id", ""))
 
     async def reply_message(
-        self, message_id: str, msg_type: str, content: str, uuid: str | None
+        self,
+        message_id: str,
+        msg_type: str,
+        content: str,
+        uuid: str | None,
+        *,
+        reply_in_thread: bool = False,
     ) -> str:
         payload: dict[str, Any] = {"msg_type": msg_type, "content": content}
+        if reply_in_thread:  # answer in the message's thread (topic), not the chat
+            payload["reply_in_thread"] = True
         if uuid:
             payload["uuid"] = uuid
         body = await self._call(
@@ -178,11 +186,16 @@ class FeishuApi:
             f"/open-apis/im/v1/messages/{_seg(message_id)}/reactions/{_seg(reaction_id)}",
         )
 
-    async def get_message(self, message_id: str) -> dict[str, Any] | None:
+    async def get_message_items(self, message_id: str) -> list[dict[str, Any]]:
+        """The message and, for a merged forward, the messages it carries
+        (theirs have `upper_message_id` = `message_id`)."""
         body = await self._call("GET", f"/open-apis/im/v1/messages/{_seg(message_id)}")
         items = body.get("data", {}).get("items") or []
-        first = items[0] if items else None
-        return first if isinstance(first, dict) else None
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    async def get_message(self, message_id: str) -> dict[str, Any] | None:
+        items = await self.get_message_items(message_id)
+        return items[0] if items else None
 
     async def ws_endpoint(self) -> WsEndpoint:
         """Long-connection endpoint discovery (authenticated by app credentials)."""

@@ -188,7 +188,14 @@ class FeishuChannel(Channel):
         if target is None:
             meta = message.metadata.get("feishu_message_id")
             target = meta if isinstance(meta, str) and meta.startswith("om_") else None
-        return await send_reply(self.api, message, target, self.config.max_message_chars)
+        return await send_reply(
+            self.api,
+            message,
+            target,
+            self.config.max_message_chars,
+            cards=self.config.card_replies,
+            reply_in_thread=self.config.reply_in_thread,
+        )
 
     async def notify(self, event: ChannelEvent) -> None:
         if event.kind is EventKind.TOOL:

@@ -1,16 +1,24 @@
-"""Reply rendering and delivery for Feishu: text vs post, idempotency keys, reply targets.
+"""Reply rendering and delivery for Feishu: card, post or text; fallbacks; idempotency keys.
 
-Plain one-paragraph replies go out as `text`; multi-paragraph or Markdown-like
-replies as `post` with one `md` element, which Feishu renders. Each part's
-`uuid` (Feishu's idempotency key, honoured for an hour) is the message's
-random idempotency key (stored with its outbox row) plus the part index, so a
-retried reply is never shown twice and a new reply never looks like an old one.
+A reply part goes out as an `interactive` card with one `markdown` element
+(`cards: true`, the default: Feishu renders Markdown there best), else as
+`post` with one `md` element when it looks like Markdown, else as `text`.
+When Feishu rejects the body (a card or post it cannot render, content too
+large, …) the same part is sent again as plain `text`: the last fallback, so a
+reply is never lost to its formatting. A reply to a message that is gone
+(withdrawn, deleted) is posted into the chat instead.
+
+Each part's `uuid` (Feishu's idempotency key, honoured for an hour) is the
+message's random idempotency key (stored with its outbox row) plus the part
+index, and the plain-text fallback has a key of its own: a retried reply is
+never shown twice and a new reply never looks like an old one.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 import structlog
 
@@ -18,7 +26,7 @@ from channels.base import SendResult, split_text
 from channels.feishu.api import FeishuApi, FeishuApiError
 from gateway.bus import OutboundMessage
 
-__all__ = ["idempotency_key", "receive_id_type", "render", "send_reply"]
+__all__ = ["Rendering", "idempotency_key", "receive_id_type", "render", "renderings", "send_reply"]
 
 log = structlog.get_logger("channels.feishu.outbound")
 
@@ -26,19 +34,54 @@ _MARKDOWN = re.compile(
     r"(^|\n)\s{0,3}(#{1,6}\s|[-*+]\s|\d+\.\s|>\s|```)|\*\*[^*\n]+\*\*|`[^`\n]+`|\[[^\]\n]+\]\([^)\s]+\)"
 )
 
-
-# Feishu caps post content at 30 KB (text at 150 KB): bigger parts go out as text.
+# Feishu caps card and post content at 30 KB (text at 150 KB): bigger parts go out as text.
 POST_MAX_BYTES = 28_000
+CARD_MAX_BYTES = 28_000
+# The message answered no longer exists: post into the chat instead.
+TARGET_GONE_CODES = frozenset({230011, 231003})
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    msg_type: str
+    content: str  # the JSON string Feishu wants in `content`
+    key_suffix: str = ""  # distinguishes the fallback's idempotency key
+
+
+def _text(text: str) -> Rendering:
+    return Rendering("text", json.dumps({"text": text}, ensure_ascii=False), "-t")
+
+
+def markdown_card(text: str) -> str:
+    """A card showing `text` as Markdown (a shared card, so it may be updated later)."""
+    card = {
+        "config": {"wide_screen_mode": True, "update_multi": True},
+        "elements": [{"tag": "markdown", "content": text}],
+    }
+    return json.dumps(card, ensure_ascii=False)
 
 
 def render(text: str) -> tuple[str, str]:
-    """(msg_type, content JSON string) for one part of a reply."""
+    """(msg_type, content JSON string) for one part without cards: post or text."""
     if "\n\n" in text.strip() or _MARKDOWN.search(text):
         post = {"zh_cn": {"title": "", "content": [[{"tag": "md", "text": text}]]}}
         content = json.dumps(post, ensure_ascii=False)
         if len(content.encode()) <= POST_MAX_BYTES:
             return "post", content
     return "text", json.dumps({"text": text}, ensure_ascii=False)
+
+
+def renderings(text: str, *, cards: bool) -> list[Rendering]:
+    """What to try for one part, in order; plain text is always the last."""
+    if cards:
+        content = markdown_card(text)
+        if len(content.encode()) <= CARD_MAX_BYTES:
+            return [Rendering("interactive", content), _text(text)]
+        return [_text(text)]
+    msg_type, content = render(text)
+    if msg_type == "text":
+        return [_text(text)]
+    return [Rendering(msg_type, content), _text(text)]
 
 
 def idempotency_key(message_key: str, part: int) -> str:
@@ -55,25 +98,69 @@ def receive_id_type(chat_id: str) -> str:
     return "chat_id"
 
 
+class _Delivery:
+    """One reply's parts, in order; `target` is dropped once it is known gone."""
+
+    def __init__(
+        self, api: FeishuApi, message: OutboundMessage, target: str | None, in_thread: bool
+    ) -> None:
+        self.api = api
+        self.message = message
+        self.target = target
+        self.in_thread = in_thread
+
+    async def part(self, index: int, text: str, cards: bool) -> str:
+        options = renderings(text, cards=cards)
+        for n, rendering in enumerate(options):
+            last = n == len(options) - 1
+            key = idempotency_key(self.message.idempotency_key, index) + rendering.key_suffix
+            try:
+                return await self._post(rendering, key, last)
+            except FeishuApiError as exc:
+                if last:
+                    raise
+                log.warning(
+                    "feishu: body rejected, sending as plain text",
+                    code=exc.code,
+                    msg_type=rendering.msg_type,
+                )
+        raise AssertionError("unreachable: the last rendering returns or raises")
+
+    async def _post(self, rendering: Rendering, key: str, last: bool) -> str:
+        if self.target is not None:
+            try:
+                return await self.api.reply_message(
+                    self.target,
+                    rendering.msg_type,
+                    rendering.content,
+                    key,
+                    reply_in_thread=self.in_thread,
+                )
+            except FeishuApiError as exc:
+                if exc.code not in TARGET_GONE_CODES and not last:
+                    raise  # the body, not the target: the next rendering
+                # gone (or even plain text refused as a reply): into the chat instead
+                log.warning("feishu: reply failed, sending to the chat", code=exc.code)
+                self.target = None
+        chat_id = self.message.chat_id
+        return await self.api.send_message(
+            chat_id, rendering.msg_type, rendering.content, key, id_type=receive_id_type(chat_id)
+        )
+
+
 async def send_reply(
-    api: FeishuApi, message: OutboundMessage, target: str | None, limit: int
+    api: FeishuApi,
+    message: OutboundMessage,
+    target: str | None,
+    limit: int,
+    *,
+    cards: bool = True,
+    reply_in_thread: bool = False,
 ) -> SendResult:
     """Send every part in order: as replies to `target` if given, else into the chat."""
-    ids: list[str] = []
-    for index, part in enumerate(split_text(message.text, limit)):
-        msg_type, content = render(part)
-        key = idempotency_key(message.idempotency_key, index)
-        if target is not None:
-            try:
-                ids.append(await api.reply_message(target, msg_type, content, key))
-                continue
-            except FeishuApiError as exc:
-                # The message answered may be withdrawn or gone: post into the chat instead.
-                log.warning("feishu: reply failed, sending to the chat", code=exc.code)
-                target = None
-        ids.append(
-            await api.send_message(
-                message.chat_id, msg_type, content, key, id_type=receive_id_type(message.chat_id)
-            )
-        )
+    delivery = _Delivery(api, message, target, reply_in_thread)
+    ids = [
+        await delivery.part(index, part, cards)
+        for index, part in enumerate(split_text(message.text, limit))
+    ]
     return SendResult(platform_message_ids=tuple(ids))

@@ -42,14 +42,48 @@ def out(text: str, **kw: Any) -> OutboundMessage:
 
 
 async def test_send_text_to_chat(fake: FakeFeishu, tmp_path: Path) -> None:
-    channel = channel_for(fake)
+    channel = channel_for(fake, card_replies=False)
     async with channel_runtime(channel, tmp_path):
         result = await channel.send(out("plain answer", outbox_id=7, idempotency_key="k7"))
     [sent] = fake.sent
     assert (sent.kind, sent.target, sent.id_type) == ("send", "oc_chat1", "chat_id")
     assert (sent.msg_type, sent.content) == ("text", {"text": "plain answer"})
-    assert sent.uuid == "pb-k7-0"
+    assert sent.uuid == "pb-k7-0-t"
     assert result.platform_message_ids == (sent.message_id,)
+
+
+async def test_a_reply_is_a_card_with_one_markdown_element(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    channel = channel_for(fake)
+    text = "# Title\n\nSome **bold** words."
+    async with channel_runtime(channel, tmp_path):
+        await channel.send(out(text, outbox_id=7, idempotency_key="k7"))
+    [sent] = fake.sent
+    assert sent.msg_type == "interactive"
+    assert sent.content["elements"] == [{"tag": "markdown", "content": text}]
+    assert sent.uuid == "pb-k7-0"
+    assert fake.rejected == []
+
+
+async def test_a_rejected_card_is_delivered_as_plain_text_once(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    fake.reject_cards = True
+    channel = channel_for(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        event = message_event("question", message_id="om_question")
+        assert (await EventSender(rt.base_url + WEBHOOK_PATH).post(event))[0] == 200
+        [msg] = await rt.wait_for_messages(1)
+        reply = out("**bold** answer", reply_to_message_id=msg.message_id, idempotency_key="k1")
+        first = await channel.send(reply)
+        again = await channel.send(reply)  # the dispatcher's retry of the same row
+    [sent] = fake.sent
+    assert (sent.kind, sent.target, sent.msg_type) == ("reply", "om_question", "text")
+    assert sent.text == "**bold** answer"
+    assert [t for t, _ in fake.rejected] == ["interactive", "interactive"]
+    assert fake.duplicates == [sent.uuid]  # the retry was not shown twice
+    assert first == again
 
 
 async def test_reply_to_inbound_message_by_its_event_id(fake: FakeFeishu, tmp_path: Path) -> None:
@@ -74,7 +108,7 @@ async def test_reply_to_a_gone_message_falls_back_to_the_chat(
 
 
 async def test_markdown_and_paragraphs_go_out_as_post(fake: FakeFeishu, tmp_path: Path) -> None:
-    channel = channel_for(fake)
+    channel = channel_for(fake, card_replies=False)
     text = "# Title\n\nSome **bold** words.\n\n- one\n- two"
     async with channel_runtime(channel, tmp_path):
         await channel.send(out(text, outbox_id=3))

@@ -57,7 +57,12 @@ class Sent:
         if self.msg_type == "text":
             return str(self.content.get("text", ""))
         if self.msg_type == "interactive":  # a card: the text of its elements
-            texts = [el.get("text", {}).get("content", "") for el in self.content["elements"]]
+            texts = [
+                el["content"]
+                if el.get("tag") == "markdown"
+                else el.get("text", {}).get("content", "")
+                for el in self.content["elements"]
+            ]
             return "\n".join(texts)
         paragraphs = self.content.get("zh_cn", {}).get("content", [])
         return "\n".join("".join(el.get("text", "") for el in p) for p in paragraphs)
@@ -94,6 +99,9 @@ class FakeFeishu:
         self._tokens: set[str] = set()
         self._uuids: dict[str, str] = {}
         self.duplicates: list[str] = []  # uuids sent again: answered, not shown
+        self.forwarded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.reject_cards = False  # answer every interactive body as Feishu does a bad card
+        self.rejected: list[tuple[str, str | None]] = []  # (msg_type, uuid) refused
         self._ids = itertools.count(1)
         self._conns: list[_Conn] = []
         self._runner: web.AppRunner | None = None
@@ -231,8 +239,28 @@ class FakeFeishu:
         bot = {"activate_status": 2, "app_name": "picobot", "open_id": self.bot_open_id}
         return web.json_response({"code": 0, "msg": "ok", "bot": bot})
 
+    def _card_error(self, body: Any) -> str | None:
+        """Why Feishu would refuse this card (None: it renders)."""
+        if self.reject_cards:
+            return "failed to create card content"
+        card = json.loads(body["content"])
+        elements = card.get("elements") if isinstance(card, dict) else None
+        if not isinstance(elements, list) or not elements:
+            return "card has no elements"
+        for el in elements:
+            tag = el.get("tag") if isinstance(el, dict) else None
+            if tag == "markdown" and not isinstance(el.get("content"), str):
+                return "markdown element without content"
+            if tag not in {"markdown", "div", "hr", "note", "action", "img", "column_set"}:
+                return f"unknown card element tag {tag!r}"
+        return None
+
     async def _record(self, kind: str, target: str, id_type: str | None, body: Any) -> Any:
         key = body.get("uuid")
+        if body.get("msg_type") == "interactive" and (why := self._card_error(body)) is not None:
+            self.rejected.append(("interactive", key))
+            await self._notify()
+            return web.json_response({"code": 230099, "msg": why}, status=400)
         if key and key in self._uuids:  # Feishu's idempotency: same uuid, same message
             self.duplicates.append(key)
             await self._notify()
@@ -290,7 +318,22 @@ class FakeFeishu:
             return web.json_response({"code": 230001, "msg": "message not found"}, status=400)
         msg_type, content = self.messages[mid]
         item = {"message_id": mid, "msg_type": msg_type, "body": {"content": json.dumps(content)}}
-        return web.json_response({"code": 0, "data": {"items": [item]}})
+        items = [item]
+        for n, (child_type, child) in enumerate(self.forwarded.get(mid, [])):
+            items.append(
+                {
+                    "message_id": f"{mid}_child{n}",
+                    "msg_type": child_type,
+                    "upper_message_id": mid,  # how Feishu marks a forwarded message
+                    "body": {"content": json.dumps(child)},
+                }
+            )
+        return web.json_response({"code": 0, "data": {"items": items}})
+
+    def add_forward(self, mid: str, children: list[tuple[str, dict[str, Any]]]) -> None:
+        """A merged forward `mid` carrying `children` ((msg_type, content) each)."""
+        self.messages[mid] = ("merge_forward", {"content": "Merged and Forwarded Message"})
+        self.forwarded[mid] = children
 
     async def _react(self, request: web.Request) -> web.Response:
         if (failed := await self._guard(request)) is not None:
