@@ -239,6 +239,9 @@ class OutboundMessage:
     # What the platform deduplicates on (Feishu `uuid`, WeChat `client_id`):
     # stored with the outbox row, so only the retries of that row repeat it.
     idempotency_key: str = field(default_factory=new_idempotency_key, compare=False)
+    # Files to deliver with (after) the text, in order; paths the channel can read
+    # on every retry (the gateway keeps its own copy: gateway.file_delivery).
+    media: tuple[MediaRef, ...] = ()
 
 
 class EventKind(StrEnum):

@@ -316,6 +316,7 @@ class ExecutionService:
             message_seq=user_message_seq(turn),
             run_id=plan.run_id,
             services=self.services,
+            reply_to=plan.reply_to,
         )
         try:
             context = await profile.context.prepare(

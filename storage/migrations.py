@@ -271,9 +271,11 @@ CREATE INDEX skill_events_by_skill ON skill_events (skill, id);
 # A random idempotency key per outbox row (Feishu `uuid`, WeChat `client_id`):
 # keys derived from the row id repeat after a restore, on a fresh database or
 # with two gateways on one bot, and the platform then drops a new reply as a
-# duplicate. Rows already written get a random key of their own here.
+# duplicate. Rows already written get a random key of their own here. `media`:
+# the files an outbound message carries (OutboundMessage.media).
 _V8_OUTBOX_IDEMPOTENCY_KEY = """
 ALTER TABLE outbox ADD COLUMN idempotency_key TEXT;
+ALTER TABLE outbox ADD COLUMN media TEXT;        -- JSON list of files sent with the text
 UPDATE outbox SET idempotency_key = lower(hex(randomblob(16))) WHERE idempotency_key IS NULL;
 CREATE UNIQUE INDEX outbox_idempotency_key ON outbox (idempotency_key);
 """

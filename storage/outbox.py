@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gateway.bus import OutboundMessage, new_idempotency_key
+from gateway.bus import MediaKind, MediaRef, OutboundMessage, new_idempotency_key
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
@@ -67,6 +67,7 @@ class OutboxRow:
     next_attempt_at: str | None = None
     requeued_at: str | None = None
     idempotency_key: str = ""  # "" only for a row written before schema v8
+    media: tuple[MediaRef, ...] = ()
 
     @property
     def clock_start(self) -> str:
@@ -86,6 +87,7 @@ class OutboxRow:
             metadata=dict(self.metadata),
             created_at=parse_iso(self.created_at),
             idempotency_key=self.idempotency_key or f"outbox-{self.id}",
+            media=self.media,
         )
 
     @classmethod
@@ -105,6 +107,7 @@ class OutboxRow:
             run_id=message.run_id,
             metadata=dict(message.metadata),
             idempotency_key=message.idempotency_key,
+            media=message.media,
         )
 
 
@@ -137,6 +140,25 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         next_attempt_at=r["next_attempt_at"],
         requeued_at=r["requeued_at"],
         idempotency_key=r["idempotency_key"] or "",
+        media=_media(r["media"]),
+    )
+
+
+def _media(raw: str | None) -> tuple[MediaRef, ...]:
+    items: list[dict[str, Any]] = json.loads(raw) if raw else []
+    return tuple(
+        MediaRef(MediaKind(m["kind"]), m["path"], m.get("mime_type"), m.get("name")) for m in items
+    )
+
+
+def _media_json(media: Sequence[MediaRef]) -> str | None:
+    if not media:
+        return None
+    return json.dumps(
+        [
+            {"kind": m.kind.value, "path": m.path, "mime_type": m.mime_type, "name": m.name}
+            for m in media
+        ]
     )
 
 
@@ -155,7 +177,8 @@ def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | 
     while True:
         cursor = conn.execute(
             "INSERT INTO outbox (channel, chat_id, text, reply_to_message_id, session_id, "
-            "inbox_id, metadata, created_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "inbox_id, metadata, created_at, idempotency_key, media) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (idempotency_key) DO NOTHING",
             (
                 message.channel,
@@ -167,6 +190,7 @@ def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | 
                 _metadata_json(message),
                 now_iso(),
                 key,
+                _media_json(message.media),
             ),
         )
         if cursor.rowcount == 1:

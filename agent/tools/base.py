@@ -30,6 +30,7 @@ from agent.tools.sandbox import Sandbox
 
 __all__ = [
     "AdminDirectory",
+    "FileSender",
     "MemoryService",
     "SchedulerService",
     "SessionMessenger",
@@ -101,6 +102,16 @@ class SessionMessenger(Protocol):
     async def send(self, channel: str, chat_id: str, text: str) -> None: ...
 
 
+class FileSender(Protocol):
+    """Delivers a file to a chat through the durable outbox (`send_file`).
+    Raises `ToolError` for what the model should read (too big, a channel
+    that cannot send files); returns a short confirmation."""
+
+    async def send_file(
+        self, channel: str, chat_id: str, path: Path, *, caption: str, reply_to: str | None
+    ) -> str: ...
+
+
 class AdminDirectory(Protocol):
     """The access policy's notion of admin (gateway.access): e.g. for a tool that
     may reach another chat only when the asking sender is an admin."""
@@ -118,6 +129,7 @@ class ToolServices:
     skills: SkillService | None = None
     messenger: SessionMessenger | None = None
     admins: AdminDirectory | None = None
+    files: FileSender | None = None
 
 
 NO_SERVICES = ToolServices()
@@ -153,6 +165,7 @@ class ToolContext:
     message_seq: int | None = None
     run_id: str | None = None
     services: ToolServices = NO_SERVICES
+    reply_to: str | None = None  # the platform handle a reply to this turn carries
 
     @property
     def workspace(self) -> Path:

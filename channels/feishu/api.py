@@ -15,6 +15,7 @@ import mimetypes
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,37 @@ class FeishuApi:
             f"/open-apis/im/v1/messages/{_seg(message_id)}/reactions/{_seg(reaction_id)}",
         )
 
+    async def upload_image(self, data: bytes, name: str) -> str:
+        """POST /im/v1/images (image_type message) → the image_key to send."""
+
+        def form() -> aiohttp.FormData:
+            body = aiohttp.FormData()
+            body.add_field("image_type", "message")
+            body.add_field("image", data, filename=name)
+            return body
+
+        answer = await self._call("POST", "/open-apis/im/v1/images", form=form)
+        key = answer.get("data", {}).get("image_key")
+        if not isinstance(key, str) or not key:
+            raise TransientSendError("feishu im/v1/images: answer without image_key")
+        return key
+
+    async def upload_file(self, data: bytes, name: str) -> str:
+        """POST /im/v1/files → the file_key to send (file_type by extension)."""
+
+        def form() -> aiohttp.FormData:
+            body = aiohttp.FormData()
+            body.add_field("file_type", _file_type(name))
+            body.add_field("file_name", name)
+            body.add_field("file", data, filename=name)
+            return body
+
+        answer = await self._call("POST", "/open-apis/im/v1/files", form=form)
+        key = answer.get("data", {}).get("file_key")
+        if not isinstance(key, str) or not key:
+            raise TransientSendError("feishu im/v1/files: answer without file_key")
+        return key
+
     async def get_message_items(self, message_id: str) -> list[dict[str, Any]]:
         """The message and, for a merged forward, the messages it carries
         (theirs have `upper_message_id` = `message_id`)."""
@@ -264,6 +296,7 @@ class FeishuApi:
         json: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         auth: bool = True,
+        form: Callable[[], aiohttp.FormData] | None = None,
     ) -> dict[str, Any]:
         what = path.removeprefix("/open-apis/")
         attempt = 0
@@ -272,7 +305,12 @@ class FeishuApi:
             headers = {"Authorization": f"Bearer {await self.tenant_token()}"} if auth else {}
             try:
                 async with self.session.request(
-                    method, self._base + path, json=json, params=params, headers=headers
+                    method,
+                    self._base + path,
+                    json=json,
+                    params=params,
+                    headers=headers,
+                    data=form() if form is not None else None,  # a fresh body per attempt
                 ) as resp:
                     status = resp.status
                     reset = resp.headers.get("x-ogw-ratelimit-reset")
@@ -310,6 +348,15 @@ class FeishuApi:
                 pass
         base: float = self._retry_base * (2**attempt)
         return base + random.uniform(0, base / 2)
+
+
+_FILE_TYPES = {"pdf": "pdf", "doc": "doc", "docx": "doc", "xls": "xls", "xlsx": "xls"}
+_FILE_TYPES |= {"ppt": "ppt", "pptx": "ppt", "mp4": "mp4", "opus": "opus"}
+
+
+def _file_type(name: str) -> str:
+    """Feishu's file_type for an upload: a few known kinds, else "stream"."""
+    return _FILE_TYPES.get(name.rpartition(".")[2].lower(), "stream")
 
 
 def _seg(value: str) -> str:

@@ -55,6 +55,7 @@ class FeishuChannel(Channel):
             can_edit=True,  # cards only: the tool-progress card
             can_show_typing=bool(config.reaction_emoji),
             media_kinds=frozenset(MediaKind),
+            send_media=frozenset(MediaKind),  # images as images, anything else as a file
         )
         self.api = FeishuApi(
             config.base_url,
@@ -195,6 +196,7 @@ class FeishuChannel(Channel):
             self.config.max_message_chars,
             cards=self.config.card_replies,
             reply_in_thread=self.config.reply_in_thread,
+            state=self._runtime.state if self._runtime is not None else None,
         )
 
     async def notify(self, event: ChannelEvent) -> None:

@@ -12,19 +12,27 @@ Each part's `uuid` (Feishu's idempotency key, honoured for an hour) is the
 message's random idempotency key (stored with its outbox row) plus the part
 index, and the plain-text fallback has a key of its own: a retried reply is
 never shown twice and a new reply never looks like an old one.
+
+Files (`OutboundMessage.media`) are uploaded (`im/v1/images` for images,
+`im/v1/files` otherwise) and sent as `image` / `file` messages after the text.
+The key an upload returns is stored in the channel state before the send, so
+a retry, also after a crash between the two, sends that upload rather than
+uploading again, under the same `uuid`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
-from channels.base import SendResult, split_text
+from channels.base import PermanentSendError, SendResult, StateStore, split_text
 from channels.feishu.api import FeishuApi, FeishuApiError
-from gateway.bus import OutboundMessage
+from gateway.bus import MediaKind, MediaRef, OutboundMessage
 
 __all__ = ["Rendering", "idempotency_key", "receive_id_type", "render", "renderings", "send_reply"]
 
@@ -39,6 +47,7 @@ POST_MAX_BYTES = 28_000
 CARD_MAX_BYTES = 28_000
 # The message answered no longer exists: post into the chat instead.
 TARGET_GONE_CODES = frozenset({230011, 231003})
+_UPLOAD_KEY = "upload:"  # channel state: idempotency key and part → image_key / file_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,28 @@ class _Delivery:
             chat_id, rendering.msg_type, rendering.content, key, id_type=receive_id_type(chat_id)
         )
 
+    async def media(self, index: int, media: MediaRef, state: StateStore) -> str:
+        """Upload (once: the key is kept in the channel state before the send, so
+        a retry after a crash sends what was uploaded) and send one file."""
+        slot = f"{_UPLOAD_KEY}{self.message.idempotency_key}:{index}"
+        stored = await state.get(slot)
+        image = media.kind is MediaKind.IMAGE
+        if stored:
+            file_key = stored
+        else:
+            try:
+                data = await asyncio.to_thread(Path(media.path).read_bytes)
+            except OSError as exc:
+                raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
+            name = media.name or Path(media.path).name
+            upload = self.api.upload_image if image else self.api.upload_file
+            file_key = await upload(data, name)
+            await state.set(slot, file_key)
+        content = {"image_key": file_key} if image else {"file_key": file_key}
+        rendering = Rendering("image" if image else "file", json.dumps(content))
+        key = idempotency_key(self.message.idempotency_key, index)
+        return await self._post(rendering, key, last=True)
+
 
 async def send_reply(
     api: FeishuApi,
@@ -156,11 +187,15 @@ async def send_reply(
     *,
     cards: bool = True,
     reply_in_thread: bool = False,
+    state: StateStore | None = None,
 ) -> SendResult:
-    """Send every part in order: as replies to `target` if given, else into the chat."""
+    """Send every part in order: as replies to `target` if given, else into the
+    chat; then each file of `message.media` (which needs `state`)."""
     delivery = _Delivery(api, message, target, reply_in_thread)
-    ids = [
-        await delivery.part(index, part, cards)
-        for index, part in enumerate(split_text(message.text, limit))
-    ]
+    parts = split_text(message.text, limit) if message.text.strip() else []
+    ids = [await delivery.part(index, part, cards) for index, part in enumerate(parts)]
+    for index, media in enumerate(message.media, start=len(parts)):
+        if state is None:
+            raise PermanentSendError("feishu: files need the channel state")
+        ids.append(await delivery.media(index, media, state))
     return SendResult(platform_message_ids=tuple(ids))

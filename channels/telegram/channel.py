@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -56,6 +57,8 @@ __all__ = ["TelegramChannel"]
 
 log = structlog.get_logger("channels.telegram")
 TEXT_LIMIT = 4096
+CAPTION_LIMIT = 1024
+PHOTO_MAX_BYTES = 10_000_000  # Bot API: larger images go as documents
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _PROGRESS_KEY = "progress:"
 _MAX_BACKOFF = 60.0
@@ -77,6 +80,7 @@ class TelegramChannel(Channel):
             can_stream=config.streaming,
             can_show_typing=True,
             media_kinds=frozenset(MediaKind),
+            send_media=frozenset(MediaKind),  # photos as photos, anything else as a document
         )
         self._token = config.token.get_secret_value()
         self._secret = config.secret_token.get_secret_value() if config.secret_token else ""
@@ -310,14 +314,16 @@ class TelegramChannel(Channel):
         if sender is None:
             # Not started yet (or stopped): the dispatcher retries later, nothing is dropped.
             raise TransientSendError("telegram channel is not started")
-        if not message.text.strip():
+        if not message.text.strip() and not message.media:
             return SendResult()
-        parts = split_text(message.text, TEXT_LIMIT)
+        # one file with a short text: the text is its caption, one message
+        caption = _caption(message)
+        parts = split_text(message.text, TEXT_LIMIT) if message.text.strip() and not caption else []
         reply_to = _reply_target(message)
         _, thread_id = parse_handle(message.reply_to_message_id)  # every part stays in the topic
         sent = await self._sent_parts(message)
         stream_message_id = None
-        if self._streams is not None:
+        if self._streams is not None and parts:  # a file alone never ends a stream
             stream_message_id = await self._streams.take(message.chat_id, message.run_id)
         ids = list(sent)
         for index, part in enumerate(parts):
@@ -342,9 +348,32 @@ class TelegramChannel(Channel):
             except ChannelError:
                 await self._save_progress(message, ids, previously=len(sent))
                 raise
+        for index, media in enumerate(message.media, start=len(parts)):
+            if index < len(sent):
+                continue
+            try:
+                ids.append(await self._send_media(message.chat_id, media, caption, thread_id))
+            except ChannelError:
+                await self._save_progress(message, ids, previously=len(sent))
+                raise
         if sent:
             await self._clear_progress(message)
         return SendResult(tuple(str(i) for i in ids))
+
+    async def _send_media(
+        self, chat_id: str, media: MediaRef, caption: str | None, thread_id: int | None
+    ) -> int:
+        sender = self._sender
+        assert sender is not None
+        try:
+            data = await asyncio.to_thread(Path(media.path).read_bytes)
+        except OSError as exc:
+            raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
+        photo = media.kind is MediaKind.IMAGE and len(data) <= PHOTO_MAX_BYTES
+        name = media.name or Path(media.path).name
+        return await sender.send_file(
+            chat_id, data, name=name, photo=photo, caption=caption, thread_id=thread_id
+        )
 
     async def _replace_stream(
         self, chat_id: str, message_id: int, part: str, thread_id: int | None
@@ -410,6 +439,13 @@ class TelegramChannel(Channel):
         if self._bot is None:
             raise RuntimeError("telegram channel used before start()")
         return self._bot
+
+
+def _caption(message: OutboundMessage) -> str | None:
+    text = message.text.strip()
+    if len(message.media) == 1 and text and len(text) <= CAPTION_LIMIT:
+        return text
+    return None
 
 
 def _reply_target(message: OutboundMessage) -> int | None:

@@ -133,6 +133,31 @@ class TelegramSender:
 
         await self._call(chat_id, op)
 
+    async def send_file(
+        self,
+        chat_id: str,
+        data: bytes,
+        *,
+        name: str,
+        photo: bool,
+        caption: str | None = None,
+        thread_id: int | None = None,
+    ) -> int:
+        """One upload: sendPhoto (shown as a picture) or sendDocument (any file)."""
+
+        async def op(target: str) -> int:
+            if photo:
+                sent = await self._bot.send_photo(
+                    target, data, caption=caption, filename=name, message_thread_id=thread_id
+                )
+            else:
+                sent = await self._bot.send_document(
+                    target, data, caption=caption, filename=name, message_thread_id=thread_id
+                )
+            return sent.message_id
+
+        return await self._call(chat_id, op)
+
     async def typing(self, chat_id: str, *, thread_id: int | None = None) -> None:
         async def op(target: str) -> None:
             await self._bot.send_chat_action(target, ChatAction.TYPING, message_thread_id=thread_id)

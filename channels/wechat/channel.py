@@ -36,6 +36,7 @@ from channels.base import (
 )
 from channels.progress import progress_text
 from channels.wechat.api import (
+    ITEM_TEXT,
     ILinkClient,
     ILinkError,
     ILinkHttpError,
@@ -47,7 +48,8 @@ from channels.wechat.credentials import Credentials, CredentialWatch, resolve_cr
 from channels.wechat.media import MediaFetcher
 from channels.wechat.poller import EXPIRED_REASON, NOT_LOGGED_IN_REASON, UpdatePoller
 from channels.wechat.typing_indicator import TypingIndicator
-from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
+from channels.wechat.upload import item_for, upload_once
+from gateway.bus import ChannelEvent, EventKind, MediaKind, MediaRef, OutboundMessage
 
 __all__ = ["WechatChannel"]
 
@@ -75,6 +77,7 @@ class WechatChannel(Channel):
             max_message_chars=config.max_message_chars,
             can_show_typing=config.typing,
             media_kinds=frozenset({MediaKind.IMAGE, MediaKind.FILE}),
+            send_media=frozenset({MediaKind.IMAGE, MediaKind.FILE}),
         )
         self._runtime: ChannelRuntime | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -200,32 +203,56 @@ class WechatChannel(Channel):
         if self._client is None or self._contexts is None:
             raise TransientSendError("the wechat channel is not running")
         user = message.chat_id
-        if not message.text.strip():
+        if not message.text.strip() and not message.media:
             return SendResult()
         if not await self._contexts.get(user):
             raise PermanentSendError(
                 "no context_token for this WeChat user yet: they must message the bot first"
             )
-        base = message.idempotency_key
+        parts = (
+            split_text(message.text, self.config.max_message_chars) if message.text.strip() else []
+        )
+        items: list[str | MediaRef] = [*parts, *message.media]
         ids: list[str] = []
-        for index, part in enumerate(split_text(message.text, self.config.max_message_chars)):
-            client_id = f"picobot-{base}-{index}"
+        for index, content in enumerate(items):
+            client_id = f"picobot-{message.idempotency_key}-{index}"
             done = self._sent.get(client_id)
-            if done is not None:
-                ids.append(done)
-                continue
-            try:
-                # per part: a long reply may outlive its token or its send budget
-                context = await self._contexts.for_send(self._client, user) or ""
-                platform_id = await self._client.send_text(
-                    to_user_id=user, client_id=client_id, text=part, context_token=context
-                )
-            except (ILinkError, TimeoutError) as exc:
-                raise await self._send_error(user, exc) from None
-            self._contexts.sent(user)
-            self._remember_sent(client_id, platform_id or client_id)
-            ids.append(platform_id or client_id)
+            if done is None:
+                done = await self._send_one(user, client_id, content)
+                self._remember_sent(client_id, done)
+            ids.append(done)
         return SendResult(tuple(ids))
+
+    async def _send_one(self, user: str, client_id: str, content: str | MediaRef) -> str:
+        assert self._client is not None
+        assert self._contexts is not None
+        runtime = self._runtime
+        assert runtime is not None
+        try:
+            if isinstance(content, str):
+                item = {"type": ITEM_TEXT, "text_item": {"text": content}}
+            else:
+                up = await upload_once(
+                    self._client,
+                    runtime.state,
+                    client_id,
+                    self.config.cdn_base_url,
+                    user,
+                    content,
+                    self.config.request_timeout_secs * 4,
+                )
+                item = item_for(up)
+            # per part: a long reply may outlive its token or its send budget
+            context = await self._contexts.for_send(self._client, user) or ""
+            platform_id = await self._client.send_item(
+                to_user_id=user, client_id=client_id, item=item, context_token=context
+            )
+        except OSError as exc:
+            raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
+        except (ILinkError, TimeoutError) as exc:
+            raise await self._send_error(user, exc) from None
+        self._contexts.sent(user)
+        return platform_id or client_id
 
     def _remember_sent(self, client_id: str, platform_id: str) -> None:
         self._sent[client_id] = platform_id

@@ -100,6 +100,11 @@ class FakeFeishu:
         self._uuids: dict[str, str] = {}
         self.duplicates: list[str] = []  # uuids sent again: answered, not shown
         self.forwarded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.uploads: dict[str, tuple[str, bytes]] = {}  # image_key / file_key -> (name, bytes)
+        self.upload_requests: list[str] = []  # "image" / "file", one per upload made
+        # image/file sends are taken and never answered (the sender is killed meanwhile)
+        self.swallow_media_sends = False
+        self.swallowed: list[str] = []
         self.reject_cards = False  # answer every interactive body as Feishu does a bad card
         self.rejected: list[tuple[str, str | None]] = []  # (msg_type, uuid) refused
         self._ids = itertools.count(1)
@@ -114,6 +119,8 @@ class FakeFeishu:
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._send)
+        app.router.add_post("/open-apis/im/v1/images", self._upload_image)
+        app.router.add_post("/open-apis/im/v1/files", self._upload_file)
         app.router.add_post("/open-apis/im/v1/messages/{mid}/reply", self._reply)
         app.router.add_get("/open-apis/im/v1/messages/{mid}", self._get_message)
         app.router.add_patch("/open-apis/im/v1/messages/{mid}", self._patch)
@@ -257,6 +264,13 @@ class FakeFeishu:
 
     async def _record(self, kind: str, target: str, id_type: str | None, body: Any) -> Any:
         key = body.get("uuid")
+        if body.get("msg_type") in {"image", "file"}:
+            if (why := self._media_error(body)) is not None:
+                return web.json_response({"code": 230001, "msg": why}, status=400)
+            if self.swallow_media_sends:
+                self.swallowed.append(str(key))
+                await self._notify()
+                await asyncio.Event().wait()  # never answered: the client is killed meanwhile
         if body.get("msg_type") == "interactive" and (why := self._card_error(body)) is not None:
             self.rejected.append(("interactive", key))
             await self._notify()
@@ -272,6 +286,36 @@ class FakeFeishu:
         self.sent.append(Sent(kind, target, id_type, body["msg_type"], content, key, message_id))
         await self._notify()
         return web.json_response({"code": 0, "msg": "success", "data": {"message_id": message_id}})
+
+    async def _upload(self, request: web.Request, kind: str) -> web.Response:
+        if (failed := await self._guard(request)) is not None:
+            return failed
+        form = await request.post()
+        part = form.get(kind)
+        if kind == "image" and form.get("image_type") != "message":
+            return web.json_response({"code": 234001, "msg": "invalid image_type"}, status=400)
+        if kind == "file" and not (form.get("file_type") and form.get("file_name")):
+            return web.json_response({"code": 234001, "msg": "file_type/file_name"}, status=400)
+        if part is None or isinstance(part, str):
+            return web.json_response({"code": 234001, "msg": f"no {kind} part"}, status=400)
+        data = part.file.read()
+        key = f"{'img_v3' if kind == 'image' else 'file_v3'}_{next(self._ids)}"
+        self.uploads[key] = (str(part.filename), data)
+        self.upload_requests.append(kind)
+        await self._notify()
+        return web.json_response({"code": 0, "data": {f"{kind}_key": key}})
+
+    async def _upload_image(self, request: web.Request) -> web.Response:
+        return await self._upload(request, "image")
+
+    async def _upload_file(self, request: web.Request) -> web.Response:
+        return await self._upload(request, "file")
+
+    def _media_error(self, body: Any) -> str | None:
+        """A file or image message must name an upload of this app."""
+        content = json.loads(body["content"])
+        key = content.get("image_key") if body["msg_type"] == "image" else content.get("file_key")
+        return None if key in self.uploads else f"unknown {body['msg_type']} key {key!r}"
 
     async def _send(self, request: web.Request) -> web.Response:
         if (failed := await self._guard(request)) is not None:

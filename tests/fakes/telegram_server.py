@@ -423,26 +423,42 @@ class FakeTelegram:
         return _ok(True)
 
     async def _m_sendDocument(self, call: Call) -> web.Response:
+        return await self._upload(call, "document")
+
+    async def _m_sendPhoto(self, call: Call) -> web.Response:
+        return await self._upload(call, "photo")
+
+    async def _upload(self, call: Call, field_name: str) -> web.Response:
+        """sendDocument / sendPhoto: a multipart upload, a thread checked like a text's."""
         chat_id = int(call.params["chat_id"])
-        if "document" not in call.uploads:
+        if (refused := self._thread_error(call)) is not None:
             await self._record(call)
-            return _error(400, "Bad Request: there is no document in the request")
-        content = call.uploads["document"]
-        file_id = self.add_file(content, f"documents/upload_{len(self.files)}")
+            return refused
+        if field_name not in call.uploads:
+            await self._record(call)
+            return _error(400, f"Bad Request: there is no {field_name} in the request")
+        if len(call.params.get("caption", "")) > 1024:
+            await self._record(call)
+            return _error(400, "Bad Request: message caption is too long")
+        content = call.uploads[field_name]
+        file_id = self.add_file(content, f"{field_name}s/upload_{len(self.files)}")
         call.params["_ok"] = "1"
         await self._record(call)
-        document = {
+        described = {
             "file_id": file_id,
             "file_unique_id": f"U{file_id}",
-            "file_name": call.params["document"].removeprefix("attach://"),
             "file_size": len(content),
         }
-        message = {
+        message: dict[str, Any] = {
             "message_id": self._message_id(chat_id),
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
-            "document": document,
         }
+        if field_name == "photo":
+            message["photo"] = [{**described, "width": 1, "height": 1}]
+        else:
+            described["file_name"] = call.params[field_name].removeprefix("attach://")
+            message["document"] = described
         if "caption" in call.params:
             message["caption"] = call.params["caption"]
         return _ok(message)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import secrets
 import time
@@ -28,6 +29,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KeyFormat = Literal["base64_raw", "base64_hex", "hex_aeskey", "none"]
 
 EXPECTED_VERSION = str((2 << 16) | (4 << 8) | 9)
+
+
+def aes_ecb_decrypt(data: bytes, key: bytes) -> bytes:
+    decryptor = Cipher(algorithms.AES(key), modes.ECB()).decryptor()
+    padded = decryptor.update(data) + decryptor.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    return unpadder.update(padded) + unpadder.finalize()
 
 
 def aes_ecb_encrypt(data: bytes, key: bytes) -> bytes:
@@ -88,6 +96,13 @@ class FakeWechat:
         self.notifications: list[str] = []
         self.cdn: dict[str, bytes] = {}
         self.cdn_requests: list[str] = []
+        self.upload_slots: dict[str, dict[str, Any]] = {}  # upload_param -> getuploadurl body
+        self.upload_requests: list[str] = []  # filekeys, one per getuploadurl
+        self.uploaded: dict[str, dict[str, Any]] = {}  # download param -> cipher, md5
+        self.cdn_uploads: list[str] = []
+        self.received_files: list[bytes] = []  # decrypted bytes of media items sent
+        self.swallow_media_sends = False  # media sends taken, never answered
+        self.swallowed: list[str] = []
         self.retired_tokens: list[str] = []  # expired by `expire_session`
         self.qr_token_lists: list[list[str]] = []  # local_token_list of each POST
         self._status_index = 0
@@ -111,6 +126,8 @@ class FakeWechat:
         r.add_post("/ilink/bot/msg/notifystart", self._authed(self._notify("start")))
         r.add_post("/ilink/bot/msg/notifystop", self._authed(self._notify("stop")))
         r.add_get("/c2c/download", self._cdn_download)
+        r.add_post("/ilink/bot/getuploadurl", self._authed(self._getuploadurl))
+        r.add_post("/c2c/upload", self._cdn_upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         for _ in range(2):
@@ -354,7 +371,18 @@ class FakeWechat:
         if bad_shape:
             self.protocol_errors.append(f"sendmessage: bad msg shape {msg!r}")
             return {"ret": -1, "errmsg": "bad request"}
-        text = str((items[0].get("text_item") or {}).get("text") or "")
+        item = items[0]
+        if item.get("type") in (2, 4):  # an image or a file: it must name a CDN upload
+            text, problem = self._media_item(item)
+            if problem is not None:
+                self.protocol_errors.append(f"sendmessage: {problem}")
+                return {"ret": -1, "errmsg": problem}
+            if self.swallow_media_sends:
+                self.swallowed.append(str(msg["client_id"]))
+                await self._changed_now()
+                await asyncio.Event().wait()  # never answered: the sender is killed meanwhile
+        else:
+            text = str((item.get("text_item") or {}).get("text") or "")
         if len(text) > self.max_text:
             return {"ret": -1, "errmsg": "text too long"}
         user = str(msg.get("to_user_id"))
@@ -382,6 +410,53 @@ class FakeWechat:
             self.sent.append(sent)
         await self._changed_now()
         return {"ret": 0, "message_id": sent.message_id}
+
+    def _media_item(self, item: dict[str, Any]) -> tuple[str, str | None]:
+        """("[image <name>]" or "[file <name>]", None) for an item naming an upload
+        that decrypts with its key; else ("", what is wrong)."""
+        image = item["type"] == 2
+        body = item.get("image_item" if image else "file_item") or {}
+        media = body.get("media") or {}
+        upload = self.uploaded.get(str(media.get("encrypt_query_param", "")))
+        if upload is None:
+            return "", "media item names no upload"
+        try:
+            key = bytes.fromhex(base64.b64decode(str(media.get("aes_key", ""))).decode())
+            plain = aes_ecb_decrypt(upload["cipher"], key)
+        except ValueError:
+            return "", "media item key does not decrypt the upload"
+        if hashlib.md5(plain, usedforsecurity=False).hexdigest() != upload["rawfilemd5"]:
+            return "", "media item key does not decrypt the upload"
+        name = str(body.get("file_name") or "")
+        if not image and (not name or body.get("len") != str(len(plain))):
+            return "", "file item without file_name or len"
+        self.received_files.append(plain)
+        return f"[{'image' if image else 'file'} {name}]".replace(" ]", "]"), None
+
+    async def _getuploadurl(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
+        needed = ("filekey", "media_type", "to_user_id", "rawsize", "rawfilemd5", "filesize")
+        if any(body.get(k) in (None, "") for k in needed) or len(str(body.get("aeskey"))) != 32:
+            self.protocol_errors.append(f"getuploadurl: missing fields {body!r}")
+            return {"ret": -1, "errmsg": "bad request"}
+        param = "up-" + secrets.token_hex(8)
+        self.upload_slots[param] = dict(body)
+        self.upload_requests.append(str(body["filekey"]))
+        await self._changed_now()
+        return {"ret": 0, "upload_param": param}
+
+    async def _cdn_upload(self, request: web.Request) -> web.StreamResponse:
+        slot = self.upload_slots.get(request.query.get("encrypted_query_param", ""))
+        data = await request.read()
+        if slot is None or request.query.get("filekey") != slot["filekey"]:
+            return web.Response(status=400, text="unknown upload")
+        if len(data) != int(slot["filesize"]):
+            return web.Response(status=400, text="size differs from getuploadurl")
+        download = "dl-" + secrets.token_hex(8)
+        self.uploaded[download] = {"cipher": data, "rawfilemd5": slot["rawfilemd5"]}
+        self.cdn[download] = data  # downloadable like any CDN object
+        self.cdn_uploads.append(download)
+        await self._changed_now()
+        return web.Response(status=200, headers={"x-encrypted-param": download})
 
     async def _getconfig(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         user = str(body.get("ilink_user_id", ""))
