@@ -105,6 +105,7 @@ class FakeFeishu:
         # image/file sends are taken and never answered (the sender is killed meanwhile)
         self.swallow_media_sends = False
         self.swallowed: list[str] = []
+        self._closing = asyncio.Event()
         self.reject_cards = False  # answer every interactive body as Feishu does a bad card
         self.rejected: list[tuple[str, str | None]] = []  # (msg_type, uuid) refused
         self._ids = itertools.count(1)
@@ -137,6 +138,7 @@ class FakeFeishu:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()
         for conn in self._conns:
             await conn.ws.close()
         if self._runner is not None:
@@ -270,7 +272,8 @@ class FakeFeishu:
             if self.swallow_media_sends:
                 self.swallowed.append(str(key))
                 await self._notify()
-                await asyncio.Event().wait()  # never answered: the client is killed meanwhile
+                await self._closing.wait()  # never answered: the client is killed meanwhile
+                return web.json_response({"code": 1, "msg": "shutting down"}, status=503)
         if body.get("msg_type") == "interactive" and (why := self._card_error(body)) is not None:
             self.rejected.append(("interactive", key))
             await self._notify()

@@ -378,9 +378,12 @@ class FakeWechat:
                 self.protocol_errors.append(f"sendmessage: {problem}")
                 return {"ret": -1, "errmsg": problem}
             if self.swallow_media_sends:
+                self.received_files.pop()  # taken, never delivered
                 self.swallowed.append(str(msg["client_id"]))
                 await self._changed_now()
-                await asyncio.Event().wait()  # never answered: the sender is killed meanwhile
+                async with self._changed:  # never answered: the sender is killed meanwhile
+                    await self._changed.wait_for(lambda: self._closing)
+                return {"ret": -1, "errmsg": "shutting down"}
         else:
             text = str((item.get("text_item") or {}).get("text") or "")
         if len(text) > self.max_text:
