@@ -3,6 +3,7 @@ by the `read` tool at the path the user message names (read-only)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import zlib
 from pathlib import Path
@@ -65,3 +66,46 @@ async def test_a_received_pdf_is_readable_by_the_read_tool(home: Path, llm: Fake
     [result] = tool_results
     assert "Invoice 2026-117\nTotal: 42.50 EUR" in result
     assert "outside the workspace" not in result
+
+
+async def test_a_voice_note_is_transcribed_into_the_user_message(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    ogg = b"OggS\x00fake-opus-voice-note"
+    llm.transcripts[ogg] = "remind me to water the plants"
+    async with FakeTelegram() as tg:
+        voice = tg.add_file(ogg, "voice/file_4.oga")
+        loaded = telegram_config(home, llm, tg)
+        loaded = dataclasses.replace(
+            loaded,
+            config=loaded.config.model_copy(
+                update={
+                    "models": {
+                        "default": loaded.config.models["default"].model_copy(
+                            update={"transcription": "whisper-1"}
+                        )
+                    }
+                }
+            ),
+        )
+        async with running_gateway(loaded):
+            media = {"file_id": voice, "file_unique_id": "v4", "duration": 2}
+            await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 1, timeout=10)
+    [(model, _, data)] = llm.transcription_requests
+    assert (model, data) == ("whisper-1", ogg)
+    user = _text_of(newest(llm.requests[0]))
+    assert "Transcript: remind me to water the plants" in user
+
+
+async def test_without_transcription_a_voice_note_is_said_plainly(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    async with FakeTelegram() as tg:
+        voice = tg.add_file(b"OggS\x00unheard", "voice/file_5.oga")
+        async with running_gateway(telegram_config(home, llm, tg)):
+            media = {"file_id": voice, "file_unique_id": "v5", "duration": 1}
+            await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 1, timeout=10)
+    assert llm.transcription_requests == []
+    assert "no transcription is configured" in _text_of(newest(llm.requests[0]))
