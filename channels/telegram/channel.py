@@ -39,6 +39,7 @@ from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
 from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
 from channels.telegram.media import MediaFetcher
 from channels.telegram.outbound import TelegramSender
+from channels.telegram.parts import PartProgress
 from channels.telegram.polling import ALLOWED_UPDATES, RawUpdatesBot, UpdatePoller
 from channels.telegram.redaction import Redactor
 from channels.telegram.tasks import cancel_and_wait
@@ -60,7 +61,6 @@ TEXT_LIMIT = 4096
 CAPTION_LIMIT = 1024
 PHOTO_MAX_BYTES = 10_000_000  # Bot API: larger images go as documents
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-_PROGRESS_KEY = "progress:"
 _MAX_BACKOFF = 60.0
 
 
@@ -95,7 +95,7 @@ class TelegramChannel(Channel):
         self._tool_progress: LiveProgress | None = None
         self._poller: UpdatePoller | None = None
         self._task: asyncio.Task[None] | None = None
-        self._progress: dict[int, list[int]] = {}  # outbox_id -> ids of parts already sent
+        self._parts: PartProgress | None = None  # parts of a reply delivered so far
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -119,6 +119,7 @@ class TelegramChannel(Channel):
         )
         self._bot = bot
         self._sender = sender = TelegramSender(bot, runtime.state, self._redact)
+        self._parts = PartProgress(runtime.state)
         self._media = MediaFetcher(
             bot, runtime.media_dir / "telegram", self.config.max_media_bytes, self._redact
         )
@@ -321,7 +322,9 @@ class TelegramChannel(Channel):
         parts = split_text(message.text, TEXT_LIMIT) if message.text.strip() and not caption else []
         reply_to = _reply_target(message)
         _, thread_id = parse_handle(message.reply_to_message_id)  # every part stays in the topic
-        sent = await self._sent_parts(message)
+        progress = self._parts
+        assert progress is not None  # made in start(), with the sender
+        sent = await progress.sent(message)
         stream_message_id = None
         if self._streams is not None and parts:  # a file alone never ends a stream
             stream_message_id = await self._streams.take(message.chat_id, message.run_id)
@@ -346,7 +349,7 @@ class TelegramChannel(Channel):
                         )
                     )
             except ChannelError:
-                await self._save_progress(message, ids, previously=len(sent))
+                await progress.save(message, ids, previously=len(sent))
                 raise
         for index, media in enumerate(message.media, start=len(parts)):
             if index < len(sent):
@@ -354,10 +357,10 @@ class TelegramChannel(Channel):
             try:
                 ids.append(await self._send_media(message.chat_id, media, caption, thread_id))
             except ChannelError:
-                await self._save_progress(message, ids, previously=len(sent))
+                await progress.save(message, ids, previously=len(sent))
                 raise
         if sent:
-            await self._clear_progress(message)
+            await progress.clear(message)
         return SendResult(tuple(str(i) for i in ids))
 
     async def _send_media(
@@ -386,31 +389,6 @@ class TelegramChannel(Channel):
         except PermanentSendError:
             # The streamed message is gone or not editable: send the part fresh.
             return await sender.send_text(chat_id, part, thread_id=thread_id)
-
-    async def _sent_parts(self, message: OutboundMessage) -> list[int]:
-        if message.outbox_id is None:
-            return []
-        if message.outbox_id in self._progress:
-            return self._progress[message.outbox_id]
-        if message.attempt <= 1:
-            return []
-        stored = await self._require_runtime().state.get(f"{_PROGRESS_KEY}{message.outbox_id}")
-        return [int(i) for i in json.loads(stored)] if stored else []
-
-    async def _save_progress(
-        self, message: OutboundMessage, ids: list[int], previously: int
-    ) -> None:
-        if message.outbox_id is None or len(ids) == previously:
-            return
-        self._progress[message.outbox_id] = ids
-        await self._require_runtime().state.set(
-            f"{_PROGRESS_KEY}{message.outbox_id}", json.dumps(ids)
-        )
-
-    async def _clear_progress(self, message: OutboundMessage) -> None:
-        if message.outbox_id is not None:
-            self._progress.pop(message.outbox_id, None)
-            await self._require_runtime().state.set(f"{_PROGRESS_KEY}{message.outbox_id}", "")
 
     async def notify(self, event: ChannelEvent) -> None:
         _, thread_id = parse_handle(event.reply_to_message_id)
