@@ -14,34 +14,55 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import openai
+import aiohttp
 import structlog
 
 from gateway.bus import MediaKind
 from gateway.config import Config
 from gateway.work import WorkItem
 
-__all__ = ["Transcriber", "build_transcriber", "transcribe_items"]
+__all__ = ["Transcriber", "TranscriptionError", "build_transcriber", "transcribe_items"]
 
 log = structlog.get_logger(__name__)
 
 _MAX_BYTES = 25_000_000  # OpenAI's upload limit for speech-to-text
+_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
 class Transcriber:
-    def __init__(self, client: openai.AsyncOpenAI, model: str, timeout_secs: float) -> None:
-        self._client = client
+    """One speech-to-text model behind an OpenAI-compatible base URL. Each call
+    opens its own short-lived HTTP session: nothing to close at shutdown, and
+    voice notes are rare enough that connection reuse does not matter."""
+
+    def __init__(self, base_url: str, api_key: str, model: str, timeout_secs: float) -> None:
+        self._url = base_url.rstrip("/") + "/audio/transcriptions"
+        self._api_key = api_key
         self._model = model
-        self._timeout = timeout_secs
+        self._timeout = aiohttp.ClientTimeout(total=timeout_secs)
 
     async def transcribe(self, path: Path) -> str:
         data = await asyncio.to_thread(path.read_bytes)
         if len(data) > _MAX_BYTES:
             raise ValueError(f"voice note of {len(data)} bytes is over the {_MAX_BYTES} limit")
-        answer = await self._client.audio.transcriptions.create(
-            model=self._model, file=(path.name, data), timeout=self._timeout
-        )
-        return answer.text.strip()
+        form = aiohttp.FormData()
+        form.add_field("model", self._model)
+        form.add_field("file", data, filename=path.name)
+        headers = {"Authorization": f"Bearer {self._api_key}"}
+        async with (
+            aiohttp.ClientSession(timeout=self._timeout) as session,
+            session.post(self._url, data=form, headers=headers) as resp,
+        ):
+            if resp.status != 200:
+                raise TranscriptionError(f"HTTP {resp.status}")
+            body = await resp.json(content_type=None)
+        text = body.get("text") if isinstance(body, dict) else None
+        if not isinstance(text, str):
+            raise TranscriptionError("answer without text")
+        return text.strip()
+
+
+class TranscriptionError(Exception):
+    pass
 
 
 def build_transcriber(config: Config, agent_name: str) -> Transcriber | None:
@@ -52,12 +73,9 @@ def build_transcriber(config: Config, agent_name: str) -> Transcriber | None:
     provider = config.providers[agent.provider]
     if model is None or provider.type != "openai":
         return None
-    client = openai.AsyncOpenAI(
-        api_key=provider.api_key.get_secret_value() or "unset",
-        base_url=provider.base_url,
-        max_retries=provider.max_retries,
-    )
-    return Transcriber(client, model, provider.llm_timeout_secs)
+    base_url = provider.base_url or _OPENAI_BASE_URL
+    key = provider.api_key.get_secret_value()
+    return Transcriber(base_url, key, model, provider.llm_timeout_secs)
 
 
 async def transcribe_items(

@@ -189,33 +189,27 @@ class FeishuApi:
 
     async def upload_image(self, data: bytes, name: str) -> str:
         """POST /im/v1/images (image_type message) → the image_key to send."""
-
-        def form() -> aiohttp.FormData:
-            body = aiohttp.FormData()
-            body.add_field("image_type", "message")
-            body.add_field("image", data, filename=name)
-            return body
-
-        answer = await self._call("POST", "/open-apis/im/v1/images", form=form)
-        key = answer.get("data", {}).get("image_key")
-        if not isinstance(key, str) or not key:
-            raise TransientSendError("feishu im/v1/images: answer without image_key")
-        return key
+        return await self._upload("images", "image", data, name, {"image_type": "message"})
 
     async def upload_file(self, data: bytes, name: str) -> str:
         """POST /im/v1/files → the file_key to send (file_type by extension)."""
+        fields = {"file_type": _file_type(name), "file_name": name}
+        return await self._upload("files", "file", data, name, fields)
 
+    async def _upload(
+        self, endpoint: str, part: str, data: bytes, name: str, fields: dict[str, str]
+    ) -> str:
         def form() -> aiohttp.FormData:
             body = aiohttp.FormData()
-            body.add_field("file_type", _file_type(name))
-            body.add_field("file_name", name)
-            body.add_field("file", data, filename=name)
+            for field_name, value in fields.items():
+                body.add_field(field_name, value)
+            body.add_field(part, data, filename=name)
             return body
 
-        answer = await self._call("POST", "/open-apis/im/v1/files", form=form)
-        key = answer.get("data", {}).get("file_key")
+        answer = await self._call("POST", f"/open-apis/im/v1/{endpoint}", form=form)
+        key = answer.get("data", {}).get(f"{part}_key")
         if not isinstance(key, str) or not key:
-            raise TransientSendError("feishu im/v1/files: answer without file_key")
+            raise TransientSendError(f"feishu im/v1/{endpoint}: answer without {part}_key")
         return key
 
     async def get_message_items(self, message_id: str) -> list[dict[str, Any]]:

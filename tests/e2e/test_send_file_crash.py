@@ -12,6 +12,7 @@ import pytest
 
 from tests.channels.test_wechat_support import write_credentials
 from tests.e2e.test_send_file import PNG, script
+from tests.e2e.test_wechat import ALICE, wechat_section
 from tests.fakes.feishu_server import FakeFeishu, config_dict, message_event
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -19,8 +20,6 @@ from tests.fakes.wechat_server import FakeWechat
 from tests.support import GatewayProcess, child_env, spawn_gateway
 
 pytestmark = pytest.mark.slow
-
-ALICE = "alice@im.wechat"
 
 
 def _config(home: Path, llm: FakeOpenAI, channels: dict[str, Any]) -> dict[str, Any]:
@@ -75,15 +74,7 @@ async def test_wechat_image_is_uploaded_and_sent_once_across_a_sigkill(
 ) -> None:
     async with FakeWechat() as fake:
         write_credentials(home, fake)
-        section = {
-            "enabled": True,
-            "base_url": fake.base_url,
-            "cdn_base_url": fake.cdn_base_url,
-            "poll_timeout_secs": 2,
-            "retry_delay_secs": 0.01,
-            "credential_check_secs": 0.05,
-        }
-        config = _config(home, llm, {"wechat": section})
+        config = _config(home, llm, {"wechat": wechat_section(fake)})
         script(llm)
         env = child_env(home)
         fake.swallow_media_sends = True

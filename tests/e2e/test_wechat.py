@@ -19,8 +19,8 @@ from tests.support import make_config, running_gateway
 ALICE = "alice@im.wechat"
 
 
-def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -> LoadedConfig:
-    section = {
+def wechat_section(fake: FakeWechat, **extra: Any) -> dict[str, Any]:
+    return {
         "enabled": True,
         "base_url": fake.base_url,
         "cdn_base_url": fake.cdn_base_url,
@@ -30,7 +30,10 @@ def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -
         "credential_check_secs": 0.02,
         **extra,
     }
-    return make_config(home, llm.base_url, channels={"wechat": section})
+
+
+def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -> LoadedConfig:
+    return make_config(home, llm.base_url, channels={"wechat": wechat_section(fake, **extra)})
 
 
 async def test_a_wechat_message_gets_one_reply_with_its_context_token(
