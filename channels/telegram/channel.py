@@ -260,7 +260,7 @@ class TelegramChannel(Channel):
         if me is None:
             raise RuntimeError("telegram update before connect")
         try:
-            parsed = parse_update(update, me)
+            parsed = parse_update(update, me, edits=self.config.edited_messages)
         except Exception as exc:
             log.warning("telegram update could not be read", update_id=update.update_id)
             await runtime.dead_letter(
