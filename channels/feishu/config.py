@@ -44,6 +44,8 @@ class FeishuConfig(ChannelSettings):
     card_replies: bool = True
     # Replies to a message go into its thread (Feishu's reply_in_thread).
     reply_in_thread: bool = False
+    # Show the reply while it is generated, in one card updated in place.
+    streaming: bool = False
     # Text messages are capped at 150 KB: 50k chars stay below it even in CJK.
     max_message_chars: int = Field(20_000, ge=100, le=50_000)
     max_media_bytes: int = Field(30 * 1024 * 1024, gt=0)

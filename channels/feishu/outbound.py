@@ -48,6 +48,7 @@ CARD_MAX_BYTES = 28_000
 # The message answered no longer exists: post into the chat instead.
 TARGET_GONE_CODES = frozenset({230011, 231003})
 _UPLOAD_KEY = "upload:"  # channel state: idempotency key and part → image_key / file_key
+_STREAMED_KEY = "streamed:"  # channel state: idempotency key → the card its first part went into
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,35 @@ class _Delivery:
         return await self._post(rendering, key, last=True)
 
 
+async def _streamed_part(
+    api: FeishuApi,
+    message: OutboundMessage,
+    part: str,
+    card_id: str | None,
+    state: StateStore | None,
+) -> str | None:
+    """The first part put into the streamed card: its id, or None to send it as
+    usual. Recorded in the state, so a retry of the row does not post it again."""
+    if state is None:
+        return None
+    slot = f"{_STREAMED_KEY}{message.idempotency_key}"
+    done = await state.get(slot)
+    if done:
+        return done
+    if card_id is None:
+        return None
+    content = markdown_card(part)
+    if len(content.encode()) > CARD_MAX_BYTES:
+        return None
+    try:
+        await api.patch_message(card_id, content)
+    except FeishuApiError as exc:
+        log.info("feishu: streamed card not updated; sending the reply", code=exc.code)
+        return None
+    await state.set(slot, card_id)
+    return card_id
+
+
 async def send_reply(
     api: FeishuApi,
     message: OutboundMessage,
@@ -188,12 +218,21 @@ async def send_reply(
     cards: bool = True,
     reply_in_thread: bool = False,
     state: StateStore | None = None,
+    streaming: bool = False,
+    stream_card: str | None = None,
 ) -> SendResult:
     """Send every part in order: as replies to `target` if given, else into the
-    chat; then each file of `message.media` (which needs `state`)."""
+    chat; then each file of `message.media` (which needs `state`). When
+    `streaming`, the first part goes into `stream_card` (the card that showed
+    this reply as it was generated) instead of a new message."""
     delivery = _Delivery(api, message, target, reply_in_thread)
     parts = split_text(message.text, limit) if message.text.strip() else []
-    ids = [await delivery.part(index, part, cards) for index, part in enumerate(parts)]
+    ids: list[str] = []
+    for index, part in enumerate(parts):
+        streamed = None
+        if streaming and index == 0:
+            streamed = await _streamed_part(api, message, part, stream_card, state)
+        ids.append(streamed or await delivery.part(index, part, cards))
     for index, media in enumerate(message.media, start=len(parts)):
         if state is None:
             raise PermanentSendError("feishu: files need the channel state")

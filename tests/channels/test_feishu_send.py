@@ -258,3 +258,37 @@ def test_post_over_feishus_size_cap_goes_out_as_text() -> None:
     msg_type, content = render(big)
     assert msg_type == "text"
     assert json.loads(content) == {"text": big}
+
+
+async def test_streaming_updates_one_card_and_the_reply_lands_in_it(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    channel = channel_for(fake, streaming=True)
+    assert channel.capabilities.can_stream
+    async with channel_runtime(channel, tmp_path) as rt:
+        event = message_event("tell me", message_id="om_ask")
+        assert (await EventSender(rt.base_url + WEBHOOK_PATH).post(event))[0] == 200
+        [msg] = await rt.wait_for_messages(1)
+
+        def delta(text: str) -> ChannelEvent:
+            return ChannelEvent(
+                EventKind.DELTA, "feishu", msg.chat_id, "s1", "run-1", text, msg.message_id
+            )
+
+        await channel.notify(delta("Once upon"))
+        await fake.wait_until(lambda: len(fake.sent) == 1)
+        await channel.notify(delta(" a time"))
+        await fake.wait_until(lambda: bool(fake.patches))
+        final = out(
+            "Once upon a time, **the end**.",
+            reply_to_message_id=msg.message_id,
+            run_id="run-1",
+            idempotency_key="k-stream",
+        )
+        first = await channel.send(final)
+        again = await channel.send(final)  # a retry of the same row
+    [card] = fake.sent
+    assert (card.kind, card.target, card.msg_type) == ("reply", "om_ask", "interactive")
+    assert card.content["elements"] == [{"tag": "markdown", "content": final.text}]
+    assert [p[1]["elements"][0]["content"] for p in fake.patches][-1] == final.text
+    assert first.platform_message_ids == again.platform_message_ids == (card.message_id,)
