@@ -38,7 +38,9 @@ async def test_a_message_queued_twice_makes_two_rows_with_distinct_keys(tmp_path
     assert message.idempotency_key in keys
 
 
-async def test_rows_written_before_the_key_column_get_random_keys_of_their_own(tmp_path: Path) -> None:
+async def test_rows_written_before_the_key_column_get_random_keys_of_their_own(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "db.sqlite"
     conn = sqlite3.connect(path)
     # every migration before the one that adds the key (its number may change at a merge)
