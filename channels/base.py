@@ -88,7 +88,9 @@ class Capabilities:
     can_edit: bool = False
     can_stream: bool = False
     can_show_typing: bool = False
-    media_kinds: frozenset[MediaKind] = field(default_factory=frozenset)
+    media_kinds: frozenset[MediaKind] = field(default_factory=frozenset)  # received
+    # What `OutboundMessage.media` may carry to this channel (the `send_file` tool).
+    send_media: frozenset[MediaKind] = field(default_factory=frozenset)
     # The protocol carries every tool call of a turn as an event of its own,
     # whatever `show_tool_results` says (its clients choose what to show).
     tool_events: bool = False

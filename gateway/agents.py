@@ -19,6 +19,7 @@ from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, Pro
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
 from gateway.config import CompactionConfig, Config, LoadedConfig, ModelPrices, ProviderConfig
+from gateway.transcription import Transcriber, build_transcriber
 
 __all__ = [
     "AgentDirectory",
@@ -50,6 +51,7 @@ class AgentProfile:
     summary_model: str = ""  # model id for compaction summaries (default: the agent's)
     summary_timeout_secs: float = 120.0
     prices: ModelPrices | None = None  # for the /status cost estimate
+    transcriber: Transcriber | None = None  # voice notes to text (gateway.transcription)
 
 
 ProfileFactory = Callable[[str, str], AgentProfile]  # (agent name, channel) → profile
@@ -161,4 +163,5 @@ def build_profile(
         summary_model=summary.model_id,
         summary_timeout_secs=config.providers[agent.provider].llm_timeout_secs,
         prices=model.prices,
+        transcriber=build_transcriber(config, agent_name),
     )

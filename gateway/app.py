@@ -55,6 +55,7 @@ from gateway.context import Compactor
 from gateway.dead_letters import DeadLetterSink
 from gateway.delivery_policy import RetryPolicy
 from gateway.execution import ExecutionService
+from gateway.file_delivery import OutboxFileSender
 from gateway.hardening import resolve_sandbox
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
@@ -205,7 +206,11 @@ class Gateway:
             http_max_bytes=cfg.tools.http.max_response_bytes,
             http_allow_private=cfg.tools.http.allow_private,
             shell_sandbox=resolve_sandbox(self.loaded),
-            read_roots=tuple(p for _, p in self.skills.roots.dirs) if self.skills else (),
+            # received attachments are readable, never writable (channels store them there)
+            read_roots=(
+                *((p for _, p in self.skills.roots.dirs) if self.skills else ()),
+                self.loaded.media_dir,
+            ),
         )
         registry = build_registry(
             tool_settings,
@@ -336,6 +341,7 @@ class Gateway:
                     max_concurrent=cfg.subagents.max_concurrent,
                     default_max_execution_secs=cfg.subagents.default_max_execution_secs,
                 ),
+                files=OutboxFileSender(dispatcher, by_name, self.loaded.media_dir),
             ),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,

@@ -15,6 +15,7 @@ crash runs exactly as it was asked for. Control data never travels in
 from __future__ import annotations
 
 import asyncio
+import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -39,6 +40,7 @@ __all__ = [
     "ToolStatus",
     "TurnRequest",
     "make_storable",
+    "new_idempotency_key",
     "reply_handle",
     "storable",
 ]
@@ -216,6 +218,12 @@ def reply_handle(message: InboundMessage) -> str:
     return message.reply_ref or message.message_id
 
 
+def new_idempotency_key() -> str:
+    """A key no other outbound message ever had: random, not derived from a
+    row id (ids repeat after a restore, on a fresh database, across gateways)."""
+    return secrets.token_hex(16)
+
+
 @dataclass(frozen=True, slots=True)
 class OutboundMessage:
     channel: str
@@ -228,6 +236,12 @@ class OutboundMessage:
     run_id: str | None = None  # the turn that wrote it: a channel matches its stream by it
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None  # when its outbox row was written (UTC)
+    # What the platform deduplicates on (Feishu `uuid`, WeChat `client_id`):
+    # stored with the outbox row, so only the retries of that row repeat it.
+    idempotency_key: str = field(default_factory=new_idempotency_key, compare=False)
+    # Files to deliver with (after) the text, in order; paths the channel can read
+    # on every retry (the gateway keeps its own copy: gateway.file_delivery).
+    media: tuple[MediaRef, ...] = ()
 
 
 class EventKind(StrEnum):

@@ -65,6 +65,9 @@ class ModelConfig(FrozenModel):
     context_window_tokens: int = Field(128_000, gt=0)
     supports_vision: bool = True
     prices: ModelPrices | None = None
+    # A speech-to-text model of the same provider (OpenAI-compatible
+    # /audio/transcriptions, e.g. "whisper-1"): voice notes reach the agent as text.
+    transcription: str | None = Field(None, min_length=1)
 
 
 class CompactionConfig(FrozenModel):

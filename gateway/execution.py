@@ -61,6 +61,7 @@ from gateway.replies import (
 )
 from gateway.session_reset import Clock, utc_now
 from gateway.tool_progress import ToolDisplay, ToolProgress
+from gateway.transcription import transcribe_items
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.work import ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.store import Store
@@ -258,7 +259,8 @@ class ExecutionService:
                 new.append(
                     ChatMessage.system(request.system_prompt, Marker.SCHEDULED_SYSTEM_PROMPT)
                 )
-            new.append(build_user_message(plan.items, profile.supports_vision))
+            notes = await transcribe_items(plan.items, profile.transcriber)
+            new.append(build_user_message(plan.items, profile.supports_vision, notes))
         fresh = request.session is SessionPolicy.FRESH and not resume
         policy = self._policy(plan.channel)
         reset = None if resume or fresh else policy.session_reset(request.origin, self.clock())
@@ -319,6 +321,7 @@ class ExecutionService:
             message_seq=user_message_seq(turn),
             run_id=plan.run_id,
             services=self.services,
+            reply_to=plan.reply_to,
         )
         try:
             context = await profile.context.prepare(

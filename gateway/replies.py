@@ -5,7 +5,7 @@ note on a reply delivered late."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from agent.messages import ChatMessage
 from agent.providers.base import (
@@ -37,7 +37,9 @@ EMPTY_REPLY = "(the model returned an empty reply)"
 SESSION_RESET_NOTICE = "New session: the previous one is archived (/sessions lists it)."
 
 
-def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]]:
+def _user_text(
+    item: InboundMessage, vision: bool, notes: Mapping[str, str]
+) -> tuple[str, tuple[str, ...]]:
     parts: list[str] = []
     if item.reply_to:
         parts.append(f"[Replying to: {item.reply_to}]")
@@ -49,19 +51,25 @@ def _user_text(item: InboundMessage, vision: bool) -> tuple[str, tuple[str, ...]
             images.append(media.path)
         else:
             label = media.name or media.kind.value
-            parts.append(f"[Attached {media.kind.value}: {label} at {media.path}]")
+            line = f"[Attached {media.kind.value}: {label} at {media.path}]"
+            note = notes.get(media.path)  # a voice note's transcript (gateway.transcription)
+            parts.append(f"{line} {note}" if note else line)
     return "\n".join(parts), tuple(images)
 
 
-def build_user_message(items: Sequence[WorkItem], vision: bool) -> ChatMessage:
-    """One user message per turn; messages collected while busy are numbered."""
+def build_user_message(
+    items: Sequence[WorkItem], vision: bool, notes: Mapping[str, str] | None = None
+) -> ChatMessage:
+    """One user message per turn; messages collected while busy are numbered.
+    `notes`: what to say about an attachment, by path (voice transcripts)."""
+    notes = notes or {}
     if len(items) == 1:
-        text, images = _user_text(items[0].message, vision)
+        text, images = _user_text(items[0].message, vision, notes)
         return ChatMessage.user(text, images)
     chunks = [f"[{len(items)} messages arrived while you were busy; answer them together.]"]
     all_images: list[str] = []
     for n, item in enumerate(items, 1):
-        text, images = _user_text(item.message, vision)
+        text, images = _user_text(item.message, vision, notes)
         chunks.append(f"[{n}] {text}")
         all_images.extend(images)
     return ChatMessage.user("\n\n".join(chunks), tuple(all_images))

@@ -275,6 +275,19 @@ DROP TABLE memories_fts;
 """
 
 
+# A random idempotency key per outbox row (Feishu `uuid`, WeChat `client_id`):
+# keys derived from the row id repeat after a restore, on a fresh database or
+# with two gateways on one bot, and the platform then drops a new reply as a
+# duplicate. Rows already written get a random key of their own here. `media`:
+# the files an outbound message carries (OutboundMessage.media).
+_V9_OUTBOX_IDEMPOTENCY_KEY = """
+ALTER TABLE outbox ADD COLUMN idempotency_key TEXT;
+ALTER TABLE outbox ADD COLUMN media TEXT;        -- JSON list of files sent with the text
+UPDATE outbox SET idempotency_key = lower(hex(randomblob(16))) WHERE idempotency_key IS NULL;
+CREATE UNIQUE INDEX outbox_idempotency_key ON outbox (idempotency_key);
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -284,4 +297,5 @@ MIGRATIONS: list[str] = [
     _V6_MEMORIES,
     _V7_SKILL_EVENTS,
     _V8_NO_MEMORY_FTS,
+    _V9_OUTBOX_IDEMPOTENCY_KEY,
 ]

@@ -2,7 +2,9 @@
 
 States: pending → sent | failed; pending → parked (recipient offline) →
 pending when the recipient is back. `attempts` counts real delivery attempts;
-`next_attempt_at` is when a pending row may go next (NULL: now). A row's
+`next_attempt_at` is when a pending row may go next (NULL: now);
+`idempotency_key` is random and unique per row: the platform's dedup key for
+the row's retries and for nothing else. A row's
 give-up clock starts at `requeued_at` if an operator re-queued it, else at
 `created_at`.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gateway.bus import OutboundMessage
+from gateway.bus import MediaKind, MediaRef, OutboundMessage, new_idempotency_key
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
@@ -64,6 +66,8 @@ class OutboxRow:
     metadata: dict[str, Any] = field(default_factory=dict)
     next_attempt_at: str | None = None
     requeued_at: str | None = None
+    idempotency_key: str = ""  # "" only for a row written before schema v9
+    media: tuple[MediaRef, ...] = ()
 
     @property
     def clock_start(self) -> str:
@@ -82,6 +86,8 @@ class OutboxRow:
             run_id=self.run_id,
             metadata=dict(self.metadata),
             created_at=parse_iso(self.created_at),
+            idempotency_key=self.idempotency_key or f"outbox-{self.id}",
+            media=self.media,
         )
 
     @classmethod
@@ -100,6 +106,8 @@ class OutboxRow:
             session_id=message.session_id,
             run_id=message.run_id,
             metadata=dict(message.metadata),
+            idempotency_key=message.idempotency_key,
+            media=message.media,
         )
 
 
@@ -131,6 +139,26 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         metadata=metadata,
         next_attempt_at=r["next_attempt_at"],
         requeued_at=r["requeued_at"],
+        idempotency_key=r["idempotency_key"] or "",
+        media=_media(r["media"]),
+    )
+
+
+def _media(raw: str | None) -> tuple[MediaRef, ...]:
+    items: list[dict[str, Any]] = json.loads(raw) if raw else []
+    return tuple(
+        MediaRef(MediaKind(m["kind"]), m["path"], m.get("mime_type"), m.get("name")) for m in items
+    )
+
+
+def _media_json(media: Sequence[MediaRef]) -> str | None:
+    if not media:
+        return None
+    return json.dumps(
+        [
+            {"kind": m.kind.value, "path": m.path, "mime_type": m.mime_type, "name": m.name}
+            for m in media
+        ]
     )
 
 
@@ -142,22 +170,33 @@ def _metadata_json(message: OutboundMessage) -> str | None:
 
 
 def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | None = None) -> int:
-    cursor = conn.execute(
-        "INSERT INTO outbox (channel, chat_id, text, reply_to_message_id, session_id, inbox_id, "
-        "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            message.channel,
-            message.chat_id,
-            message.text,
-            message.reply_to_message_id,
-            message.session_id,
-            inbox_id,
-            _metadata_json(message),
-            now_iso(),
-        ),
-    )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    """Write `message` as a pending row carrying its idempotency key. A message
+    object queued twice (a caller's slip) must still make two distinct rows to
+    the platform: the second gets a fresh key rather than failing the commit."""
+    key = message.idempotency_key
+    while True:
+        cursor = conn.execute(
+            "INSERT INTO outbox (channel, chat_id, text, reply_to_message_id, session_id, "
+            "inbox_id, metadata, created_at, idempotency_key, media) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (idempotency_key) DO NOTHING",
+            (
+                message.channel,
+                message.chat_id,
+                message.text,
+                message.reply_to_message_id,
+                message.session_id,
+                inbox_id,
+                _metadata_json(message),
+                now_iso(),
+                key,
+                _media_json(message.media),
+            ),
+        )
+        if cursor.rowcount == 1:
+            assert cursor.lastrowid is not None
+            return cursor.lastrowid
+        key = new_idempotency_key()
 
 
 def due_rows(conn: sqlite3.Connection, channel: str, now: str, limit: int = 200) -> list[OutboxRow]:

@@ -32,6 +32,7 @@ from agent.tools.sandbox import Sandbox
 
 __all__ = [
     "AdminDirectory",
+    "FileSender",
     "MemoryService",
     "SchedulerService",
     "SessionMessenger",
@@ -111,6 +112,16 @@ class SubagentService(Protocol):
     async def run(self, task: SubagentTask, ctx: ToolContext) -> str: ...
 
 
+class FileSender(Protocol):
+    """Delivers a file to a chat through the durable outbox (`send_file`).
+    Raises `ToolError` for what the model should read (too big, a channel
+    that cannot send files); returns a short confirmation."""
+
+    async def send_file(
+        self, channel: str, chat_id: str, path: Path, *, caption: str, reply_to: str | None
+    ) -> str: ...
+
+
 class AdminDirectory(Protocol):
     """The access policy's notion of admin (gateway.access): e.g. for a tool that
     may reach another chat only when the asking sender is an admin."""
@@ -129,6 +140,7 @@ class ToolServices:
     messenger: SessionMessenger | None = None
     admins: AdminDirectory | None = None
     subagents: SubagentService | None = None
+    files: FileSender | None = None
 
 
 NO_SERVICES = ToolServices()
@@ -165,6 +177,7 @@ class ToolContext:
     run_id: str | None = None
     services: ToolServices = NO_SERVICES
     call_id: str | None = None  # the tool call being run (set by the registry per call)
+    reply_to: str | None = None  # the platform handle a reply to this turn carries
 
     @property
     def workspace(self) -> Path:

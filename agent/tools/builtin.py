@@ -15,6 +15,7 @@ from agent.tools.base import Tool, ToolRegistry, ToolSettings
 from agent.tools.calculator import CalculatorTool
 from agent.tools.files import EditTool, ReadTool, WriteTool
 from agent.tools.get_time import GetTimeTool
+from agent.tools.send_file import SendFileTool
 from agent.tools.shell import ShellTool
 from agent.tools.web import HttpRequestTool, WebFetchTool
 
@@ -36,6 +37,7 @@ def builtin_tools(settings: ToolSettings, timezone: str) -> list[Tool[Any]]:
         ShellTool(),
         HttpRequestTool(),
         WebFetchTool(),
+        SendFileTool(),
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import io
 import os
 import stat
 import tempfile
@@ -19,12 +20,14 @@ from pydantic import Field
 
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolSettings
 from agent.tools.paths import resolve_for_read, resolve_in_workspace
+from agent.tools.pdf_text import is_pdf, pdf_text
 
 __all__ = ["EditTool", "ReadTool", "WriteTool"]
 
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 65_536
 EDIT_MAX_BYTES = 10_000_000
+PDF_MAX_BYTES = 30_000_000
 
 # Serialises write/edit (which run in worker threads) so two calls of one batch
 # cannot interleave a read-modify-write on the same file.
@@ -65,6 +68,21 @@ def _refuse_binary(handle: BinaryIO, path: str) -> None:
         raise ToolError(f"{path} looks like a binary file (not UTF-8 text); refusing to read it")
 
 
+def _pdf_as_text(handle: BinaryIO, path: str) -> BinaryIO | None:
+    """A PDF (a received document, typically) is read as the text it shows."""
+    if not is_pdf(handle.read(8)):
+        handle.seek(0)
+        return None
+    handle.seek(0)
+    data = handle.read(PDF_MAX_BYTES + 1)
+    if len(data) > PDF_MAX_BYTES:
+        raise ToolError(f"{path} is a PDF larger than {PDF_MAX_BYTES} bytes; read refuses it")
+    text = pdf_text(data)
+    if not text:
+        raise ToolError(f"{path} is a PDF without extractable text (scanned, or unusual fonts)")
+    return io.BytesIO(f"[text extracted from the PDF {Path(path).name}]\n{text}\n".encode())
+
+
 def _skip_lines(handle: BinaryIO, count: int) -> int:
     """Skip `count` lines; return how many were actually skipped."""
     skipped = 0
@@ -80,8 +98,9 @@ def _skip_lines(handle: BinaryIO, count: int) -> int:
 def read_text(path: str, settings: ToolSettings, offset: int, limit: int | None) -> str:
     """Read lines `offset`.. (1-based) of a text file, at most `read_max_bytes` bytes."""
     budget = settings.read_max_bytes
-    _, handle = _open_regular(path, settings, reading=True)
-    with handle:
+    _, opened = _open_regular(path, settings, reading=True)
+    with opened:
+        handle = _pdf_as_text(opened, path) or opened
         _refuse_binary(handle, path)
         if _skip_lines(handle, offset - 1) < offset - 1:
             raise ToolError(f"offset {offset} is past the end of {path}")
@@ -124,8 +143,9 @@ class ReadArgs(ToolArgs):
 class ReadTool(Tool[ReadArgs]):
     name: ClassVar[str] = "read"
     description: ClassVar[str] = (
-        "Read a UTF-8 text file from the workspace. Use offset/limit (lines) for large files; "
-        "output is capped and says where to continue."
+        "Read a UTF-8 text file (or the text of a PDF) from the workspace or a received "
+        "attachment's path. Use offset/limit (lines) for large files; output is capped and "
+        "says where to continue."
     )
     Args: ClassVar[type[ToolArgs]] = ReadArgs
 

@@ -15,6 +15,7 @@ import mimetypes
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,9 +148,17 @@ class FeishuApi:
         return str(body.get("data", {}).get("message_id", ""))
 
     async def reply_message(
-        self, message_id: str, msg_type: str, content: str, uuid: str | None
+        self,
+        message_id: str,
+        msg_type: str,
+        content: str,
+        uuid: str | None,
+        *,
+        reply_in_thread: bool = False,
     ) -> str:
         payload: dict[str, Any] = {"msg_type": msg_type, "content": content}
+        if reply_in_thread:  # answer in the message's thread (topic), not the chat
+            payload["reply_in_thread"] = True
         if uuid:
             payload["uuid"] = uuid
         body = await self._call(
@@ -178,11 +187,41 @@ class FeishuApi:
             f"/open-apis/im/v1/messages/{_seg(message_id)}/reactions/{_seg(reaction_id)}",
         )
 
-    async def get_message(self, message_id: str) -> dict[str, Any] | None:
+    async def upload_image(self, data: bytes, name: str) -> str:
+        """POST /im/v1/images (image_type message) → the image_key to send."""
+        return await self._upload("images", "image", data, name, {"image_type": "message"})
+
+    async def upload_file(self, data: bytes, name: str) -> str:
+        """POST /im/v1/files → the file_key to send (file_type by extension)."""
+        fields = {"file_type": _file_type(name), "file_name": name}
+        return await self._upload("files", "file", data, name, fields)
+
+    async def _upload(
+        self, endpoint: str, part: str, data: bytes, name: str, fields: dict[str, str]
+    ) -> str:
+        def form() -> aiohttp.FormData:
+            body = aiohttp.FormData()
+            for field_name, value in fields.items():
+                body.add_field(field_name, value)
+            body.add_field(part, data, filename=name)
+            return body
+
+        answer = await self._call("POST", f"/open-apis/im/v1/{endpoint}", form=form)
+        key = answer.get("data", {}).get(f"{part}_key")
+        if not isinstance(key, str) or not key:
+            raise TransientSendError(f"feishu im/v1/{endpoint}: answer without {part}_key")
+        return key
+
+    async def get_message_items(self, message_id: str) -> list[dict[str, Any]]:
+        """The message and, for a merged forward, the messages it carries
+        (theirs have `upper_message_id` = `message_id`)."""
         body = await self._call("GET", f"/open-apis/im/v1/messages/{_seg(message_id)}")
         items = body.get("data", {}).get("items") or []
-        first = items[0] if items else None
-        return first if isinstance(first, dict) else None
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    async def get_message(self, message_id: str) -> dict[str, Any] | None:
+        items = await self.get_message_items(message_id)
+        return items[0] if items else None
 
     async def ws_endpoint(self) -> WsEndpoint:
         """Long-connection endpoint discovery (authenticated by app credentials)."""
@@ -251,6 +290,7 @@ class FeishuApi:
         json: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         auth: bool = True,
+        form: Callable[[], aiohttp.FormData] | None = None,
     ) -> dict[str, Any]:
         what = path.removeprefix("/open-apis/")
         attempt = 0
@@ -259,7 +299,12 @@ class FeishuApi:
             headers = {"Authorization": f"Bearer {await self.tenant_token()}"} if auth else {}
             try:
                 async with self.session.request(
-                    method, self._base + path, json=json, params=params, headers=headers
+                    method,
+                    self._base + path,
+                    json=json,
+                    params=params,
+                    headers=headers,
+                    data=form() if form is not None else None,  # a fresh body per attempt
                 ) as resp:
                     status = resp.status
                     reset = resp.headers.get("x-ogw-ratelimit-reset")
@@ -297,6 +342,15 @@ class FeishuApi:
                 pass
         base: float = self._retry_base * (2**attempt)
         return base + random.uniform(0, base / 2)
+
+
+_FILE_TYPES = {"pdf": "pdf", "doc": "doc", "docx": "doc", "xls": "xls", "xlsx": "xls"}
+_FILE_TYPES |= {"ppt": "ppt", "pptx": "ppt", "mp4": "mp4", "opus": "opus"}
+
+
+def _file_type(name: str) -> str:
+    """Feishu's file_type for an upload: a few known kinds, else "stream"."""
+    return _FILE_TYPES.get(name.rpartition(".")[2].lower(), "stream")
 
 
 def _seg(value: str) -> str:

@@ -26,13 +26,14 @@ from channels.base import (
     ChannelRuntime,
     SendResult,
 )
-from channels.feishu.api import FeishuApi
+from channels.feishu.api import FeishuApi, FeishuApiError
 from channels.feishu.config import FeishuConfig, FeishuMode
 from channels.feishu.inbound import InboundHandler, MessageIdMap
 from channels.feishu.longconn import LongConnection
-from channels.feishu.outbound import send_reply
+from channels.feishu.outbound import markdown_card, receive_id_type, send_reply
 from channels.feishu.parse import Envelope, EventFormatError, parse_envelope
 from channels.feishu.progress import tool_progress
+from channels.feishu.stream import CardStreams
 from channels.feishu.webhook import WEBHOOK_PATH, FeishuWebhook
 from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
 
@@ -52,9 +53,11 @@ class FeishuChannel(Channel):
         self.config = config
         self.capabilities = Capabilities(
             max_message_chars=config.max_message_chars,
-            can_edit=True,  # cards only: the tool-progress card
+            can_edit=True,  # cards only: the tool-progress card, a streamed reply
+            can_stream=config.streaming,
             can_show_typing=bool(config.reaction_emoji),
             media_kinds=frozenset(MediaKind),
+            send_media=frozenset(MediaKind),  # images as images, anything else as a file
         )
         self.api = FeishuApi(
             config.base_url,
@@ -73,6 +76,9 @@ class FeishuChannel(Channel):
         self._reactions: dict[str, asyncio.Task[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._tool_progress = tool_progress(self.api, self._ids, self.progress_interval_secs)
+        self._streams = CardStreams(
+            self._post_stream, self._patch_stream, self.progress_interval_secs
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -139,6 +145,7 @@ class FeishuChannel(Channel):
         self._reactions.clear()
         self._connection_task = None
         await self._tool_progress.close()
+        await self._streams.close()
         await self.api.close()
 
     def _set_state(self, reason: str | None) -> None:
@@ -188,11 +195,40 @@ class FeishuChannel(Channel):
         if target is None:
             meta = message.metadata.get("feishu_message_id")
             target = meta if isinstance(meta, str) and meta.startswith("om_") else None
-        return await send_reply(self.api, message, target, self.config.max_message_chars)
+        return await send_reply(
+            self.api,
+            message,
+            target,
+            self.config.max_message_chars,
+            cards=self.config.card_replies,
+            reply_in_thread=self.config.reply_in_thread,
+            state=self._runtime.state if self._runtime is not None else None,
+            streaming=self.config.streaming,
+            stream_card=await self._streams.take(message.chat_id, message.run_id),
+        )
+
+    async def _post_stream(self, chat_id: str, target: str | None, text: str) -> str:
+        card = markdown_card(text)
+        if target is not None:
+            try:
+                return await self.api.reply_message(target, "interactive", card, None)
+            except FeishuApiError:
+                pass  # the message answered may be gone: stream into the chat instead
+        return await self.api.send_message(
+            chat_id, "interactive", card, None, id_type=receive_id_type(chat_id)
+        )
+
+    async def _patch_stream(self, message_id: str, text: str) -> None:
+        await self.api.patch_message(message_id, markdown_card(text))
 
     async def notify(self, event: ChannelEvent) -> None:
         if event.kind is EventKind.TOOL:
             self._tool_progress.show(event)
+            return
+        if event.kind is EventKind.DELTA:
+            if self.config.streaming:
+                target = self._ids.resolve(event.reply_to_message_id)
+                await self._streams.delta(event.chat_id, event.run_id, event.text, target)
             return
         emoji = self.config.reaction_emoji
         target = self._ids.resolve(event.reply_to_message_id)

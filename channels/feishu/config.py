@@ -39,6 +39,13 @@ class FeishuConfig(ChannelSettings):
     media_dir: str | None = None  # default: <media_dir>/feishu of the gateway
     reaction_emoji: str = "Typing"
     reply_context_max_chars: int = Field(2_000, ge=0)
+    # Replies as interactive cards with one Markdown element (false: post/text);
+    # a body Feishu rejects is sent again as plain text either way.
+    card_replies: bool = True
+    # Replies to a message go into its thread (Feishu's reply_in_thread).
+    reply_in_thread: bool = False
+    # Show the reply while it is generated, in one card updated in place.
+    streaming: bool = False
     # Text messages are capped at 150 KB: 50k chars stay below it even in CJK.
     max_message_chars: int = Field(20_000, ge=100, le=50_000)
     max_media_bytes: int = Field(30 * 1024 * 1024, gt=0)

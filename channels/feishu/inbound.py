@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -39,6 +40,7 @@ __all__ = ["ContentGuard", "InboundHandler", "MessageIdMap"]
 log = structlog.get_logger("channels.feishu.inbound")
 
 _RECORDED_MAX = 10_000
+_FORWARD_MAX_CHARS = 8_000  # a merged forward of a long chat: its start is enough
 
 
 class ContentGuard:
@@ -158,6 +160,8 @@ class InboundHandler:
 
     async def _build(self, envelope: Envelope, parsed: ParsedMessage) -> InboundMessage | None:
         text = parsed.text
+        if parsed.msg_type == "merge_forward":
+            text = await self._forwarded(parsed.message_id) or text
         media: list[MediaRef] = []
         for item in parsed.media:
             try:
@@ -201,6 +205,22 @@ class InboundHandler:
             },
         )
 
+    async def _forwarded(self, message_id: str) -> str | None:
+        """The text of the messages a merged forward carries, one per line."""
+        try:
+            items = await self._api.get_message_items(message_id)
+        except ChannelError as exc:
+            log.warning("feishu: forwarded messages unavailable", error=str(exc))
+            return None
+        lines = ["[merged forward]"]
+        for item in items:
+            if item.get("upper_message_id") != message_id:
+                continue  # the forward itself
+            text = _item_text(item)
+            if text:
+                lines.append(f"- {text}")
+        return "\n".join(lines)[:_FORWARD_MAX_CHARS] if len(lines) > 1 else None
+
     async def _reply_context(self, parent_id: str | None) -> str | None:
         limit = self._config.reply_context_max_chars
         if not parent_id or limit <= 0:
@@ -212,12 +232,17 @@ class InboundHandler:
             return None
         if item is None:
             return None
-        body = item.get("body")
-        raw = body.get("content") if isinstance(body, dict) else None
-        try:
-            content = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            content = None
-        mentions = tuple(parse_mentions(item.get("mentions")))
-        text, _ = content_text(str(item.get("msg_type") or "text"), content, mentions)
-        return text[:limit] or None
+        return _item_text(item)[:limit] or None
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    """The text of a message as the API returns it (`body.content`)."""
+    body = item.get("body")
+    raw = body.get("content") if isinstance(body, dict) else None
+    try:
+        content = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        content = None
+    mentions = tuple(parse_mentions(item.get("mentions")))
+    text, _ = content_text(str(item.get("msg_type") or "text"), content, mentions)
+    return text

@@ -1,24 +1,40 @@
-"""Reply rendering and delivery for Feishu: text vs post, idempotency keys, reply targets.
+"""Reply rendering and delivery for Feishu: card, post or text; fallbacks; idempotency keys.
 
-Plain one-paragraph replies go out as `text`; multi-paragraph or Markdown-like
-replies as `post` with one `md` element, which Feishu renders. Each part's
-`uuid` (Feishu's idempotency key, honoured for an hour) is derived from the
-outbox id and the part index, so a retried reply is never shown twice.
+A reply part goes out as an `interactive` card with one `markdown` element
+(`cards: true`, the default: Feishu renders Markdown there best), else as
+`post` with one `md` element when it looks like Markdown, else as `text`.
+When Feishu rejects the body (a card or post it cannot render, content too
+large, …) the same part is sent again as plain `text`: the last fallback, so a
+reply is never lost to its formatting. A reply to a message that is gone
+(withdrawn, deleted) is posted into the chat instead.
+
+Each part's `uuid` (Feishu's idempotency key, honoured for an hour) is the
+message's random idempotency key (stored with its outbox row) plus the part
+index, and the plain-text fallback has a key of its own: a retried reply is
+never shown twice and a new reply never looks like an old one.
+
+Files (`OutboundMessage.media`) are uploaded (`im/v1/images` for images,
+`im/v1/files` otherwise) and sent as `image` / `file` messages after the text.
+The key an upload returns is stored in the channel state before the send, so
+a retry, also after a crash between the two, sends that upload rather than
+uploading again, under the same `uuid`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-import uuid as uuidlib
+from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
-from channels.base import SendResult, split_text
+from channels.base import PermanentSendError, SendResult, StateStore, split_text
 from channels.feishu.api import FeishuApi, FeishuApiError
-from gateway.bus import OutboundMessage
+from gateway.bus import MediaKind, MediaRef, OutboundMessage
 
-__all__ = ["idempotency_key", "receive_id_type", "render", "send_reply"]
+__all__ = ["Rendering", "idempotency_key", "receive_id_type", "render", "renderings", "send_reply"]
 
 log = structlog.get_logger("channels.feishu.outbound")
 
@@ -26,13 +42,37 @@ _MARKDOWN = re.compile(
     r"(^|\n)\s{0,3}(#{1,6}\s|[-*+]\s|\d+\.\s|>\s|```)|\*\*[^*\n]+\*\*|`[^`\n]+`|\[[^\]\n]+\]\([^)\s]+\)"
 )
 
-
-# Feishu caps post content at 30 KB (text at 150 KB): bigger parts go out as text.
+# Feishu caps card and post content at 30 KB (text at 150 KB): bigger parts go out as text.
 POST_MAX_BYTES = 28_000
+CARD_MAX_BYTES = 28_000
+# The message answered no longer exists: post into the chat instead.
+TARGET_GONE_CODES = frozenset({230011, 231003})
+_UPLOAD_KEY = "upload:"  # channel state: idempotency key and part → image_key / file_key
+_STREAMED_KEY = "streamed:"  # channel state: idempotency key → the card its first part went into
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    msg_type: str
+    content: str  # the JSON string Feishu wants in `content`
+    key_suffix: str = ""  # distinguishes the fallback's idempotency key
+
+
+def _text(text: str) -> Rendering:
+    return Rendering("text", json.dumps({"text": text}, ensure_ascii=False), "-t")
+
+
+def markdown_card(text: str) -> str:
+    """A card showing `text` as Markdown (a shared card, so it may be updated later)."""
+    card = {
+        "config": {"wide_screen_mode": True, "update_multi": True},
+        "elements": [{"tag": "markdown", "content": text}],
+    }
+    return json.dumps(card, ensure_ascii=False)
 
 
 def render(text: str) -> tuple[str, str]:
-    """(msg_type, content JSON string) for one part of a reply."""
+    """(msg_type, content JSON string) for one part without cards: post or text."""
     if "\n\n" in text.strip() or _MARKDOWN.search(text):
         post = {"zh_cn": {"title": "", "content": [[{"tag": "md", "text": text}]]}}
         content = json.dumps(post, ensure_ascii=False)
@@ -41,10 +81,22 @@ def render(text: str) -> tuple[str, str]:
     return "text", json.dumps({"text": text}, ensure_ascii=False)
 
 
-def idempotency_key(outbox_id: int | None, part: int) -> str:
-    if outbox_id is None:
-        return uuidlib.uuid4().hex
-    return f"picobot-{outbox_id}-{part}"
+def renderings(text: str, *, cards: bool) -> list[Rendering]:
+    """What to try for one part, in order; plain text is always the last."""
+    if cards:
+        content = markdown_card(text)
+        if len(content.encode()) <= CARD_MAX_BYTES:
+            return [Rendering("interactive", content), _text(text)]
+        return [_text(text)]
+    msg_type, content = render(text)
+    if msg_type == "text":
+        return [_text(text)]
+    return [Rendering(msg_type, content), _text(text)]
+
+
+def idempotency_key(message_key: str, part: int) -> str:
+    """Feishu's `uuid` for one part (at most 50 characters)."""
+    return f"pb-{message_key[:40]}-{part}"
 
 
 def receive_id_type(chat_id: str) -> str:
@@ -56,25 +108,133 @@ def receive_id_type(chat_id: str) -> str:
     return "chat_id"
 
 
-async def send_reply(
-    api: FeishuApi, message: OutboundMessage, target: str | None, limit: int
-) -> SendResult:
-    """Send every part in order: as replies to `target` if given, else into the chat."""
-    ids: list[str] = []
-    for index, part in enumerate(split_text(message.text, limit)):
-        msg_type, content = render(part)
-        key = idempotency_key(message.outbox_id, index)
-        if target is not None:
+class _Delivery:
+    """One reply's parts, in order; `target` is dropped once it is known gone."""
+
+    def __init__(
+        self, api: FeishuApi, message: OutboundMessage, target: str | None, in_thread: bool
+    ) -> None:
+        self.api = api
+        self.message = message
+        self.target = target
+        self.in_thread = in_thread
+
+    async def part(self, index: int, text: str, cards: bool) -> str:
+        options = renderings(text, cards=cards)
+        for n, rendering in enumerate(options):
+            last = n == len(options) - 1
+            key = idempotency_key(self.message.idempotency_key, index) + rendering.key_suffix
             try:
-                ids.append(await api.reply_message(target, msg_type, content, key))
-                continue
+                return await self._post(rendering, key, last)
             except FeishuApiError as exc:
-                # The message answered may be withdrawn or gone: post into the chat instead.
+                if last:
+                    raise
+                log.warning(
+                    "feishu: body rejected, sending as plain text",
+                    code=exc.code,
+                    msg_type=rendering.msg_type,
+                )
+        raise AssertionError("unreachable: the last rendering returns or raises")
+
+    async def _post(self, rendering: Rendering, key: str, last: bool) -> str:
+        if self.target is not None:
+            try:
+                return await self.api.reply_message(
+                    self.target,
+                    rendering.msg_type,
+                    rendering.content,
+                    key,
+                    reply_in_thread=self.in_thread,
+                )
+            except FeishuApiError as exc:
+                if exc.code not in TARGET_GONE_CODES and not last:
+                    raise  # the body, not the target: the next rendering
+                # gone (or even plain text refused as a reply): into the chat instead
                 log.warning("feishu: reply failed, sending to the chat", code=exc.code)
-                target = None
-        ids.append(
-            await api.send_message(
-                message.chat_id, msg_type, content, key, id_type=receive_id_type(message.chat_id)
-            )
+                self.target = None
+        chat_id = self.message.chat_id
+        return await self.api.send_message(
+            chat_id, rendering.msg_type, rendering.content, key, id_type=receive_id_type(chat_id)
         )
+
+    async def media(self, index: int, media: MediaRef, state: StateStore) -> str:
+        """Upload (once: the key is kept in the channel state before the send, so
+        a retry after a crash sends what was uploaded) and send one file."""
+        slot = f"{_UPLOAD_KEY}{self.message.idempotency_key}:{index}"
+        stored = await state.get(slot)
+        image = media.kind is MediaKind.IMAGE
+        if stored:
+            file_key = stored
+        else:
+            try:
+                data = await asyncio.to_thread(Path(media.path).read_bytes)
+            except OSError as exc:
+                raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
+            name = media.name or Path(media.path).name
+            upload = self.api.upload_image if image else self.api.upload_file
+            file_key = await upload(data, name)
+            await state.set(slot, file_key)
+        content = {"image_key": file_key} if image else {"file_key": file_key}
+        rendering = Rendering("image" if image else "file", json.dumps(content))
+        key = idempotency_key(self.message.idempotency_key, index)
+        return await self._post(rendering, key, last=True)
+
+
+async def _streamed_part(
+    api: FeishuApi,
+    message: OutboundMessage,
+    part: str,
+    card_id: str | None,
+    state: StateStore | None,
+) -> str | None:
+    """The first part put into the streamed card: its id, or None to send it as
+    usual. Recorded in the state, so a retry of the row does not post it again."""
+    if state is None:
+        return None
+    slot = f"{_STREAMED_KEY}{message.idempotency_key}"
+    done = await state.get(slot)
+    if done:
+        return done
+    if card_id is None:
+        return None
+    content = markdown_card(part)
+    if len(content.encode()) > CARD_MAX_BYTES:
+        return None
+    try:
+        await api.patch_message(card_id, content)
+    except FeishuApiError as exc:
+        log.info("feishu: streamed card not updated; sending the reply", code=exc.code)
+        return None
+    await state.set(slot, card_id)
+    return card_id
+
+
+async def send_reply(
+    api: FeishuApi,
+    message: OutboundMessage,
+    target: str | None,
+    limit: int,
+    *,
+    cards: bool = True,
+    reply_in_thread: bool = False,
+    state: StateStore | None = None,
+    streaming: bool = False,
+    stream_card: str | None = None,
+) -> SendResult:
+    """Send every part in order: as replies to `target` if given, else into the
+    chat; then each file of `message.media` (which needs `state`). When
+    `streaming`, the first part goes into `stream_card` (the card that showed
+    this reply as it was generated) instead of a new message."""
+    delivery = _Delivery(api, message, target, reply_in_thread)
+    parts = split_text(message.text, limit) if message.text.strip() else []
+    ids: list[str] = []
+    for index, part in enumerate(parts):
+        streamed = None
+        if streaming and index == 0:
+            streamed = await _streamed_part(api, message, part, stream_card, state)
+        ids.append(streamed or await delivery.part(index, part, cards))
+    for index, media in enumerate(message.media, start=len(parts)):
+        if state is None:
+            raise PermanentSendError("feishu: files need the channel state")
+        ids.append(await delivery.media(index, media, state))
     return SendResult(platform_message_ids=tuple(ids))

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from channels.feishu.card_text import card_text, shared_text
 from gateway.bus import ChatType, MediaKind
 
 __all__ = [
@@ -165,6 +166,12 @@ def content_text(
         return _resolve_mentions(str(content.get("text", "")), mentions, bot_open_id), ()
     if msg_type == "post":
         return _post_text(content, mentions, bot_open_id)
+    if msg_type == "interactive":
+        return card_text(content) or "[card]", ()
+    if (shared := shared_text(msg_type, content)) is not None:
+        return shared, ()
+    if msg_type == "merge_forward":
+        return "[merged forward]", ()  # its messages are fetched by the inbound handler
     if msg_type == "image" and content.get("image_key"):
         return "[image]", (MediaKey(MediaKind.IMAGE, str(content["image_key"]), "image"),)
     if msg_type in {"file", "audio", "media"} and content.get("file_key"):

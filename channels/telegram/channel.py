@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -38,9 +39,11 @@ from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
 from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
 from channels.telegram.media import MediaFetcher
 from channels.telegram.outbound import TelegramSender
+from channels.telegram.parts import PartProgress
 from channels.telegram.polling import ALLOWED_UPDATES, RawUpdatesBot, UpdatePoller
 from channels.telegram.redaction import Redactor
 from channels.telegram.tasks import cancel_and_wait
+from channels.telegram.threads import make_handle, parse_handle
 from gateway.bus import (
     BusClosed,
     ChannelEvent,
@@ -55,8 +58,9 @@ __all__ = ["TelegramChannel"]
 
 log = structlog.get_logger("channels.telegram")
 TEXT_LIMIT = 4096
+CAPTION_LIMIT = 1024
+PHOTO_MAX_BYTES = 10_000_000  # Bot API: larger images go as documents
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-_PROGRESS_KEY = "progress:"
 _MAX_BACKOFF = 60.0
 
 
@@ -76,6 +80,7 @@ class TelegramChannel(Channel):
             can_stream=config.streaming,
             can_show_typing=True,
             media_kinds=frozenset(MediaKind),
+            send_media=frozenset(MediaKind),  # photos as photos, anything else as a document
         )
         self._token = config.token.get_secret_value()
         self._secret = config.secret_token.get_secret_value() if config.secret_token else ""
@@ -90,7 +95,7 @@ class TelegramChannel(Channel):
         self._tool_progress: LiveProgress | None = None
         self._poller: UpdatePoller | None = None
         self._task: asyncio.Task[None] | None = None
-        self._progress: dict[int, list[int]] = {}  # outbox_id -> ids of parts already sent
+        self._parts: PartProgress | None = None  # parts of a reply delivered so far
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -114,6 +119,7 @@ class TelegramChannel(Channel):
         )
         self._bot = bot
         self._sender = sender = TelegramSender(bot, runtime.state, self._redact)
+        self._parts = PartProgress(runtime.state)
         self._media = MediaFetcher(
             bot, runtime.media_dir / "telegram", self.config.max_media_bytes, self._redact
         )
@@ -254,7 +260,7 @@ class TelegramChannel(Channel):
         if me is None:
             raise RuntimeError("telegram update before connect")
         try:
-            parsed = parse_update(update, me)
+            parsed = parse_update(update, me, edits=self.config.edited_messages)
         except Exception as exc:
             log.warning("telegram update could not be read", update_id=update.update_id)
             await runtime.dead_letter(
@@ -287,6 +293,12 @@ class TelegramChannel(Channel):
             sender_id=parsed.sender_id,
             text=text,
             message_id=parsed.message_id,
+            # a forum topic's thread rides in the reply handle (channels.telegram.threads)
+            reply_ref=(
+                make_handle(parsed.chat_id, parsed.telegram_message_id, parsed.thread_id)
+                if parsed.thread_id is not None
+                else None
+            ),
             chat_type=parsed.chat_type,
             media=tuple(media),
             reply_to=parsed.reply_to,
@@ -303,13 +315,18 @@ class TelegramChannel(Channel):
         if sender is None:
             # Not started yet (or stopped): the dispatcher retries later, nothing is dropped.
             raise TransientSendError("telegram channel is not started")
-        if not message.text.strip():
+        if not message.text.strip() and not message.media:
             return SendResult()
-        parts = split_text(message.text, TEXT_LIMIT)
+        # one file with a short text: the text is its caption, one message
+        caption = _caption(message)
+        parts = split_text(message.text, TEXT_LIMIT) if message.text.strip() and not caption else []
         reply_to = _reply_target(message)
-        sent = await self._sent_parts(message)
+        _, thread_id = parse_handle(message.reply_to_message_id)  # every part stays in the topic
+        progress = self._parts
+        assert progress is not None  # made in start(), with the sender
+        sent = await progress.sent(message)
         stream_message_id = None
-        if self._streams is not None:
+        if self._streams is not None and parts:  # a file alone never ends a stream
             stream_message_id = await self._streams.take(message.chat_id, message.run_id)
         ids = list(sent)
         for index, part in enumerate(parts):
@@ -317,21 +334,53 @@ class TelegramChannel(Channel):
                 continue  # delivered by an earlier attempt of this same reply
             try:
                 if index == 0 and stream_message_id is not None:
-                    ids.append(await self._replace_stream(message.chat_id, stream_message_id, part))
+                    ids.append(
+                        await self._replace_stream(
+                            message.chat_id, stream_message_id, part, thread_id
+                        )
+                    )
                 else:
                     ids.append(
                         await sender.send_text(
-                            message.chat_id, part, reply_to if index == 0 else None
+                            message.chat_id,
+                            part,
+                            reply_to if index == 0 else None,
+                            thread_id=thread_id,
                         )
                     )
             except ChannelError:
-                await self._save_progress(message, ids, previously=len(sent))
+                await progress.save(message, ids, previously=len(sent))
+                raise
+        for index, media in enumerate(message.media, start=len(parts)):
+            if index < len(sent):
+                continue
+            try:
+                ids.append(await self._send_media(message.chat_id, media, caption, thread_id))
+            except ChannelError:
+                await progress.save(message, ids, previously=len(sent))
                 raise
         if sent:
-            await self._clear_progress(message)
+            await progress.clear(message)
         return SendResult(tuple(str(i) for i in ids))
 
-    async def _replace_stream(self, chat_id: str, message_id: int, part: str) -> int:
+    async def _send_media(
+        self, chat_id: str, media: MediaRef, caption: str | None, thread_id: int | None
+    ) -> int:
+        sender = self._sender
+        assert sender is not None
+        try:
+            data = await asyncio.to_thread(Path(media.path).read_bytes)
+        except OSError as exc:
+            raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
+        photo = media.kind is MediaKind.IMAGE and len(data) <= PHOTO_MAX_BYTES
+        name = media.name or Path(media.path).name
+        return await sender.send_file(
+            chat_id, data, name=name, photo=photo, caption=caption, thread_id=thread_id
+        )
+
+    async def _replace_stream(
+        self, chat_id: str, message_id: int, part: str, thread_id: int | None
+    ) -> int:
         sender = self._sender
         assert sender is not None
         try:
@@ -339,41 +388,17 @@ class TelegramChannel(Channel):
             return message_id
         except PermanentSendError:
             # The streamed message is gone or not editable: send the part fresh.
-            return await sender.send_text(chat_id, part)
-
-    async def _sent_parts(self, message: OutboundMessage) -> list[int]:
-        if message.outbox_id is None:
-            return []
-        if message.outbox_id in self._progress:
-            return self._progress[message.outbox_id]
-        if message.attempt <= 1:
-            return []
-        stored = await self._require_runtime().state.get(f"{_PROGRESS_KEY}{message.outbox_id}")
-        return [int(i) for i in json.loads(stored)] if stored else []
-
-    async def _save_progress(
-        self, message: OutboundMessage, ids: list[int], previously: int
-    ) -> None:
-        if message.outbox_id is None or len(ids) == previously:
-            return
-        self._progress[message.outbox_id] = ids
-        await self._require_runtime().state.set(
-            f"{_PROGRESS_KEY}{message.outbox_id}", json.dumps(ids)
-        )
-
-    async def _clear_progress(self, message: OutboundMessage) -> None:
-        if message.outbox_id is not None:
-            self._progress.pop(message.outbox_id, None)
-            await self._require_runtime().state.set(f"{_PROGRESS_KEY}{message.outbox_id}", "")
+            return await sender.send_text(chat_id, part, thread_id=thread_id)
 
     async def notify(self, event: ChannelEvent) -> None:
+        _, thread_id = parse_handle(event.reply_to_message_id)
         try:
             if event.kind is EventKind.WORKING and self._typing is not None:
-                self._typing.start(event.chat_id)
+                self._typing.start(event.chat_id, thread_id)
             elif event.kind is EventKind.IDLE and self._typing is not None:
                 await self._typing.stop(event.chat_id)
             elif event.kind is EventKind.DELTA and self.config.streaming and self._streams:
-                await self._streams.delta(event.chat_id, event.run_id, event.text)
+                await self._streams.delta(event.chat_id, event.run_id, event.text, thread_id)
             elif event.kind is EventKind.TOOL and self._tool_progress is not None:
                 self._tool_progress.show(event)
         except asyncio.CancelledError:
@@ -394,9 +419,16 @@ class TelegramChannel(Channel):
         return self._bot
 
 
+def _caption(message: OutboundMessage) -> str | None:
+    text = message.text.strip()
+    if len(message.media) == 1 and text and len(text) <= CAPTION_LIMIT:
+        return text
+    return None
+
+
 def _reply_target(message: OutboundMessage) -> int | None:
     """Quote the user's message in groups (in a private chat the context is obvious)."""
-    if not message.chat_id.startswith("-") or not message.reply_to_message_id:
+    if not message.chat_id.startswith("-"):
         return None
-    _, _, raw = message.reply_to_message_id.rpartition(":")
-    return int(raw) if raw.isdigit() else None
+    message_id, _ = parse_handle(message.reply_to_message_id)
+    return message_id

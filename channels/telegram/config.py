@@ -30,6 +30,8 @@ class TelegramConfig(ChannelSettings):
     secret_token: SecretStr | None = None
     api_base: str = "https://api.telegram.org"
     streaming: bool = False
+    # An edited message becomes a turn of its own ("[edited] …"); off: edits are ignored.
+    edited_messages: bool = False
     max_media_bytes: int = Field(20 * 1024 * 1024, gt=0)
     poll_timeout_secs: int = Field(30, ge=0, le=60)
 

@@ -61,6 +61,7 @@ class ParsedMessage:
     mentions: tuple[str, ...]
     attachments: tuple[Attachment, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    thread_id: int | None = None  # forum topic (replies must go back there)
 
 
 def sender_ids(user_id: int, username: str | None) -> tuple[str, ...]:
@@ -70,9 +71,15 @@ def sender_ids(user_id: int, username: str | None) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def parse_update(update: Update, me: BotIdentity) -> ParsedMessage | None:
-    """The message in `update`, or None when it is nothing we answer (edits, service, bots)."""
+def parse_update(update: Update, me: BotIdentity, *, edits: bool = False) -> ParsedMessage | None:
+    """The message in `update`, or None when it is nothing we answer (service
+    messages, bots; edits unless `edits`). An edit is a message of its own,
+    marked "[edited]", keyed by its edit time so each edit is answered once."""
     message = update.message
+    edit_date = None
+    if message is None and edits and update.edited_message is not None:
+        message = update.edited_message
+        edit_date = message.edit_date
     if message is None:
         return None
     user = message.from_user
@@ -106,19 +113,29 @@ def parse_update(update: Update, me: BotIdentity) -> ParsedMessage | None:
         metadata["username"] = user.username
     if message.chat.title:
         metadata["chat_title"] = message.chat.title
+    # only a forum topic's thread id may be sent back (reply threads of ordinary
+    # groups carry one too, which sendMessage would refuse)
+    thread_id = message.message_thread_id if message.is_topic_message else None
+    if thread_id is not None:
+        metadata["message_thread_id"] = thread_id
     return ParsedMessage(
         chat_id=chat_id,
         chat_type=chat_type,
         sender_id=str(user.id),
         sender_ids=sender_ids(user.id, user.username),
-        message_id=f"{chat_id}:{message.message_id}",
+        message_id=(
+            f"{chat_id}:{message.message_id}"
+            if edit_date is None
+            else f"{chat_id}:{message.message_id}:edit:{int(edit_date.timestamp())}"
+        ),
         telegram_message_id=message.message_id,
-        text=_strip_own_handle(raw_text, me),
+        text=("[edited] " if edit_date is not None else "") + _strip_own_handle(raw_text, me),
         addressed=addressed,
         reply_to=_quoted(message),
         mentions=mentions,
         attachments=attachments,
         metadata=metadata,
+        thread_id=thread_id,
     )
 
 

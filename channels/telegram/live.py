@@ -22,6 +22,7 @@ from channels.base import ChannelError, RateLimited
 from channels.progress import LiveProgress
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.tasks import cancel_and_wait
+from channels.telegram.threads import parse_handle
 from gateway.bus import ChannelEvent
 
 __all__ = ["LiveStreams", "TypingLoops", "tool_progress"]
@@ -37,12 +38,12 @@ class TypingLoops:
         self._max_secs = max_secs
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
-    def start(self, chat_id: str) -> None:
+    def start(self, chat_id: str, thread_id: int | None = None) -> None:
         task = self._tasks.get(chat_id)
         if task is not None and not task.done():
             return
         self._tasks[chat_id] = asyncio.create_task(
-            self._run(chat_id), name=f"telegram-typing-{chat_id}"
+            self._run(chat_id, thread_id), name=f"telegram-typing-{chat_id}"
         )
 
     async def stop(self, chat_id: str) -> None:
@@ -52,14 +53,14 @@ class TypingLoops:
         for chat_id in list(self._tasks):
             await self.stop(chat_id)
 
-    async def _run(self, chat_id: str) -> None:
+    async def _run(self, chat_id: str, thread_id: int | None) -> None:
         # A cap, so a turn whose IDLE never comes cannot type forever.
         try:
             async with asyncio.timeout(self._max_secs):
                 while True:
                     delay = self._interval
                     try:
-                        await self._sender.typing(chat_id)
+                        await self._sender.typing(chat_id, thread_id=thread_id)
                     except RateLimited as exc:
                         delay = max(delay, exc.retry_after)
                     except ChannelError as exc:
@@ -72,6 +73,7 @@ class TypingLoops:
 @dataclass
 class _Stream:
     run_id: str
+    thread_id: int | None = None  # the forum topic it is shown in
     text: str = ""
     shown: str = ""
     message_id: int | None = None
@@ -87,12 +89,14 @@ class LiveStreams:
         self._interval = min_interval
         self._streams: dict[str, _Stream] = {}
 
-    async def delta(self, chat_id: str, run_id: str, chunk: str) -> None:
+    async def delta(
+        self, chat_id: str, run_id: str, chunk: str, thread_id: int | None = None
+    ) -> None:
         stream = self._streams.get(chat_id)
         if stream is None or stream.run_id != run_id:
             if stream is not None:
                 await self._close(stream)
-            stream = self._streams[chat_id] = _Stream(run_id)
+            stream = self._streams[chat_id] = _Stream(run_id, thread_id)
         stream.text += chunk
         if stream.flusher is None or stream.flusher.done():
             stream.flusher = asyncio.create_task(
@@ -140,7 +144,9 @@ class LiveStreams:
             return True
         try:
             if stream.message_id is None:
-                stream.message_id = await self._sender.send_plain(chat_id, text)
+                stream.message_id = await self._sender.send_plain(
+                    chat_id, text, thread_id=stream.thread_id
+                )
             else:
                 await self._sender.edit_text(chat_id, stream.message_id, text, html=False)
         except ChannelError as exc:
@@ -154,7 +160,8 @@ def tool_progress(sender: TelegramSender, interval: float) -> LiveProgress:
     """A turn's tool calls in one plain-text message, edited in place."""
 
     async def post(event: ChannelEvent, text: str) -> str:
-        return str(await sender.send_plain(event.chat_id, text))
+        _, thread_id = parse_handle(event.reply_to_message_id)
+        return str(await sender.send_plain(event.chat_id, text, thread_id=thread_id))
 
     async def edit(event: ChannelEvent, handle: str, text: str) -> None:
         await sender.edit_text(event.chat_id, int(handle), text, html=False)

@@ -89,13 +89,23 @@ class TelegramSender:
             self._targets[chat_id] = known
         return known
 
-    async def send_text(self, chat_id: str, markdown: str, reply_to: int | None = None) -> int:
-        """Send one part (≤4096 chars) rendered as HTML; returns Telegram's message id."""
-        return await self._call(chat_id, lambda target: self._send_once(target, markdown, reply_to))
+    async def send_text(
+        self,
+        chat_id: str,
+        markdown: str,
+        reply_to: int | None = None,
+        *,
+        thread_id: int | None = None,
+    ) -> int:
+        """Send one part (≤4096 chars) rendered as HTML; returns Telegram's message id.
+        `thread_id`: the forum topic it belongs in (None: the chat itself)."""
+        return await self._call(
+            chat_id, lambda target: self._send_once(target, markdown, reply_to, thread_id)
+        )
 
-    async def send_plain(self, chat_id: str, text: str) -> int:
+    async def send_plain(self, chat_id: str, text: str, *, thread_id: int | None = None) -> int:
         async def op(target: str) -> int:
-            message = await self._bot.send_message(target, text)
+            message = await self._bot.send_message(target, text, message_thread_id=thread_id)
             return message.message_id
 
         return await self._call(chat_id, op)
@@ -123,13 +133,40 @@ class TelegramSender:
 
         await self._call(chat_id, op)
 
-    async def typing(self, chat_id: str) -> None:
+    async def send_file(
+        self,
+        chat_id: str,
+        data: bytes,
+        *,
+        name: str,
+        photo: bool,
+        caption: str | None = None,
+        thread_id: int | None = None,
+    ) -> int:
+        """One upload: sendPhoto (shown as a picture) or sendDocument (any file)."""
+
+        async def op(target: str) -> int:
+            if photo:
+                sent = await self._bot.send_photo(
+                    target, data, caption=caption, filename=name, message_thread_id=thread_id
+                )
+            else:
+                sent = await self._bot.send_document(
+                    target, data, caption=caption, filename=name, message_thread_id=thread_id
+                )
+            return sent.message_id
+
+        return await self._call(chat_id, op)
+
+    async def typing(self, chat_id: str, *, thread_id: int | None = None) -> None:
         async def op(target: str) -> None:
-            await self._bot.send_chat_action(target, ChatAction.TYPING)
+            await self._bot.send_chat_action(target, ChatAction.TYPING, message_thread_id=thread_id)
 
         await self._call(chat_id, op)
 
-    async def _send_once(self, target: str, markdown: str, reply_to: int | None) -> int:
+    async def _send_once(
+        self, target: str, markdown: str, reply_to: int | None, thread_id: int | None
+    ) -> int:
         reply = (
             ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
             if reply_to is not None
@@ -141,12 +178,15 @@ class TelegramSender:
                 markdown_to_html(markdown),
                 parse_mode=ParseMode.HTML,
                 reply_parameters=reply,
+                message_thread_id=thread_id,
             )
         except BadRequest as exc:
             if not _is_parse_error(exc):
                 raise
             log.info("telegram rejected HTML; resending as plain text", chat_id=target)
-            message = await self._bot.send_message(target, markdown, reply_parameters=reply)
+            message = await self._bot.send_message(
+                target, markdown, reply_parameters=reply, message_thread_id=thread_id
+            )
         return message.message_id
 
     async def _call(self, chat_id: str, op: Callable[[str], Awaitable[T]]) -> T:

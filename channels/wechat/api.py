@@ -28,6 +28,7 @@ __all__ = [
     "CLIENT_VERSION",
     "SESSION_EXPIRED",
     "ILinkClient",
+    "ILinkConfig",
     "ILinkError",
     "ILinkHttpError",
     "ILinkRetError",
@@ -74,6 +75,14 @@ class ILinkRetError(ILinkError):
     @property
     def session_expired(self) -> bool:
         return SESSION_EXPIRED in (self.ret, self.errcode)
+
+
+@dataclass(frozen=True, slots=True)
+class ILinkConfig:
+    """What `getconfig` answers for one user."""
+
+    typing_ticket: str | None
+    context_token: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,13 +233,22 @@ class ILinkClient:
         self, *, to_user_id: str, client_id: str, text: str, context_token: str
     ) -> str | None:
         """Send one text item; returns the platform message id when given."""
+        item = {"type": ITEM_TEXT, "text_item": {"text": text}}
+        return await self.send_item(
+            to_user_id=to_user_id, client_id=client_id, item=item, context_token=context_token
+        )
+
+    async def send_item(
+        self, *, to_user_id: str, client_id: str, item: dict[str, Any], context_token: str
+    ) -> str | None:
+        """Send one item (text, image, file); returns the platform message id when given."""
         msg = {
             "from_user_id": "",
             "to_user_id": to_user_id,
             "client_id": client_id,
             "message_type": 2,
             "message_state": 2,
-            "item_list": [{"type": ITEM_TEXT, "text_item": {"text": text}}],
+            "item_list": [item],
             "context_token": context_token,
         }
         body = await self._request("POST", "sendmessage", body={"msg": msg})
@@ -238,14 +256,45 @@ class ILinkClient:
         mid = body.get("message_id")
         return str(mid) if mid not in (None, "") else None
 
-    async def get_typing_ticket(self, user_id: str, context_token: str | None) -> str | None:
+    async def get_upload_url(self, request: dict[str, Any]) -> str:
+        """`getuploadurl`: the CDN upload parameter for one file (`request` as
+        channels.wechat.upload builds it)."""
+        body = await self._request("POST", "getuploadurl", body=request)
+        check_ret("getuploadurl", body)
+        param = body.get("upload_param")
+        if not isinstance(param, str) or not param:
+            raise ILinkTransportError("iLink getuploadurl: answer without upload_param")
+        return param
+
+    async def cdn_upload(self, url: str, data: bytes, wait_secs: float) -> str:
+        """POST the encrypted bytes to the CDN; returns the download parameter
+        the CDN answers in `x-encrypted-param` (what the message item names)."""
+        client_timeout = aiohttp.ClientTimeout(total=wait_secs)
+        headers = {"Content-Type": "application/octet-stream"}
+        try:
+            async with self._session.post(
+                url, data=data, headers=headers, timeout=client_timeout
+            ) as resp:
+                if resp.status != 200:
+                    raise ILinkHttpError(resp.status, "cdn upload")
+                param = resp.headers.get("x-encrypted-param", "")
+        except TimeoutError as exc:
+            raise ILinkTransportError("cdn upload: timed out") from exc
+        except aiohttp.ClientError as exc:
+            raise ILinkTransportError(f"cdn upload: {type(exc).__name__}") from exc
+        if not param:
+            raise ILinkTransportError("cdn upload: answer without x-encrypted-param")
+        return param
+
+    async def get_config(self, user_id: str, context_token: str | None) -> ILinkConfig:
+        """The user's typing ticket and, when the server issues one, a fresh context_token."""
         payload: dict[str, Any] = {"ilink_user_id": user_id}
         if context_token:
             payload["context_token"] = context_token
         body = await self._request("POST", "getconfig", body=payload)
         check_ret("getconfig", body)
-        ticket = body.get("typing_ticket")
-        return str(ticket) if ticket else None
+        ticket, fresh = body.get("typing_ticket"), body.get("context_token")
+        return ILinkConfig(str(ticket) if ticket else None, str(fresh) if fresh else None)
 
     async def send_typing(self, user_id: str, ticket: str, *, typing: bool) -> None:
         body = await self._request(

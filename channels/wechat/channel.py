@@ -3,7 +3,8 @@
 Wires the pieces — credentials, long-poll receiver, context tokens, media, typing
 — into the `Channel` contract, and owns sending: split to `max_message_chars`,
 echo the user's latest context_token, a client_id per part derived from the
-outbox id (stable across retries) and iLink's answers mapped to typed errors.
+message's random idempotency key (stable across the retries of its outbox row
+only) and iLink's answers mapped to typed errors.
 WeChat cannot edit a message: a turn's tool calls (`gateway.show_tool_results`)
 come as one TOOL event when its tool work is over and go out as one message.
 Without credentials the channel stays not-ready and the gateway runs on.
@@ -13,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -27,12 +29,14 @@ from channels.base import (
     ChannelRuntime,
     PermanentSendError,
     RateLimited,
+    RecipientOffline,
     SendResult,
     TransientSendError,
     split_text,
 )
 from channels.progress import progress_text
 from channels.wechat.api import (
+    ITEM_TEXT,
     ILinkClient,
     ILinkError,
     ILinkHttpError,
@@ -44,13 +48,20 @@ from channels.wechat.credentials import Credentials, CredentialWatch, resolve_cr
 from channels.wechat.media import MediaFetcher
 from channels.wechat.poller import EXPIRED_REASON, NOT_LOGGED_IN_REASON, UpdatePoller
 from channels.wechat.typing_indicator import TypingIndicator
-from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
+from channels.wechat.upload import item_for, upload_once
+from gateway.bus import ChannelEvent, EventKind, MediaKind, MediaRef, OutboundMessage
 
 __all__ = ["WechatChannel"]
 
 log = structlog.get_logger("picobot.channels.wechat")
 
-RATE_LIMITED = -2
+# sendmessage ret -2: "context restricted" (also said of throttling): iLink
+# takes no more replies on this context until the user writes again.
+CONTEXT_RESTRICTED = -2
+RESTRICTED_REASON = (
+    "WeChat refused the reply (ret -2, context restricted); "
+    "it goes out when the user sends their next message"
+)
 _SENT_MEMORY = 2048
 _NOTIFY_TIMEOUT_SECS = 5.0
 
@@ -58,13 +69,15 @@ _NOTIFY_TIMEOUT_SECS = 5.0
 class WechatChannel(Channel):
     name = "wechat"
 
-    def __init__(self, config: WechatConfig) -> None:
+    def __init__(self, config: WechatConfig, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.config = config
+        self._clock = clock  # wall seconds: context-token and typing-ticket ages
         self.capabilities = Capabilities(
             max_message_chars=config.max_message_chars,
             can_show_typing=config.typing,
             media_kinds=frozenset({MediaKind.IMAGE, MediaKind.FILE}),
+            send_media=frozenset({MediaKind.IMAGE, MediaKind.FILE}),
         )
         self._runtime: ChannelRuntime | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -116,9 +129,18 @@ class WechatChannel(Channel):
         )
         watch = CredentialWatch(self.cred_path, self.config.credential_check_secs)
         creds = await watch.load()
-        self._contexts = ContextTokens(runtime.state)
+        self._contexts = ContextTokens(
+            runtime.state,
+            refresh_after_secs=self.config.context_refresh_secs,
+            max_sends=self.config.context_max_sends,
+            clock=self._clock,
+        )
         self._typing = TypingIndicator(
-            self._client, self._contexts, self.config.typing_interval_secs
+            self._client,
+            self._contexts,
+            self.config.typing_interval_secs,
+            ticket_ttl=self.config.typing_ticket_ttl_secs,
+            clock=self._clock,
         )
         media = MediaFetcher(
             self._client,
@@ -181,41 +203,71 @@ class WechatChannel(Channel):
         if self._client is None or self._contexts is None:
             raise TransientSendError("the wechat channel is not running")
         user = message.chat_id
-        if not message.text.strip():
+        if not message.text.strip() and not message.media:
             return SendResult()
-        context = await self._contexts.get(user)
-        if not context:
+        if not await self._contexts.get(user):
             raise PermanentSendError(
                 "no context_token for this WeChat user yet: they must message the bot first"
             )
-        base = str(message.outbox_id) if message.outbox_id is not None else uuid.uuid4().hex
+        parts = (
+            split_text(message.text, self.config.max_message_chars) if message.text.strip() else []
+        )
+        items: list[str | MediaRef] = [*parts, *message.media]
         ids: list[str] = []
-        for index, part in enumerate(split_text(message.text, self.config.max_message_chars)):
-            client_id = f"picobot-{base}-{index}"
+        for index, content in enumerate(items):
+            client_id = f"picobot-{message.idempotency_key}-{index}"
             done = self._sent.get(client_id)
-            if done is not None:
-                ids.append(done)
-                continue
-            try:
-                platform_id = await self._client.send_text(
-                    to_user_id=user, client_id=client_id, text=part, context_token=context
-                )
-            except (ILinkError, TimeoutError) as exc:
-                raise self._send_error(exc) from None
-            self._remember_sent(client_id, platform_id or client_id)
-            ids.append(platform_id or client_id)
+            if done is None:
+                done = await self._send_one(user, client_id, content)
+                self._remember_sent(client_id, done)
+            ids.append(done)
         return SendResult(tuple(ids))
+
+    async def _send_one(self, user: str, client_id: str, content: str | MediaRef) -> str:
+        assert self._client is not None
+        assert self._contexts is not None
+        runtime = self._runtime
+        assert runtime is not None
+        try:
+            if isinstance(content, str):
+                item = {"type": ITEM_TEXT, "text_item": {"text": content}}
+            else:
+                up = await upload_once(
+                    self._client,
+                    runtime.state,
+                    client_id,
+                    self.config.cdn_base_url,
+                    user,
+                    content,
+                    self.config.request_timeout_secs * 4,
+                )
+                item = item_for(up)
+            # per part: a long reply may outlive its token or its send budget
+            context = await self._contexts.for_send(self._client, user) or ""
+            platform_id = await self._client.send_item(
+                to_user_id=user, client_id=client_id, item=item, context_token=context
+            )
+        except OSError as exc:
+            raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
+        except (ILinkError, TimeoutError) as exc:
+            raise await self._send_error(user, exc) from None
+        self._contexts.sent(user)
+        return platform_id or client_id
 
     def _remember_sent(self, client_id: str, platform_id: str) -> None:
         self._sent[client_id] = platform_id
         while len(self._sent) > _SENT_MEMORY:
             self._sent.popitem(last=False)
 
-    def _send_error(self, exc: ILinkError | TimeoutError) -> ChannelError:
+    async def _send_error(self, user: str, exc: ILinkError | TimeoutError) -> ChannelError:
         if isinstance(exc, ILinkRetError):
-            if exc.ret == RATE_LIMITED or exc.errcode == RATE_LIMITED:
-                # -2 covers both throttling and "prepare failed": back off either way.
-                return RateLimited(str(exc), self.config.rate_limit_retry_secs)
+            if CONTEXT_RESTRICTED in (exc.ret, exc.errcode):
+                # Retrying on a timer only meets the same refusal: the row is
+                # parked (its reason says why) until the user's next message.
+                assert self._contexts is not None
+                await self._contexts.restrict(user)
+                log.warning("wechat reply parked: context restricted", channel=self.name)
+                return RecipientOffline(RESTRICTED_REASON)
             if exc.session_expired:
                 return TransientSendError(f"{exc} ({EXPIRED_REASON})")
             return TransientSendError(str(exc))

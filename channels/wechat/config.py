@@ -40,8 +40,15 @@ class WechatConfig(ChannelSettings):
     session_pause_secs: float = Field(3600.0, gt=0)
     # While paused or not logged in: how often to look for new credentials on disk.
     credential_check_secs: float = Field(30.0, gt=0)
-    # ret -2 from sendmessage (throttled): wait at least this long before retrying.
+    # HTTP 429 from iLink: wait at least this long before retrying.
     rate_limit_retry_secs: float = Field(30.0, gt=0)
+    # A context_token older than this (iLink expires them after ~90-160 s) is
+    # exchanged for a fresh one through getconfig before the next send.
+    context_refresh_secs: float = Field(60.0, gt=0)
+    # Sends one context_token may carry before it is refreshed (iLink limits them).
+    context_max_sends: int = Field(10, ge=1)
+    # How long a typing ticket from getconfig is used before fetching a new one.
+    typing_ticket_ttl_secs: float = Field(300.0, gt=0)
     request_timeout_secs: float = Field(15.0, gt=0)
     # QR login
     login_timeout_secs: float = Field(480.0, gt=0)

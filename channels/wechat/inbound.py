@@ -105,7 +105,7 @@ def parse_message(msg: dict[str, Any]) -> ParsedMessage | None:
         create_time_ms=_int(msg.get("create_time_ms")),
         text=text,
         reply_to=_quote(items),
-        media_items=[i for i in items if i.get("type") in (ITEM_IMAGE, ITEM_FILE)],
+        media_items=[i for i in items if i.get("type") in (ITEM_IMAGE, ITEM_FILE, ITEM_VIDEO)],
         metadata={
             k: msg[k]
             for k in ("seq", "message_id", "client_id", "session_id", "create_time_ms")

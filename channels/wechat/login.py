@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import qrcode
 
-from channels.wechat.api import ILinkClient, ILinkError
+from channels.wechat.api import ILinkClient, ILinkError, ILinkRetError
 from channels.wechat.config import WechatConfig
 from channels.wechat.credentials import (
     Credentials,
@@ -105,7 +105,14 @@ class _QrLogin:
     async def _new_qr(self) -> str:
         tokens = [self._existing.bot_token] if self._existing else []
         try:
-            body = await self._client.get_bot_qrcode(tokens)
+            try:
+                body = await self._client.get_bot_qrcode(tokens)
+            except ILinkRetError:
+                if not tokens:
+                    raise
+                # An expired token in local_token_list is refused (ret -3): the
+                # saved login is what we are replacing, so ask without it.
+                body = await self._client.get_bot_qrcode([])
         except (ILinkError, TimeoutError) as exc:
             raise LoginError(f"cannot get a login QR code from iLink: {exc}") from None
         qr_id = str(body.get("qrcode") or "")

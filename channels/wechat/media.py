@@ -1,6 +1,6 @@
 """Inbound WeChat media: CDN download, AES-128-ECB decryption, a file on disk.
 
-Images and files arrive as CDN references (`encrypt_query_param`, `aes_key`,
+Images, files and videos arrive as CDN references (`encrypt_query_param`, `aes_key`,
 `full_url`); the bytes are AES-128-ECB with PKCS7 padding. The key is either
 base64 of 16 raw bytes or base64 of a 32-character hex string; image items may
 also carry a hex `aeskey`, which wins. Files land in the channel's media
@@ -27,6 +27,8 @@ __all__ = ["MediaError", "MediaFetcher", "decrypt_ecb", "parse_aes_key"]
 
 ITEM_IMAGE = 2
 ITEM_FILE = 4
+ITEM_VIDEO = 5
+_ITEM_FIELDS = {ITEM_IMAGE: "image_item", ITEM_FILE: "file_item", ITEM_VIDEO: "video_item"}
 
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png", ".png"),
@@ -116,9 +118,9 @@ class MediaFetcher:
         raise MediaError("media reference has no usable download address")
 
     async def fetch(self, item: dict[str, Any], stem: str) -> MediaRef:
-        """`item` is one entry of a message's item_list (type 2 or 4)."""
+        """`item` is one entry of a message's item_list (type 2, 4 or 5)."""
         kind_type = item.get("type")
-        sub = item.get("image_item" if kind_type == ITEM_IMAGE else "file_item")
+        sub = item.get(_ITEM_FIELDS.get(kind_type if isinstance(kind_type, int) else 0, ""))
         media = sub.get("media") if isinstance(sub, dict) else None
         if not isinstance(sub, dict) or not isinstance(media, dict):
             raise MediaError("malformed media item")
@@ -135,6 +137,10 @@ class MediaFetcher:
             path = self._directory / f"{stem}{ext}"
             await asyncio.to_thread(_write, path, data)
             return MediaRef(MediaKind.IMAGE, str(path), mime, path.name)
+        if kind_type == ITEM_VIDEO:
+            path = self._directory / f"{stem}.mp4"
+            await asyncio.to_thread(_write, path, data)
+            return MediaRef(MediaKind.VIDEO, str(path), "video/mp4", path.name)
         name = _safe_name(str(sub.get("file_name") or "file"))
         path = self._directory / f"{stem}_{name}"
         await asyncio.to_thread(_write, path, data)

@@ -5,7 +5,9 @@ once the gateway recorded it) before the new `get_updates_buf` is persisted, so
 a crash replays rather than loses. A client-side timeout is an empty success
 (the old cursor stays). Errors: retry after `retry_delay_secs`, after three in
 a row wait `backoff_secs`. ret −14 (session expired) pauses polling until new
-credentials appear or `session_pause_secs` pass; sends are not affected.
+credentials appear or `session_pause_secs` pass; sends are not affected, and
+the cursor is kept through the pause. A message that brings a user a new
+context token ends a ret -2 restriction: their parked replies may go.
 """
 
 from __future__ import annotations
@@ -172,9 +174,12 @@ class UpdatePoller:
             return
         if parsed.context_token:
             # Before submit: the reply may be sent before this batch finishes.
-            await self._contexts.remember(
+            fresh = await self._contexts.remember(
                 parsed.user_id, parsed.context_token, parsed.create_time_ms
             )
+            if fresh and await self._contexts.release(parsed.user_id):
+                # replies parked on ret -2 may go now, with this message's token
+                self._runtime.recipient_online(parsed.user_id)
         media, notes = await self._download(parsed)
         text = "\n".join(t for t in (parsed.text, *notes) if t)
         message = InboundMessage(
@@ -198,7 +203,7 @@ class UpdatePoller:
             try:
                 refs.append(await self._media.fetch(item, f"{parsed.key}_{index}"))
             except MediaError as exc:
-                what = "image" if item.get("type") == 2 else "file"
+                what = {2: "image", 5: "video"}.get(item.get("type") or 0, "file")
                 log.warning(
                     "wechat media download failed",
                     channel=self._name,

@@ -2,6 +2,8 @@
 
 One task per chat, started on WORKING and stopped on IDLE: status 1 now and
 every `interval` seconds (the plugin's cadence), status 2 when the turn ends.
+A ticket is kept for `ticket_ttl` seconds, then fetched anew (tickets expire
+on the server; the getconfig that fetches one also refreshes the context token).
 Best effort: failures are logged and swallowed, never raised to the gateway.
 """
 
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 
 import structlog
 
@@ -23,11 +27,21 @@ _STOP_TIMEOUT_SECS = 5.0
 
 
 class TypingIndicator:
-    def __init__(self, client: ILinkClient, contexts: ContextTokens, interval: float) -> None:
+    def __init__(
+        self,
+        client: ILinkClient,
+        contexts: ContextTokens,
+        interval: float,
+        *,
+        ticket_ttl: float = 300.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._client = client
         self._contexts = contexts
         self._interval = interval
-        self._tickets: dict[str, str] = {}
+        self._ticket_ttl = ticket_ttl
+        self._clock = clock
+        self._tickets: dict[str, tuple[str, float]] = {}  # user → (ticket, obtained at)
         self._tasks: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
 
     def start(self, user_id: str) -> None:
@@ -60,24 +74,26 @@ class TypingIndicator:
             await asyncio.wait([task for task, _ in entries])
 
     async def _ticket(self, user_id: str) -> str | None:
-        ticket = self._tickets.get(user_id)
-        if ticket is None:
-            context = await self._contexts.get(user_id)
-            ticket = await self._client.get_typing_ticket(user_id, context)
-            if ticket:
-                self._tickets[user_id] = ticket
+        kept = self._tickets.get(user_id)
+        if kept is not None and self._clock() - kept[1] < self._ticket_ttl:
+            return kept[0]
+        ticket = (await self._contexts.config(self._client, user_id)).typing_ticket
+        if ticket:
+            self._tickets[user_id] = (ticket, self._clock())
+        else:
+            self._tickets.pop(user_id, None)
         return ticket
 
     async def _run(self, user_id: str, stop: asyncio.Event) -> None:
         try:
             ticket = await self._ticket(user_id)
-            if not ticket:
-                return
-            while not stop.is_set():
+            while ticket and not stop.is_set():
                 await self._client.send_typing(user_id, ticket, typing=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self._interval)
-            await self._client.send_typing(user_id, ticket, typing=False)
+                ticket = await self._ticket(user_id)  # a new one once the TTL is over
+            if ticket:
+                await self._client.send_typing(user_id, ticket, typing=False)
         except (ILinkError, TimeoutError) as exc:
             self._tickets.pop(user_id, None)  # it may have expired: fetch anew next time
             log.info("wechat typing indicator failed", channel="wechat", error=str(exc))

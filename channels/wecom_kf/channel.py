@@ -121,12 +121,12 @@ class WecomKfChannel(Channel):
             open_kfid, user = split_chat_id(message.chat_id)
         except ValueError as exc:
             raise PermanentSendError(str(exc)) from None
-        base = f"pb{message.outbox_id}" if message.outbox_id is not None else None
+        base = message.idempotency_key[:28]  # with "_<part>": within the 32-byte msgid limit
         ids: list[str] = []
         for index, part in enumerate(split_bytes(message.text, self.config.max_message_bytes)):
             # ≤ 32 bytes of [0-9a-zA-Z_-]; stable across the outbox's retries
-            msgid = f"{base}_{index}" if base else ""
-            done = self._sent.get(msgid) if msgid else None
+            msgid = f"{base}_{index}"
+            done = self._sent.get(msgid)
             if done is not None:
                 ids.append(done)
                 continue
@@ -136,10 +136,9 @@ class WecomKfChannel(Channel):
                 )
             except KfError as exc:
                 raise send_error(exc, self.config.rate_limit_retry_secs) from None
-            if msgid:
-                self._sent[msgid] = sent
-                while len(self._sent) > _SENT_MEMORY:
-                    self._sent.popitem(last=False)
+            self._sent[msgid] = sent
+            while len(self._sent) > _SENT_MEMORY:
+                self._sent.popitem(last=False)
             ids.append(sent)
         return SendResult(tuple(ids))
 

@@ -109,3 +109,54 @@ def test_parent_and_ids_are_kept() -> None:
     assert parsed.parent_id == "om_parent"
     assert parsed.sender_ids == ("ou_s", "u_ou_s", "on_x")
     assert json.loads(parsed.raw_content) == {"text": "x"}
+
+
+def test_an_interactive_message_in_the_simplified_event_form_gives_its_text() -> None:
+    content = {
+        "title": "Deploy report",
+        "elements": [
+            [{"tag": "text", "text": "Build "}, {"tag": "text", "text": "passed"}],
+            [{"tag": "a", "text": "logs", "href": "https://ci.example/1"}],
+        ],
+    }
+    text, media = content_text("interactive", content)
+    assert text == "Deploy report\nBuild passed\nlogs (https://ci.example/1)"
+    assert media == ()
+
+
+def test_an_interactive_message_as_card_json_gives_every_visible_string() -> None:
+    content = {
+        "header": {"title": {"tag": "plain_text", "content": "Approval"}},
+        "elements": [
+            {"tag": "markdown", "content": "**Leave** request from Bob"},
+            {"tag": "div", "text": {"tag": "lark_md", "content": "3 days"}},
+            {
+                "tag": "action",
+                "actions": [
+                    {"tag": "button", "text": {"tag": "plain_text", "content": "Approve"}},
+                ],
+            },
+        ],
+    }
+    text, _ = content_text("interactive", content)
+    assert text == "Approval\n**Leave** request from Bob\n3 days\nApprove"
+
+
+def test_card_json_2_0_body_elements_and_an_empty_card() -> None:
+    content = {"schema": "2.0", "body": {"elements": [{"tag": "markdown", "content": "hi"}]}}
+    assert content_text("interactive", content)[0] == "hi"
+    assert content_text("interactive", {"elements": []})[0] == "[card]"
+
+
+def test_shares_name_what_was_shared() -> None:
+    assert content_text("share_chat", {"chat_id": "oc_x"})[0] == "[shared a chat: oc_x]"
+    assert content_text("share_user", {"user_id": "ou_y"})[0] == "[shared a contact: ou_y]"
+    assert content_text("merge_forward", {"content": "Merged"})[0] == "[merged forward]"
+
+
+def test_a_hostile_deeply_nested_card_is_cut_not_recursed_forever() -> None:
+    node: dict[str, object] = {"tag": "markdown", "content": "deep"}
+    for _ in range(5000):
+        node = {"tag": "column", "elements": [node]}
+    text, _ = content_text("interactive", {"elements": [node]})
+    assert text == "[card]"

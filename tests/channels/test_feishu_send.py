@@ -42,14 +42,48 @@ def out(text: str, **kw: Any) -> OutboundMessage:
 
 
 async def test_send_text_to_chat(fake: FakeFeishu, tmp_path: Path) -> None:
-    channel = channel_for(fake)
+    channel = channel_for(fake, card_replies=False)
     async with channel_runtime(channel, tmp_path):
-        result = await channel.send(out("plain answer", outbox_id=7))
+        result = await channel.send(out("plain answer", outbox_id=7, idempotency_key="k7"))
     [sent] = fake.sent
     assert (sent.kind, sent.target, sent.id_type) == ("send", "oc_chat1", "chat_id")
     assert (sent.msg_type, sent.content) == ("text", {"text": "plain answer"})
-    assert sent.uuid == "picobot-7-0"
+    assert sent.uuid == "pb-k7-0-t"
     assert result.platform_message_ids == (sent.message_id,)
+
+
+async def test_a_reply_is_a_card_with_one_markdown_element(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    channel = channel_for(fake)
+    text = "# Title\n\nSome **bold** words."
+    async with channel_runtime(channel, tmp_path):
+        await channel.send(out(text, outbox_id=7, idempotency_key="k7"))
+    [sent] = fake.sent
+    assert sent.msg_type == "interactive"
+    assert sent.content["elements"] == [{"tag": "markdown", "content": text}]
+    assert sent.uuid == "pb-k7-0"
+    assert fake.rejected == []
+
+
+async def test_a_rejected_card_is_delivered_as_plain_text_once(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    fake.reject_cards = True
+    channel = channel_for(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        event = message_event("question", message_id="om_question")
+        assert (await EventSender(rt.base_url + WEBHOOK_PATH).post(event))[0] == 200
+        [msg] = await rt.wait_for_messages(1)
+        reply = out("**bold** answer", reply_to_message_id=msg.message_id, idempotency_key="k1")
+        first = await channel.send(reply)
+        again = await channel.send(reply)  # the dispatcher's retry of the same row
+    [sent] = fake.sent
+    assert (sent.kind, sent.target, sent.msg_type) == ("reply", "om_question", "text")
+    assert sent.text == "**bold** answer"
+    assert [t for t, _ in fake.rejected] == ["interactive", "interactive"]
+    assert fake.duplicates == [sent.uuid]  # the retry was not shown twice
+    assert first == again
 
 
 async def test_reply_to_inbound_message_by_its_event_id(fake: FakeFeishu, tmp_path: Path) -> None:
@@ -74,7 +108,7 @@ async def test_reply_to_a_gone_message_falls_back_to_the_chat(
 
 
 async def test_markdown_and_paragraphs_go_out_as_post(fake: FakeFeishu, tmp_path: Path) -> None:
-    channel = channel_for(fake)
+    channel = channel_for(fake, card_replies=False)
     text = "# Title\n\nSome **bold** words.\n\n- one\n- two"
     async with channel_runtime(channel, tmp_path):
         await channel.send(out(text, outbox_id=3))
@@ -87,9 +121,9 @@ async def test_long_text_split_in_order_with_stable_uuids(fake: FakeFeishu, tmp_
     channel = channel_for(fake, max_message_chars=100)
     words = " ".join(f"w{i:03d}" for i in range(60))  # 299 chars → 3 parts
     async with channel_runtime(channel, tmp_path):
-        first = await channel.send(out(words, outbox_id=9))
-        again = await channel.send(out(words, outbox_id=9, attempt=2))  # a retry
-    assert [s.uuid for s in fake.sent] == ["picobot-9-0", "picobot-9-1", "picobot-9-2"]
+        first = await channel.send(out(words, outbox_id=9, idempotency_key="k9"))
+        again = await channel.send(out(words, outbox_id=9, attempt=2, idempotency_key="k9"))
+    assert [s.uuid for s in fake.sent] == ["pb-k9-0", "pb-k9-1", "pb-k9-2"]
     assert all(len(s.text) <= 100 for s in fake.sent)
     assert " ".join(s.text for s in fake.sent) == words
     assert first == again  # Feishu deduplicated the retry by uuid: nothing shown twice
@@ -224,3 +258,37 @@ def test_post_over_feishus_size_cap_goes_out_as_text() -> None:
     msg_type, content = render(big)
     assert msg_type == "text"
     assert json.loads(content) == {"text": big}
+
+
+async def test_streaming_updates_one_card_and_the_reply_lands_in_it(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    channel = channel_for(fake, streaming=True)
+    assert channel.capabilities.can_stream
+    async with channel_runtime(channel, tmp_path) as rt:
+        event = message_event("tell me", message_id="om_ask")
+        assert (await EventSender(rt.base_url + WEBHOOK_PATH).post(event))[0] == 200
+        [msg] = await rt.wait_for_messages(1)
+
+        def delta(text: str) -> ChannelEvent:
+            return ChannelEvent(
+                EventKind.DELTA, "feishu", msg.chat_id, "s1", "run-1", text, msg.message_id
+            )
+
+        await channel.notify(delta("Once upon"))
+        await fake.wait_until(lambda: len(fake.sent) == 1)
+        await channel.notify(delta(" a time"))
+        await fake.wait_until(lambda: bool(fake.patches))
+        final = out(
+            "Once upon a time, **the end**.",
+            reply_to_message_id=msg.message_id,
+            run_id="run-1",
+            idempotency_key="k-stream",
+        )
+        first = await channel.send(final)
+        again = await channel.send(final)  # a retry of the same row
+    [card] = fake.sent
+    assert (card.kind, card.target, card.msg_type) == ("reply", "om_ask", "interactive")
+    assert card.content["elements"] == [{"tag": "markdown", "content": final.text}]
+    assert [p[1]["elements"][0]["content"] for p in fake.patches][-1] == final.text
+    assert first.platform_message_ids == again.platform_message_ids == (card.message_id,)

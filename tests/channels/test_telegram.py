@@ -292,3 +292,24 @@ async def test_bad_token_is_reported_not_ready_and_never_logged(
 
 def _command(text: str) -> dict[str, Any]:
     return {"type": "bot_command", "offset": 0, "length": len(text)}
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+async def test_edited_messages_are_ignored_unless_enabled(tmp_path: Path, enabled: bool) -> None:
+    async with FakeTelegram() as tg:
+        original = tg.message("first wording", message_id=70)
+        edited = {**original, "text": "second wording", "edit_date": original["date"] + 30}
+        channel = make_channel(tg, edited_messages=enabled)
+        async with channel_runtime(channel, tmp_path) as rt:
+            await tg.add_update({"edited_message": edited})
+            await tg.add_message("a marker after it")
+            messages = await rt.wait_for_messages(2 if enabled else 1)
+        assert all(
+            "edited_message" in c.params["allowed_updates"] for c in tg.calls_of("getUpdates")
+        )
+    texts = [m.text for m in messages]
+    if enabled:
+        assert texts == ["[edited] second wording", "a marker after it"]
+        assert messages[0].message_id == f"42:70:edit:{edited['edit_date']}"
+    else:
+        assert texts == ["a marker after it"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 import structlog
 import structlog.testing
 
-from channels.base import PermanentSendError, RateLimited, TransientSendError
+from channels.base import PermanentSendError, RecipientOffline, TransientSendError
 from channels.wechat import WechatChannel
 from channels.wechat.api import ILinkClient
 from channels.wechat.credentials import load_credentials
@@ -31,7 +32,11 @@ BOB = "bob@im.wechat"
 
 
 def reply(text: str, outbox_id: int | None = 1, chat_id: str = ALICE) -> OutboundMessage:
-    return OutboundMessage(channel="wechat", chat_id=chat_id, text=text, outbox_id=outbox_id)
+    """An outbox row's message: its key follows the row id, as the row stores it."""
+    message = OutboundMessage(channel="wechat", chat_id=chat_id, text=text, outbox_id=outbox_id)
+    if outbox_id is None:
+        return message
+    return dataclasses.replace(message, idempotency_key=f"row{outbox_id}")
 
 
 async def test_message_recorded_and_reply_carries_that_users_context_token(
@@ -211,12 +216,12 @@ async def test_long_reply_is_split_under_the_limit_and_retries_keep_client_ids(
             text = " ".join(words)  # 6,000 characters
             assert len(text) >= 5999
             fake.send_rets = [{"ret": 0, "message_id": "p0"}, {"ret": -2, "errmsg": "rate limited"}]
-            with pytest.raises(RateLimited):
+            with pytest.raises(RecipientOffline):
                 await channel.send(reply(text, outbox_id=7))
             result = await channel.send(reply(text, outbox_id=7))  # the dispatcher's retry
             client_ids = [a["client_id"] for a in fake.send_attempts]
-            assert client_ids[:2] == ["picobot-7-0", "picobot-7-1"]
-            assert client_ids[2] == "picobot-7-1"  # part 0 was not sent twice
+            assert client_ids[:2] == ["picobot-row7-0", "picobot-row7-1"]
+            assert client_ids[2] == "picobot-row7-1"  # part 0 was not sent twice
             assert len(result.platform_message_ids) == len(client_ids) - 1
             delivered = [a["item_list"][0]["text_item"]["text"] for a in fake.send_attempts]
             del delivered[1]  # the rate-limited attempt
@@ -228,7 +233,7 @@ async def test_long_reply_is_split_under_the_limit_and_retries_keep_client_ids(
 async def test_send_failures_map_to_typed_errors(tmp_path: Path) -> None:
     async with FakeWechat() as fake:
         write_credentials(tmp_path, fake)
-        channel = WechatChannel(make_config(fake, rate_limit_retry_secs=12))
+        channel = WechatChannel(make_config(fake))
         async with wechat_runtime(channel, tmp_path) as rt:
             with pytest.raises(PermanentSendError, match="context_token"):
                 await channel.send(reply("nobody wrote to us yet"))
@@ -240,9 +245,8 @@ async def test_send_failures_map_to_typed_errors(tmp_path: Path) -> None:
                 {"ret": -14, "errmsg": "session timeout"},
                 {"ret": -1, "errmsg": "system error"},
             ]
-            with pytest.raises(RateLimited) as limited:
+            with pytest.raises(RecipientOffline, match="context restricted"):
                 await channel.send(reply("a", outbox_id=1))
-            assert limited.value.retry_after == 12
             with pytest.raises(TransientSendError, match="expired"):
                 await channel.send(reply("b", outbox_id=2))
             with pytest.raises(TransientSendError, match="ret=-1"):

@@ -123,3 +123,18 @@ def test_aes_key_forms_and_bad_keys() -> None:
     assert decrypt_ecb(blob, fixed) == b"hello world"
     with pytest.raises(MediaError):
         decrypt_ecb(blob, bytes(16))
+
+
+async def test_a_video_is_downloaded_and_attached(tmp_path: Path) -> None:
+    mp4 = b"\x00\x00\x00\x18ftypmp42" + secrets.token_bytes(200)
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        channel = WechatChannel(make_config(fake))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            ref = fake.add_cdn_file(mp4, "base64_raw")
+            await fake.add_message(ALICE, items=[{"type": 5, "video_item": ref}])
+            [message] = await rt.wait_for_messages(1)
+    [media] = message.media
+    assert (media.kind, media.mime_type) == (MediaKind.VIDEO, "video/mp4")
+    assert Path(media.path).read_bytes() == mp4
+    assert message.text == "[video]"

@@ -30,7 +30,14 @@ def make_channel(fake: FakeWecomKf, **extra: Any) -> WecomKfChannel:
 
 
 def reply(text: str, outbox_id: int = 1, user: str = ALICE) -> OutboundMessage:
-    return OutboundMessage("wecom_kf", f"{OPEN_KFID}:{user}", text, outbox_id=outbox_id)
+    """An outbox row's message: its key follows the row id, as the row stores it."""
+    return OutboundMessage(
+        "wecom_kf",
+        f"{OPEN_KFID}:{user}",
+        text,
+        outbox_id=outbox_id,
+        idempotency_key=f"pb{outbox_id}",
+    )
 
 
 async def test_url_check_answers_the_plaintext_and_refuses_forgeries(

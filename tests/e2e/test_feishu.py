@@ -198,3 +198,34 @@ async def test_redelivery_after_a_restart_is_not_answered_again(
         "echo: a new question",
     ]
     assert len(llm.requests) == 2
+
+
+async def test_an_interactive_card_reaches_the_model_with_its_text(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    card = {
+        "title": "Incident 42",
+        "elements": [[{"tag": "text", "text": "Database latency above 2 s"}]],
+    }
+    async with running_gateway(feishu_config(home, llm, fs)):
+        await fs.push_event(message_event(msg_type="interactive", content=card))
+        await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
+    assert newest(llm.requests[0])["content"] == "Incident 42\nDatabase latency above 2 s"
+
+
+async def test_a_merged_forward_reaches_the_model_with_the_messages_it_carries(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    fs.add_forward(
+        "om_fwd",
+        [("text", {"text": "are we shipping today?"}), ("text", {"text": "yes, at five"})],
+    )
+    async with running_gateway(feishu_config(home, llm, fs)):
+        event = message_event(
+            msg_type="merge_forward", content={"content": "Merged"}, message_id="om_fwd"
+        )
+        await fs.push_event(event)
+        await fs.wait_until(lambda: len(fs.sent) >= 1, 10)
+    assert newest(llm.requests[0])["content"] == (
+        "[merged forward]\n- are we shipping today?\n- yes, at five"
+    )

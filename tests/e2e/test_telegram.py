@@ -158,3 +158,35 @@ async def test_streaming_shows_one_message_that_ends_as_the_full_reply(
     assert final.params["_visible"] == "Streamed answer in several words"
     if final.method == "editMessageText":
         assert final.params["message_id"] == tg.calls_of("sendMessage")[0].params["_message_id"]
+
+
+async def test_a_forum_topic_gets_its_reply_every_part_and_typing_in_that_topic(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    loaded = telegram_config(home, llm, tg, groups={"require_mention": False})
+    question = " ".join(f"word{i:04d}" for i in range(1000))  # the echo is ~9,000 chars
+    async with running_gateway(loaded):
+        llm.hold()
+        await tg.add_update(
+            {"message": tg.topic_message(question, chat_id=-100777, thread_id=42, user_id=7)}
+        )
+        [typing] = await tg.wait_for_calls("sendChatAction", 1, timeout=10)
+        llm.release()
+        await wait_for_reply(tg, 3)
+    sends = tg.calls_of("sendMessage")
+    assert len(sends) == 3  # three parts, none refused
+    assert all(c.params.get("_ok") for c in sends)
+    assert [c.params.get("message_thread_id") for c in sends] == ["42", "42", "42"]
+    assert typing.params.get("_ok")
+    assert all(c.params.get("message_thread_id") == "42" for c in tg.calls_of("sendChatAction"))
+    assert " ".join(tg.sent_texts).split() == f"echo: {question}".split()
+
+
+async def test_a_reply_outside_topics_names_no_thread(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    loaded = telegram_config(home, llm, tg, groups={"require_mention": False})
+    async with running_gateway(loaded):
+        await tg.add_message("plain group", chat_id=-100778, chat_type="supergroup", user_id=7)
+        assert await wait_for_reply(tg) == ["echo: plain group"]
+    assert all("message_thread_id" not in c.params for c in tg.calls)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import aiohttp
 
 from gateway.config import LoadedConfig
 from storage.db import Database
+from storage.outbox import OutboxRow, OutboxState
 from tests.channels.test_wechat_support import write_credentials
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wechat_server import FakeWechat
@@ -17,8 +19,8 @@ from tests.support import make_config, running_gateway
 ALICE = "alice@im.wechat"
 
 
-def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -> LoadedConfig:
-    section = {
+def wechat_section(fake: FakeWechat, **extra: Any) -> dict[str, Any]:
+    return {
         "enabled": True,
         "base_url": fake.base_url,
         "cdn_base_url": fake.cdn_base_url,
@@ -28,7 +30,10 @@ def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -
         "credential_check_secs": 0.02,
         **extra,
     }
-    return make_config(home, llm.base_url, channels={"wechat": section})
+
+
+def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -> LoadedConfig:
+    return make_config(home, llm.base_url, channels={"wechat": wechat_section(fake, **extra)})
 
 
 async def test_a_wechat_message_gets_one_reply_with_its_context_token(
@@ -103,3 +108,51 @@ async def test_restart_resumes_without_a_second_answer(home: Path, llm: FakeOpen
             "echo: after restart",
         ]
         assert fake.discarded == []
+
+
+async def test_a_ret_minus_2_reply_is_parked_with_its_reason_and_sent_once_after_the_next_message(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(home, fake)
+        loaded = wechat_config(home, llm, fake)
+        fake.send_rets = [{"ret": -2, "errmsg": "context restricted"}]
+
+        async def rows() -> list[Any]:
+            async with Database(loaded.storage_path) as db:
+                return await db.read(
+                    lambda c: c.execute(
+                        "SELECT text, state, last_error, attempts FROM outbox ORDER BY id"
+                    ).fetchall()
+                )
+
+        async with running_gateway(loaded) as gw:
+            await fake.add_message(ALICE, "first question")
+            await fake.wait_for(lambda: len(fake.send_attempts) >= 1, timeout=10)
+            assert gw.store is not None
+            store = gw.store
+            parked: list[OutboxRow] = []
+
+            async def look() -> bool:
+                parked[:] = [r for r in await store.outbox_rows() if r.state is OutboxState.PARKED]
+                return bool(parked)
+
+            async with asyncio.timeout(10):
+                while not await look():
+                    await asyncio.sleep(0.02)  # the park has no event to await from here
+            [row] = parked
+            assert row.text == "echo: first question"
+            assert row.last_error is not None
+            assert "context restricted" in row.last_error  # `picobot outbox list` shows it
+            assert "next message" in row.last_error
+            assert len(fake.send_attempts) == 1  # parked: no retry on a timer
+            await fake.add_message(ALICE, "second question")
+            await fake.wait_for(lambda: len(fake.sent) >= 2, timeout=10)
+        assert [m.text for m in fake.sent] == ["echo: first question", "echo: second question"]
+        texts = [a["item_list"][0]["text_item"]["text"] for a in fake.send_attempts]
+        assert texts.count("echo: first question") == 2  # refused once, then sent once
+        assert fake.duplicates == []
+        assert [(r["text"], r["state"]) for r in await rows()] == [
+            ("echo: first question", "sent"),
+            ("echo: second question", "sent"),
+        ]

@@ -57,7 +57,12 @@ class Sent:
         if self.msg_type == "text":
             return str(self.content.get("text", ""))
         if self.msg_type == "interactive":  # a card: the text of its elements
-            texts = [el.get("text", {}).get("content", "") for el in self.content["elements"]]
+            texts = [
+                el["content"]
+                if el.get("tag") == "markdown"
+                else el.get("text", {}).get("content", "")
+                for el in self.content["elements"]
+            ]
             return "\n".join(texts)
         paragraphs = self.content.get("zh_cn", {}).get("content", [])
         return "\n".join("".join(el.get("text", "") for el in p) for p in paragraphs)
@@ -93,6 +98,16 @@ class FakeFeishu:
         self._outage: tuple[str, str, int] | None = None
         self._tokens: set[str] = set()
         self._uuids: dict[str, str] = {}
+        self.duplicates: list[str] = []  # uuids sent again: answered, not shown
+        self.forwarded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.uploads: dict[str, tuple[str, bytes]] = {}  # image_key / file_key -> (name, bytes)
+        self.upload_requests: list[str] = []  # "image" / "file", one per upload made
+        # image/file sends are taken and never answered (the sender is killed meanwhile)
+        self.swallow_media_sends = False
+        self.swallowed: list[str] = []
+        self._closing = asyncio.Event()
+        self.reject_cards = False  # answer every interactive body as Feishu does a bad card
+        self.rejected: list[tuple[str, str | None]] = []  # (msg_type, uuid) refused
         self._ids = itertools.count(1)
         self._conns: list[_Conn] = []
         self._runner: web.AppRunner | None = None
@@ -105,6 +120,8 @@ class FakeFeishu:
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._send)
+        app.router.add_post("/open-apis/im/v1/images", self._upload_image)
+        app.router.add_post("/open-apis/im/v1/files", self._upload_file)
         app.router.add_post("/open-apis/im/v1/messages/{mid}/reply", self._reply)
         app.router.add_get("/open-apis/im/v1/messages/{mid}", self._get_message)
         app.router.add_patch("/open-apis/im/v1/messages/{mid}", self._patch)
@@ -121,6 +138,7 @@ class FakeFeishu:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()
         for conn in self._conns:
             await conn.ws.close()
         if self._runner is not None:
@@ -230,9 +248,39 @@ class FakeFeishu:
         bot = {"activate_status": 2, "app_name": "picobot", "open_id": self.bot_open_id}
         return web.json_response({"code": 0, "msg": "ok", "bot": bot})
 
+    def _card_error(self, body: Any) -> str | None:
+        """Why Feishu would refuse this card (None: it renders)."""
+        if self.reject_cards:
+            return "failed to create card content"
+        card = json.loads(body["content"])
+        elements = card.get("elements") if isinstance(card, dict) else None
+        if not isinstance(elements, list) or not elements:
+            return "card has no elements"
+        for el in elements:
+            tag = el.get("tag") if isinstance(el, dict) else None
+            if tag == "markdown" and not isinstance(el.get("content"), str):
+                return "markdown element without content"
+            if tag not in {"markdown", "div", "hr", "note", "action", "img", "column_set"}:
+                return f"unknown card element tag {tag!r}"
+        return None
+
     async def _record(self, kind: str, target: str, id_type: str | None, body: Any) -> Any:
         key = body.get("uuid")
+        if body.get("msg_type") in {"image", "file"}:
+            if (why := self._media_error(body)) is not None:
+                return web.json_response({"code": 230001, "msg": why}, status=400)
+            if self.swallow_media_sends:
+                self.swallowed.append(str(key))
+                await self._notify()
+                await self._closing.wait()  # never answered: the client is killed meanwhile
+                return web.json_response({"code": 1, "msg": "shutting down"}, status=503)
+        if body.get("msg_type") == "interactive" and (why := self._card_error(body)) is not None:
+            self.rejected.append(("interactive", key))
+            await self._notify()
+            return web.json_response({"code": 230099, "msg": why}, status=400)
         if key and key in self._uuids:  # Feishu's idempotency: same uuid, same message
+            self.duplicates.append(key)
+            await self._notify()
             return web.json_response({"code": 0, "data": {"message_id": self._uuids[key]}})
         message_id = f"om_sent_{next(self._ids)}"
         if key:
@@ -241,6 +289,36 @@ class FakeFeishu:
         self.sent.append(Sent(kind, target, id_type, body["msg_type"], content, key, message_id))
         await self._notify()
         return web.json_response({"code": 0, "msg": "success", "data": {"message_id": message_id}})
+
+    async def _upload(self, request: web.Request, kind: str) -> web.Response:
+        if (failed := await self._guard(request)) is not None:
+            return failed
+        form = await request.post()
+        part = form.get(kind)
+        if kind == "image" and form.get("image_type") != "message":
+            return web.json_response({"code": 234001, "msg": "invalid image_type"}, status=400)
+        if kind == "file" and not (form.get("file_type") and form.get("file_name")):
+            return web.json_response({"code": 234001, "msg": "file_type/file_name"}, status=400)
+        if part is None or isinstance(part, str):
+            return web.json_response({"code": 234001, "msg": f"no {kind} part"}, status=400)
+        data = part.file.read()
+        key = f"{'img_v3' if kind == 'image' else 'file_v3'}_{next(self._ids)}"
+        self.uploads[key] = (str(part.filename), data)
+        self.upload_requests.append(kind)
+        await self._notify()
+        return web.json_response({"code": 0, "data": {f"{kind}_key": key}})
+
+    async def _upload_image(self, request: web.Request) -> web.Response:
+        return await self._upload(request, "image")
+
+    async def _upload_file(self, request: web.Request) -> web.Response:
+        return await self._upload(request, "file")
+
+    def _media_error(self, body: Any) -> str | None:
+        """A file or image message must name an upload of this app."""
+        content = json.loads(body["content"])
+        key = content.get("image_key") if body["msg_type"] == "image" else content.get("file_key")
+        return None if key in self.uploads else f"unknown {body['msg_type']} key {key!r}"
 
     async def _send(self, request: web.Request) -> web.Response:
         if (failed := await self._guard(request)) is not None:
@@ -287,7 +365,22 @@ class FakeFeishu:
             return web.json_response({"code": 230001, "msg": "message not found"}, status=400)
         msg_type, content = self.messages[mid]
         item = {"message_id": mid, "msg_type": msg_type, "body": {"content": json.dumps(content)}}
-        return web.json_response({"code": 0, "data": {"items": [item]}})
+        items = [item]
+        for n, (child_type, child) in enumerate(self.forwarded.get(mid, [])):
+            items.append(
+                {
+                    "message_id": f"{mid}_child{n}",
+                    "msg_type": child_type,
+                    "upper_message_id": mid,  # how Feishu marks a forwarded message
+                    "body": {"content": json.dumps(child)},
+                }
+            )
+        return web.json_response({"code": 0, "data": {"items": items}})
+
+    def add_forward(self, mid: str, children: list[tuple[str, dict[str, Any]]]) -> None:
+        """A merged forward `mid` carrying `children` ((msg_type, content) each)."""
+        self.messages[mid] = ("merge_forward", {"content": "Merged and Forwarded Message"})
+        self.forwarded[mid] = children
 
     async def _react(self, request: web.Request) -> web.Response:
         if (failed := await self._guard(request)) is not None:

@@ -287,6 +287,9 @@ class FakeOpenAI(ScriptedLLMServer):
         super().__init__()
         self.prompt_cache = prompt_cache or OpenAICache()
         self.accepted_fields = accepted_fields
+        # POST /v1/audio/transcriptions: audio bytes -> the text answered for them
+        self.transcripts: dict[bytes, str] = {}
+        self.transcription_requests: list[tuple[str, str, bytes]] = []  # (model, name, bytes)
 
     @property
     def base_url(self) -> str:
@@ -295,6 +298,7 @@ class FakeOpenAI(ScriptedLLMServer):
     def _routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
 
     def _authorized(self, request: web.Request) -> bool:
         return self.api_key is None or request.headers.get("Authorization") == (
@@ -304,6 +308,22 @@ class FakeOpenAI(ScriptedLLMServer):
     def _unauthorized(self) -> web.Response:
         body = openai_error_body(401, "Incorrect API key provided.")
         return web.json_response(body, status=401)
+
+    async def _transcriptions(self, request: web.Request) -> web.Response:
+        """OpenAI's speech-to-text: multipart `file` and `model` → {"text"}."""
+        if not self._authorized(request):
+            return self._unauthorized()
+        form = await request.post()
+        upload, model = form.get("file"), form.get("model")
+        if upload is None or isinstance(upload, str) or not isinstance(model, str) or not model:
+            body = openai_error_body(400, "'file' and 'model' are required")
+            return web.json_response(body, status=400)
+        data = upload.file.read()
+        self.transcription_requests.append((model, str(upload.filename), data))
+        text = self.transcripts.get(data)
+        if text is None:
+            return web.json_response(openai_error_body(400, "audio not understood"), status=400)
+        return web.json_response({"text": text})
 
     async def _models(self, request: web.Request) -> web.Response:
         if not self._authorized(request):

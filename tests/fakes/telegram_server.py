@@ -105,6 +105,7 @@ class FakeTelegram:
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
         self.webhook: dict[str, str] = {}
         self.downloads: list[str] = []
+        self.forums: dict[int, set[int]] = {}  # forum supergroup id -> its topic thread ids
         self._next_update_id = 1000
         self._next_message_id: dict[int, int] = {}
         self._failures: dict[str, list[_Failure]] = {}
@@ -178,6 +179,26 @@ class FakeTelegram:
 
     async def add_message(self, text: str | None = "hello", **kwargs: Any) -> dict[str, Any]:
         return await self.add_update({"message": self.message(text, **kwargs)})
+
+    def topic_message(
+        self, text: str, *, chat_id: int, thread_id: int, **kwargs: Any
+    ) -> dict[str, Any]:
+        """A message in forum topic `thread_id` of supergroup `chat_id` (made a forum)."""
+        self.forums.setdefault(chat_id, set()).add(thread_id)
+        msg = self.message(text, chat_id=chat_id, chat_type="supergroup", **kwargs)
+        msg["chat"]["is_forum"] = True
+        msg.update(message_thread_id=thread_id, is_topic_message=True)
+        return msg
+
+    def _thread_error(self, call: Call) -> web.Response | None:
+        """What Telegram answers a send or chat action naming a thread the chat lacks."""
+        raw = call.params.get("message_thread_id")
+        if raw is None:
+            return None
+        topics = self.forums.get(int(call.params["chat_id"]))
+        if topics is None or int(raw) not in topics:
+            return _error(400, "Bad Request: message thread not found")
+        return None
 
     def add_file(self, content: bytes, file_path: str = "photos/file_0.jpg") -> str:
         file_id = f"FILE{len(self.files)}"
@@ -344,6 +365,9 @@ class FakeTelegram:
     async def _m_sendMessage(self, call: Call) -> web.Response:
         chat_id = int(call.params["chat_id"])
         text = call.params.get("text", "")
+        if (refused := self._thread_error(call)) is not None:
+            await self._record(call)
+            return refused
         if call.params.get("parse_mode") == "HTML":
             visible, error = _check_html(text)
             if error is not None:
@@ -393,29 +417,48 @@ class FakeTelegram:
 
     async def _m_sendChatAction(self, call: Call) -> web.Response:
         await self._record(call)
+        if (refused := self._thread_error(call)) is not None:
+            return refused
+        call.params["_ok"] = "1"
         return _ok(True)
 
     async def _m_sendDocument(self, call: Call) -> web.Response:
+        return await self._upload(call, "document")
+
+    async def _m_sendPhoto(self, call: Call) -> web.Response:
+        return await self._upload(call, "photo")
+
+    async def _upload(self, call: Call, field_name: str) -> web.Response:
+        """sendDocument / sendPhoto: a multipart upload, a thread checked like a text's."""
         chat_id = int(call.params["chat_id"])
-        if "document" not in call.uploads:
+        if (refused := self._thread_error(call)) is not None:
             await self._record(call)
-            return _error(400, "Bad Request: there is no document in the request")
-        content = call.uploads["document"]
-        file_id = self.add_file(content, f"documents/upload_{len(self.files)}")
+            return refused
+        if field_name not in call.uploads:
+            await self._record(call)
+            return _error(400, f"Bad Request: there is no {field_name} in the request")
+        if len(call.params.get("caption", "")) > 1024:
+            await self._record(call)
+            return _error(400, "Bad Request: message caption is too long")
+        content = call.uploads[field_name]
+        file_id = self.add_file(content, f"{field_name}s/upload_{len(self.files)}")
         call.params["_ok"] = "1"
         await self._record(call)
-        document = {
+        described = {
             "file_id": file_id,
             "file_unique_id": f"U{file_id}",
-            "file_name": call.params["document"].removeprefix("attach://"),
             "file_size": len(content),
         }
-        message = {
+        message: dict[str, Any] = {
             "message_id": self._message_id(chat_id),
             "date": int(time.time()),
             "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
-            "document": document,
         }
+        if field_name == "photo":
+            message["photo"] = [{**described, "width": 1, "height": 1}]
+        else:
+            described["file_name"] = call.params[field_name].removeprefix("attach://")
+            message["document"] = described
         if "caption" in call.params:
             message["caption"] = call.params["caption"]
         return _ok(message)

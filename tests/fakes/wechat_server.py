@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,6 +29,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KeyFormat = Literal["base64_raw", "base64_hex", "hex_aeskey", "none"]
 
 EXPECTED_VERSION = str((2 << 16) | (4 << 8) | 9)
+
+
+def aes_ecb_decrypt(data: bytes, key: bytes) -> bytes:
+    decryptor = Cipher(algorithms.AES(key), modes.ECB()).decryptor()
+    padded = decryptor.update(data) + decryptor.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    return unpadder.update(padded) + unpadder.finalize()
 
 
 def aes_ecb_encrypt(data: bytes, key: bytes) -> bytes:
@@ -55,6 +64,11 @@ class FakeWechat:
     qr_get_only: bool = False
     # One entry per get_qrcode_status call (the last one repeats).
     login_script: list[str | dict[str, Any]] = field(default_factory=lambda: ["confirmed"])
+    # context tokens: a send on one older than `context_ttl_secs` (by `clock`)
+    # or past `sends_per_token` sends is refused with ret -2, as iLink does
+    clock: Callable[[], float] = time.time
+    context_ttl_secs: float = 120.0
+    sends_per_token: int = 10
 
     def __post_init__(self) -> None:
         self.base_url = ""
@@ -70,12 +84,27 @@ class FakeWechat:
         self.discarded: list[SentMessage] = []
         self.send_attempts: list[dict[str, Any]] = []
         self.send_rets: list[dict[str, Any]] = []
+        # sends whose client_id was seen before: iLink answers ret 0 and shows nothing
+        self.duplicates: list[SentMessage] = []
+        self._client_ids: dict[str, str] = {}
         self.latest_tokens: dict[str, str] = {}
+        self.token_issued: dict[str, float] = {}  # context token → when (clock)
+        self.token_sends: dict[str, int] = {}
+        self.refused: list[SentMessage] = []  # sends answered ret -2 (token expired/used up)
         self.typing: list[tuple[str, int]] = []
         self.tickets_issued: list[str] = []
         self.notifications: list[str] = []
         self.cdn: dict[str, bytes] = {}
         self.cdn_requests: list[str] = []
+        self.upload_slots: dict[str, dict[str, Any]] = {}  # upload_param -> getuploadurl body
+        self.upload_requests: list[str] = []  # filekeys, one per getuploadurl
+        self.uploaded: dict[str, dict[str, Any]] = {}  # download param -> cipher, md5
+        self.cdn_uploads: list[str] = []
+        self.received_files: list[bytes] = []  # decrypted bytes of media items sent
+        self.swallow_media_sends = False  # media sends taken, never answered
+        self.swallowed: list[str] = []
+        self.retired_tokens: list[str] = []  # expired by `expire_session`
+        self.qr_token_lists: list[list[str]] = []  # local_token_list of each POST
         self._status_index = 0
         self._qr_count = 0
         self._next_id = 7_000_000_000_000_000_000
@@ -97,6 +126,8 @@ class FakeWechat:
         r.add_post("/ilink/bot/msg/notifystart", self._authed(self._notify("start")))
         r.add_post("/ilink/bot/msg/notifystop", self._authed(self._notify("stop")))
         r.add_get("/c2c/download", self._cdn_download)
+        r.add_post("/ilink/bot/getuploadurl", self._authed(self._getuploadurl))
+        r.add_post("/c2c/upload", self._cdn_upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         for _ in range(2):
@@ -130,8 +161,7 @@ class FakeWechat:
     ) -> dict[str, Any]:
         """Queue a user message (with a fresh context_token) for getupdates."""
         self._next_id += 1
-        token = f"ctx-{from_user}-{self._next_id}"
-        self.latest_tokens[from_user] = token
+        token = self._issue_token(from_user)
         item_list = items if items is not None else [{"type": 1, "text_item": {"text": text}}]
         msg: dict[str, Any] = {
             "seq": len(self.stream) + 1,
@@ -149,6 +179,19 @@ class FakeWechat:
         }
         await self._append(msg)
         return msg
+
+    def expire_session(self) -> None:
+        """The bot's session ends: the current token answers -14 from now on, a
+        login names it in local_token_list at its peril (ret -3) and a
+        confirmed login issues a new token."""
+        self.retired_tokens.append(self.token)
+        self.token = "ilinkbot_" + secrets.token_hex(8)
+
+    def _issue_token(self, user: str) -> str:
+        token = f"ctx-{user}-{secrets.token_hex(4)}"
+        self.latest_tokens[user] = token
+        self.token_issued[token] = self.clock()
+        return token
 
     async def replay(self, msg: dict[str, Any]) -> None:
         """Deliver an already delivered message again (at-least-once delivery)."""
@@ -247,6 +290,11 @@ class FakeWechat:
         if {"Authorization", "X-WECHAT-UIN"} & set(request.headers):
             self.protocol_errors.append("get_bot_qrcode: sent bot-call headers")
         self.qr_requests.append((request.method, request.host))
+        if request.method == "POST":
+            tokens = (await request.json()).get("local_token_list") or []
+            self.qr_token_lists.append(list(tokens))
+            if set(tokens) & set(self.retired_tokens):
+                return web.json_response({"ret": -3, "errmsg": "invalid local token"})
         self._qr_count += 1
         qr_id = f"qr-{self._qr_count}"
         return web.json_response(
@@ -323,20 +371,95 @@ class FakeWechat:
         if bad_shape:
             self.protocol_errors.append(f"sendmessage: bad msg shape {msg!r}")
             return {"ret": -1, "errmsg": "bad request"}
-        text = str((items[0].get("text_item") or {}).get("text") or "")
+        item = items[0]
+        if item.get("type") in (2, 4):  # an image or a file: it must name a CDN upload
+            text, problem = self._media_item(item)
+            if problem is not None:
+                self.protocol_errors.append(f"sendmessage: {problem}")
+                return {"ret": -1, "errmsg": problem}
+            if self.swallow_media_sends:
+                self.received_files.pop()  # taken, never delivered
+                self.swallowed.append(str(msg["client_id"]))
+                await self._changed_now()
+                async with self._changed:  # never answered: the sender is killed meanwhile
+                    await self._changed.wait_for(lambda: self._closing)
+                return {"ret": -1, "errmsg": "shutting down"}
+        else:
+            text = str((item.get("text_item") or {}).get("text") or "")
         if len(text) > self.max_text:
             return {"ret": -1, "errmsg": "text too long"}
-        self._next_id += 1
         user = str(msg.get("to_user_id"))
-        sent = SentMessage(
-            user, str(msg["client_id"]), text, msg.get("context_token"), str(self._next_id)
-        )
-        if not sent.context_token or sent.context_token != self.latest_tokens.get(user):
+        client_id = str(msg["client_id"])
+        if client_id in self._client_ids:  # iLink's idempotency: a repeat is not shown again
+            self.duplicates.append(SentMessage(user, client_id, text, msg.get("context_token"), ""))
+            await self._changed_now()
+            return {"ret": 0, "message_id": self._client_ids[client_id]}
+        self._next_id += 1
+        sent = SentMessage(user, client_id, text, msg.get("context_token"), str(self._next_id))
+        self._client_ids[client_id] = sent.message_id
+        token = sent.context_token or ""
+        if not token or token != self.latest_tokens.get(user):
             self.discarded.append(sent)  # the real server drops it without saying so
+        elif (
+            self.clock() - self.token_issued.get(token, 0.0) > self.context_ttl_secs
+            or self.token_sends.get(token, 0) >= self.sends_per_token
+        ):
+            del self._client_ids[client_id]  # refused, not delivered: it may come again
+            self.refused.append(sent)
+            await self._changed_now()
+            return {"ret": -2, "errmsg": "context restricted"}
         else:
+            self.token_sends[token] = self.token_sends.get(token, 0) + 1
             self.sent.append(sent)
         await self._changed_now()
         return {"ret": 0, "message_id": sent.message_id}
+
+    def _media_item(self, item: dict[str, Any]) -> tuple[str, str | None]:
+        """("[image <name>]" or "[file <name>]", None) for an item naming an upload
+        that decrypts with its key; else ("", what is wrong)."""
+        image = item["type"] == 2
+        body = item.get("image_item" if image else "file_item") or {}
+        media = body.get("media") or {}
+        upload = self.uploaded.get(str(media.get("encrypt_query_param", "")))
+        if upload is None:
+            return "", "media item names no upload"
+        try:
+            key = bytes.fromhex(base64.b64decode(str(media.get("aes_key", ""))).decode())
+            plain = aes_ecb_decrypt(upload["cipher"], key)
+        except ValueError:
+            return "", "media item key does not decrypt the upload"
+        if hashlib.md5(plain, usedforsecurity=False).hexdigest() != upload["rawfilemd5"]:
+            return "", "media item key does not decrypt the upload"
+        name = str(body.get("file_name") or "")
+        if not image and (not name or body.get("len") != str(len(plain))):
+            return "", "file item without file_name or len"
+        self.received_files.append(plain)
+        return f"[{'image' if image else 'file'} {name}]".replace(" ]", "]"), None
+
+    async def _getuploadurl(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
+        needed = ("filekey", "media_type", "to_user_id", "rawsize", "rawfilemd5", "filesize")
+        if any(body.get(k) in (None, "") for k in needed) or len(str(body.get("aeskey"))) != 32:
+            self.protocol_errors.append(f"getuploadurl: missing fields {body!r}")
+            return {"ret": -1, "errmsg": "bad request"}
+        param = "up-" + secrets.token_hex(8)
+        self.upload_slots[param] = dict(body)
+        self.upload_requests.append(str(body["filekey"]))
+        await self._changed_now()
+        return {"ret": 0, "upload_param": param}
+
+    async def _cdn_upload(self, request: web.Request) -> web.StreamResponse:
+        slot = self.upload_slots.get(request.query.get("encrypted_query_param", ""))
+        data = await request.read()
+        if slot is None or request.query.get("filekey") != slot["filekey"]:
+            return web.Response(status=400, text="unknown upload")
+        if len(data) != int(slot["filesize"]):
+            return web.Response(status=400, text="size differs from getuploadurl")
+        download = "dl-" + secrets.token_hex(8)
+        self.uploaded[download] = {"cipher": data, "rawfilemd5": slot["rawfilemd5"]}
+        self.cdn[download] = data  # downloadable like any CDN object
+        self.cdn_uploads.append(download)
+        await self._changed_now()
+        return web.Response(status=200, headers={"x-encrypted-param": download})
 
     async def _getconfig(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         user = str(body.get("ilink_user_id", ""))
@@ -344,7 +467,10 @@ class FakeWechat:
             self.protocol_errors.append("getconfig: context_token is not the latest")
         ticket = f"ticket-{user}-{len(self.tickets_issued)}"
         self.tickets_issued.append(ticket)
-        return {"ret": 0, "typing_ticket": ticket}
+        answer: dict[str, Any] = {"ret": 0, "typing_ticket": ticket}
+        if user in self.latest_tokens:  # a fresh context token, with new age and budget
+            answer["context_token"] = self._issue_token(user)
+        return answer
 
     async def _sendtyping(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("typing_ticket") not in self.tickets_issued:

@@ -18,6 +18,7 @@ EXPECTED = {
     "bash",
     "http_request",
     "web_fetch",
+    "send_file",
 }
 
 
