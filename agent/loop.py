@@ -19,6 +19,7 @@ from agent.context import PreparedContext, cut_tool_result
 from agent.messages import CANCELLED_RESULT, ChatMessage, Role
 from agent.providers.base import LLMProvider, LLMRequest
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
+from agent.turn_control import ApprovalRequired, TurnControl, TurnSteered
 
 __all__ = ["AgentLoop", "LoopSettings", "TurnObserver", "TurnResult"]
 
@@ -63,10 +64,16 @@ class AgentLoop:
         ctx: ToolContext,
         observer: TurnObserver,
         context: PreparedContext,
+        *,
+        control: TurnControl | None = None,
     ) -> TurnResult:
-        """Run one turn on `history` (which ends with the new user message).
+        """Run one turn on `history` (which ends with the new user message, or
+        with the results of a batch a person answered).
 
         `history` is extended in place with the messages of this turn.
+        `control` (agent.turn_control) may end it at a safe boundary:
+        `ApprovalRequired` before a held batch runs, `TurnSteered` before a
+        model call.
         """
         turn_start = next(
             (i for i in range(len(history) - 1, -1, -1) if history[i].role is Role.USER),
@@ -76,6 +83,8 @@ class AgentLoop:
         s = self.settings
         on_delta = observer.on_delta if s.stream else None
         for round_ in range(s.max_tool_iterations + 1):
+            if round_ and control is not None and control.steer_requested():
+                raise TurnSteered(round_)
             request = LLMRequest(
                 model=s.model,
                 messages=context.messages(history, turn_start),
@@ -100,6 +109,8 @@ class AgentLoop:
                 break
             history.append(assistant)
             await observer.on_messages([assistant])
+            if control is not None and (held := control.held(response.tool_calls, ctx)):
+                raise ApprovalRequired(assistant, held)
             try:
                 results = await self.tools.execute_batch(response.tool_calls, ctx, observer)
             except asyncio.CancelledError:

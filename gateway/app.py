@@ -37,6 +37,8 @@ from gateway.access import AccessPolicy
 from gateway.access_commands import AccessCommands
 from gateway.access_gate import AccessGate
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
+from gateway.approval_commands import ApprovalCommands
+from gateway.approvals import Approvals
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
 from gateway.channel_runtime import (
@@ -305,6 +307,9 @@ class Gateway:
         gates = ConversationGates()
         compactor = Compactor(store, gates, opener.forget, dispatcher.wake)
         self.compactor = compactor
+        approvals = Approvals(
+            store, cfg.tools.approval.policy(), dispatcher, access=self.access, clock=self.clock
+        )
         execution = ExecutionService(
             store,
             dispatcher,
@@ -319,6 +324,7 @@ class Gateway:
             typing_delay_secs=cfg.gateway.typing_delay_secs,
             chat_policies=build_chat_policies(cfg, self.channels),
             clock=self.clock,
+            approvals=approvals,
         )
         sessions = SessionManager(
             execution,
@@ -330,6 +336,8 @@ class Gateway:
             budget=self.budget,
         )
         self.sessions = sessions
+        approvals.dispatch = lambda item: sessions.dispatch(item, force=True)
+        ApprovalCommands(approvals, sessions, self.commands)
         SessionCommands(
             store,
             sessions,
@@ -365,6 +373,7 @@ class Gateway:
             *(channel_service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
+            approvals,  # after the sessions: answered approvals go back into their queues
             compactor,
             processor.lanes,
             processor,  # recovery, then ingress

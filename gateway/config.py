@@ -43,6 +43,7 @@ from gateway.config_agents import (
     ModelPrices,
     ProviderConfig,
 )
+from gateway.config_approval import ApprovalConfig
 from gateway.config_skills import SkillsConfig
 from scheduler.config import SchedulerConfig
 
@@ -72,6 +73,7 @@ class ConfigError(Exception):
 class QueueMode(StrEnum):
     COLLECT = "collect"
     FOLLOWUP = "followup"
+    STEER = "steer"  # a message mid-turn ends the turn at its next safe boundary
 
 
 def check_admin_entry(entry: str) -> str:
@@ -178,6 +180,7 @@ class ToolsConfig(FrozenModel):
     exec_output_max_chars: int = Field(20_000, gt=0)
     http: HttpToolConfig = Field(default_factory=HttpToolConfig)
     bash: BashToolConfig = Field(default_factory=BashToolConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
 
 class TimeConfig(FrozenModel):

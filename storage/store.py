@@ -30,6 +30,7 @@ from storage import (
     skill_events,
     turns,
 )
+from storage.approval_store import ApprovalStore
 from storage.clock import now_iso
 from storage.compaction import commit_compaction
 from storage.conversations import RecentHistory, Replaced, SessionStats
@@ -51,6 +52,7 @@ class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
+        self.approvals = ApprovalStore(db)  # held tool calls (docs/approvals.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

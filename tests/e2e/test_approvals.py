@@ -1,0 +1,92 @@
+"""Tool approval through a real gateway and the fake LLM (docs/approvals.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gateway.config import LoadedConfig
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import WsClient, make_config, newest, running_gateway, ws_client
+
+MARK = "touch approved.txt"
+ASK = "Approval needed"
+
+
+def approval_config(home: Path, llm: FakeOpenAI, **approval: Any) -> LoadedConfig:
+    rules = {"bash": {"mode": "always", "allow": ["ls", "cat", "git status"]}}
+    return make_config(
+        home,
+        llm.base_url,
+        tools={"approval": {"tools": rules, **approval}, "bash": {"sandbox": "off"}},
+    )
+
+
+async def next_text(client: WsClient) -> str:
+    return str((await client.recv_type("message"))["text"])
+
+
+async def test_a_held_bash_call_runs_only_after_approve(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Done: the file is there.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        ask = await next_text(client)
+        assert ASK in ask
+        assert MARK in ask
+        assert "/approve" in ask
+        assert not (home / "workspace" / "approved.txt").exists()
+        assert len(llm.requests) == 1  # the turn is stopped: no model call, no tool run
+        await client.send("/approve")
+        assert await next_text(client) == "Done: the file is there."
+    assert (home / "workspace" / "approved.txt").exists()
+    result = newest(llm.requests[1])
+    assert result["role"] == "tool"
+    assert "denied" not in result["content"]
+
+
+async def test_deny_with_a_reason_reaches_the_model(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("All right, I left it.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        await client.send("/deny because")
+        assert await next_text(client) == "All right, I left it."
+    assert not (home / "workspace" / "approved.txt").exists()
+    result = newest(llm.requests[1])
+    assert result == {
+        "role": "tool",
+        "tool_call_id": result["tool_call_id"],
+        "content": "[denied by user: because]",
+    }
+
+
+async def test_an_unanswered_approval_times_out_as_denied(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Nobody said yes, so I did not.")
+    loaded = approval_config(home, llm, timeout_secs=0.5)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert "0.5 s" in await next_text(client)
+        assert await next_text(client) == "Nobody said yes, so I did not."
+    assert not (home / "workspace" / "approved.txt").exists()
+    assert newest(llm.requests[1])["content"].startswith("[denied: nobody approved it")
+
+
+async def test_an_allowed_command_runs_without_asking(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": "ls -la"})
+    llm.add_text("Listed.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        assert await client.ask("list the files") == "Listed."
+    assert "denied" not in newest(llm.requests[1])["content"]
+
+
+async def test_an_allowed_prefix_with_a_shell_operator_still_asks(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": f"ls; {MARK}"})
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("list the files")
+        assert ASK in await next_text(client)
+    assert not (home / "workspace" / "approved.txt").exists()
