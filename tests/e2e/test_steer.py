@@ -50,7 +50,8 @@ async def test_a_steering_message_ends_the_turn_after_the_running_batch(
     held = SecondCallHeld(llm)
     llm.add_tool_call("calculator", {"expression": "1+1"})
     llm.add_tool_call("calculator", {"expression": "2+2"})
-    llm.add_text("3+3 is 6.")  # the steering message's turn: the first turn's third call never comes
+    # the steering message's turn answers: the first turn's third call never comes
+    llm.add_text("3+3 is 6.")
     loaded = make_config(home, llm.base_url, gateway={"queue_mode": mode})
     async with running_gateway(loaded) as gw, ws_client(gw) as client:
         first = await client.send("add 1+1, then 2+2")
