@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,29 @@ async def test_an_allowed_prefix_with_a_shell_operator_still_asks(
         await client.send("list the files")
         assert ASK in await next_text(client)
     assert not (home / "workspace" / "approved.txt").exists()
+
+
+async def test_websocket_approval_request_and_approve_frames(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Understood, not now.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        asked = await client.send("make the file")
+        request = await client.recv_type("approval_request")
+        assert request["approval_id"] == 1
+        assert request["tools"] == ["bash"]
+        assert request["reply_to"] == asked
+        assert MARK in request["text"]
+        text = await client.recv()  # the same request as text, for clients without buttons
+        assert text["type"] == "message"
+        assert text["text"] == request["text"]
+        await client.ws.send(json.dumps({"type": "approve", "id": "x", "approval_id": "1"}))
+        error = await client.recv_type("error")
+        assert error["code"] == "bad_frame"
+        assert error["id"] == "x"
+        frame = {"type": "approve", "id": "a-1", "approval_id": 1, "decision": "deny"}
+        await client.ws.send(json.dumps(frame | {"reason": "not today"}))
+        assert (await client.recv_type("ack"))["id"] == "a-1"
+        reply = await client.recv_type("message")
+        assert reply["text"] == "Understood, not now."
+        assert reply["reply_to"] == asked
+    assert newest(llm.requests[1])["content"] == "[denied by user: not today]"
