@@ -33,6 +33,7 @@ from channels.base import (
     split_text,
 )
 from channels.progress import LiveProgress
+from channels.telegram.buttons import answer_press, approval_keyboard, button_press
 from channels.telegram.config import WEBHOOK_PATH, TelegramConfig, TelegramMode
 from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
 from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
@@ -253,6 +254,9 @@ class TelegramChannel(Channel):
         me, runtime = self._me, self._require_runtime()
         if me is None:
             raise RuntimeError("telegram update before connect")
+        if update.callback_query is not None:
+            await self._on_press(update, runtime)
+            return
         try:
             parsed = parse_update(update, me)
         except Exception as exc:
@@ -267,6 +271,16 @@ class TelegramChannel(Channel):
         message = await self._to_inbound(parsed)
         receipt = await runtime.bus.submit(message)
         log.debug("telegram message recorded", message_id=message.message_id, receipt=receipt.value)
+
+    async def _on_press(self, update: Update, runtime: ChannelRuntime) -> None:
+        """An Approve / Deny press: recorded as the command it stands for."""
+        message = button_press(update, self.name)
+        if message is not None:
+            receipt = await runtime.bus.submit(message)
+            log.debug(
+                "telegram press recorded", message_id=message.message_id, receipt=receipt.value
+            )
+        await answer_press(self._require_bot(), update)
 
     async def _to_inbound(self, parsed: ParsedMessage) -> InboundMessage:
         media: list[MediaRef] = []
@@ -307,6 +321,7 @@ class TelegramChannel(Channel):
             return SendResult()
         parts = split_text(message.text, TEXT_LIMIT)
         reply_to = _reply_target(message)
+        markup = approval_keyboard(message)
         sent = await self._sent_parts(message)
         stream_message_id = None
         if self._streams is not None:
@@ -321,7 +336,10 @@ class TelegramChannel(Channel):
                 else:
                     ids.append(
                         await sender.send_text(
-                            message.chat_id, part, reply_to if index == 0 else None
+                            message.chat_id,
+                            part,
+                            reply_to if index == 0 else None,
+                            markup if index == len(parts) - 1 else None,
                         )
                     )
             except ChannelError:

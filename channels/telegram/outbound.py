@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import structlog
-from telegram import Bot, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -89,9 +89,18 @@ class TelegramSender:
             self._targets[chat_id] = known
         return known
 
-    async def send_text(self, chat_id: str, markdown: str, reply_to: int | None = None) -> int:
-        """Send one part (≤4096 chars) rendered as HTML; returns Telegram's message id."""
-        return await self._call(chat_id, lambda target: self._send_once(target, markdown, reply_to))
+    async def send_text(
+        self,
+        chat_id: str,
+        markdown: str,
+        reply_to: int | None = None,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> int:
+        """Send one part (≤4096 chars) rendered as HTML; returns Telegram's message id.
+        `markup`: buttons under it (channels/telegram/buttons.py)."""
+        return await self._call(
+            chat_id, lambda target: self._send_once(target, markdown, reply_to, markup)
+        )
 
     async def send_plain(self, chat_id: str, text: str) -> int:
         async def op(target: str) -> int:
@@ -129,7 +138,13 @@ class TelegramSender:
 
         await self._call(chat_id, op)
 
-    async def _send_once(self, target: str, markdown: str, reply_to: int | None) -> int:
+    async def _send_once(
+        self,
+        target: str,
+        markdown: str,
+        reply_to: int | None,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> int:
         reply = (
             ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
             if reply_to is not None
@@ -141,12 +156,15 @@ class TelegramSender:
                 markdown_to_html(markdown),
                 parse_mode=ParseMode.HTML,
                 reply_parameters=reply,
+                reply_markup=markup,
             )
         except BadRequest as exc:
             if not _is_parse_error(exc):
                 raise
             log.info("telegram rejected HTML; resending as plain text", chat_id=target)
-            message = await self._bot.send_message(target, markdown, reply_parameters=reply)
+            message = await self._bot.send_message(
+                target, markdown, reply_parameters=reply, reply_markup=markup
+            )
         return message.message_id
 
     async def _call(self, chat_id: str, op: Callable[[str], Awaitable[T]]) -> T:

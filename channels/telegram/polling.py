@@ -33,7 +33,7 @@ __all__ = ["ALLOWED_UPDATES", "OFFSET_KEY", "RawUpdatesBot", "UpdatePoller"]
 
 log = structlog.get_logger("channels.telegram")
 OFFSET_KEY = "offset"
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "callback_query")  # presses: channels/telegram/buttons.py
 _MAX_BACKOFF = 60.0
 _CONFIRM_SECS = 2.0
 _READ_MARGIN_SECS = 10.0  # beyond the long-poll timeout before a read gives up
