@@ -32,7 +32,14 @@ from agent.messages import INTERRUPTED_RESULT, ChatMessage, ToolCall
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 from gateway.access import AccessPolicy, sender_ids
 from gateway.approval_texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
-from gateway.bus import ApprovalAsk, Decision, InboundMessage, OutboundMessage, reply_handle
+from gateway.bus import (
+    ApprovalAsk,
+    ChatType,
+    Decision,
+    InboundMessage,
+    OutboundMessage,
+    reply_handle,
+)
 from gateway.lifecycle import cancel_and_wait
 from gateway.session_reset import Clock, utc_now
 from gateway.work import ReplySink, WorkItem
@@ -137,7 +144,9 @@ class Approvals:
                 request_text(approval_id, req.held, self.policy.timeout_secs),
                 reply_to_message_id=reply_handle(m),
                 session_id=req.session_id,
-                metadata=ApprovalAsk(approval_id, tools).metadata(),
+                metadata=ApprovalAsk(
+                    approval_id, tools, group=m.chat_type is ChatType.GROUP
+                ).metadata(),
             )
 
         def hand_over(paused: Paused) -> None:

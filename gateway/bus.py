@@ -367,9 +367,12 @@ class Decision(StrEnum):
 class ApprovalAsk:
     approval_id: int
     tools: tuple[str, ...]  # the held calls' tool names
+    # the chat is a group: for a platform whose button press does not say so (Feishu)
+    group: bool = False
 
     def metadata(self) -> dict[str, Any]:
-        return {_APPROVAL_KEY: {"id": self.approval_id, "tools": list(self.tools)}}
+        ask = {"id": self.approval_id, "tools": list(self.tools), "group": self.group}
+        return {_APPROVAL_KEY: ask}
 
     @staticmethod
     def of(message: OutboundMessage) -> ApprovalAsk | None:
@@ -378,7 +381,7 @@ class ApprovalAsk:
             return None
         tools = raw.get("tools")
         names = tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else ()
-        return ApprovalAsk(raw["id"], names)
+        return ApprovalAsk(raw["id"], names, raw.get("group") is True)
 
 
 def button_command(decision: Decision, approval_id: int) -> str:

@@ -16,7 +16,8 @@ import structlog
 
 from channels.base import SendResult, split_text
 from channels.feishu.api import FeishuApi, FeishuApiError
-from gateway.bus import OutboundMessage
+from channels.feishu.cards import approval_card
+from gateway.bus import ApprovalAsk, OutboundMessage
 
 __all__ = ["idempotency_key", "receive_id_type", "render", "send_reply"]
 
@@ -61,8 +62,12 @@ async def send_reply(
 ) -> SendResult:
     """Send every part in order: as replies to `target` if given, else into the chat."""
     ids: list[str] = []
-    for index, part in enumerate(split_text(message.text, limit)):
+    ask = ApprovalAsk.of(message)  # its buttons go on the last part (channels/feishu/cards.py)
+    parts = split_text(message.text, limit)
+    for index, part in enumerate(parts):
         msg_type, content = render(part)
+        if ask is not None and index == len(parts) - 1:
+            msg_type, content = "interactive", approval_card(part, ask)
         key = idempotency_key(message.outbox_id, index)
         if target is not None:
             try:

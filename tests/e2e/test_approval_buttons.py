@@ -11,6 +11,13 @@ from typing import Any
 import pytest
 
 from gateway.config import LoadedConfig
+from tests.fakes.feishu_server import (
+    FakeFeishu,
+    Sent,
+    card_action_event,
+    config_dict,
+    message_event,
+)
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import make_config, newest, running_gateway
@@ -71,3 +78,58 @@ async def test_telegram_a_press_by_someone_else_is_not_taken(
         await tg.wait_for(lambda: any("Only the person" in t for t in tg.sent_texts), 10)
     assert not (home / "workspace" / "approved.txt").exists()
     assert len(llm.requests) == 1
+
+
+@pytest.fixture
+async def fs() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as fake:
+        yield fake
+
+
+def feishu_with_approvals(home: Path, llm: FakeOpenAI, fs: FakeFeishu) -> LoadedConfig:
+    section = config_dict(fs.base_url, ws_ping_interval_secs=5.0, ws_reconnect_base_secs=0.05)
+    return make_config(
+        home,
+        llm.base_url,
+        channels={"websocket": {"enabled": False}, "feishu": section},
+        tools=RULES,
+    )
+
+
+def cards(fs: FakeFeishu) -> list[Sent]:
+    return [s for s in fs.sent if s.msg_type == "interactive"]
+
+
+async def test_feishu_card_deny_resumes_the_turn(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Fine, I will not.")
+    async with running_gateway(feishu_with_approvals(home, llm, fs)):
+        await fs.push_event(message_event("make the file"))
+        await fs.wait_until(lambda: bool(cards(fs)), 10)
+        [card] = cards(fs)
+        assert "Approval needed" in card.text
+        assert MARK in card.text
+        press = await fs.push_event(card_action_event(card, "Deny"))
+        await fs.wait_until(lambda: any(s.text == "Fine, I will not." for s in fs.sent), 10)
+    assert fs.acks[press] == 200
+    assert not (home / "workspace" / "approved.txt").exists()
+    assert newest(llm.requests[1])["content"] == "[denied by user: no reason given]"
+
+
+async def test_feishu_card_approve_resumes_the_turn(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Made it.")
+    async with running_gateway(feishu_with_approvals(home, llm, fs)):
+        await fs.push_event(message_event("make the file"))
+        await fs.wait_until(lambda: bool(cards(fs)), 10)
+        event = card_action_event(cards(fs)[0], "Approve")
+        await fs.push_event(event)
+        await fs.push_event(event)  # delivered twice: taken once
+        await fs.wait_until(lambda: any(s.text == "Made it." for s in fs.sent), 10)
+    assert (home / "workspace" / "approved.txt").exists()
+    assert len(llm.requests) == 2
+    assert [s.text for s in fs.sent][-1] == "Made it."
