@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.config import LoadedConfig
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import WsClient, make_config, newest, running_gateway, ws_client
+from tests.support import WsClient, conversation, make_config, newest, running_gateway, ws_client
 
 MARK = "touch approved.txt"
 ASK = "Approval needed"
@@ -117,3 +117,51 @@ async def test_websocket_approval_request_and_approve_frames(home: Path, llm: Fa
         assert reply["text"] == "Understood, not now."
         assert reply["reply_to"] == asked
     assert newest(llm.requests[1])["content"] == "[denied by user: not today]"
+
+
+async def test_a_new_message_instead_of_an_answer_refuses_the_calls(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("OK, something else then.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        assert await client.ask("no wait, tell me a joke") == "OK, something else then."
+        assert "not waiting" in await client.ask("/approve 1")
+        assert await client.ask("/status")  # commands work as ever
+    assert not (home / "workspace" / "approved.txt").exists()
+    tool, user = conversation(llm.requests[1])[-2:]
+    assert tool["role"] == "tool"
+    assert tool["content"] == "[denied: the user sent a new message instead of approving]"
+    assert user == {"role": "user", "content": "no wait, tell me a joke"}
+
+
+async def test_only_the_asker_or_an_admin_may_answer(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Done by the admin's leave.")
+    loaded = approval_config(home, llm)
+    loaded = make_config(
+        home,
+        llm.base_url,
+        tools=loaded.config.tools.model_dump(mode="json"),
+        gateway={"admins": ["websocket:boss"]},
+        channels={"websocket": {"tokens": {"alice": "alice-token", "bob": "bob-token",
+                                            "boss": "boss-token"}}},
+    )  # fmt: skip
+    async with (
+        running_gateway(loaded) as gw,
+        ws_client(gw, "team", token="alice-token") as alice,
+        ws_client(gw, "team", token="bob-token") as bob,
+        ws_client(gw, "team", token="boss-token") as boss,
+    ):
+        await alice.send("make the file")
+        assert ASK in await next_text(alice)
+        assert "Only the person who asked" in await bob.ask("/approve")
+        assert not (home / "workspace" / "approved.txt").exists()
+        await boss.send("/approve")
+        seen = [await next_text(boss)]  # every connection of the chat sees every message
+        while seen[-1] != "Done by the admin's leave.":
+            seen.append(await next_text(boss))
+        assert len(seen) == 3  # the request, bob's refusal, the reply
+    assert (home / "workspace" / "approved.txt").exists()
