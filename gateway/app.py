@@ -337,7 +337,6 @@ class Gateway:
         )
         self.sessions = sessions
         approvals.dispatch = lambda item: sessions.dispatch(item, force=True)
-        ApprovalCommands(approvals, sessions, self.commands)
         SessionCommands(
             store,
             sessions,
@@ -351,6 +350,7 @@ class Gateway:
         )
         AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
         MemoryCommands(store.memories, memory.summary_file, self.commands)
+        ApprovalCommands(approvals, sessions, self.commands)
         dead_letters = DeadLetterSink(store, self.metrics)
         processor = InboundProcessor(
             self.bus,

@@ -174,6 +174,29 @@ class Approvals:
         log.info("approval_requested", approval_id=paused.approval_id, tools=list(tools))
         return paused.approval_id
 
+    async def before_turn(
+        self,
+        item: WorkItem,
+        tools: ToolRegistry,
+        context: Callable[[str], ToolContext],
+        *,
+        run_id: str,
+        max_chars: int,
+    ) -> bool:
+        """Before a turn opens: the approval it carries on from gets its
+        batch's results (False: answered already, nothing to carry on); a new
+        message first closes what its chat left waiting (refused, unless it
+        was approved meanwhile: then those calls run first)."""
+        if item.approval_id is not None:
+            return await self.settle(
+                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars
+            )
+        for approval_id in self.open_ids(*item.conversation):
+            await self.settle(
+                approval_id, tools, context, run_id=run_id, max_chars=max_chars, superseded=True
+            )
+        return True
+
     async def settle(
         self,
         approval_id: int,

@@ -242,7 +242,13 @@ class ExecutionService:
             profile = self.agents.resolve(plan.channel, plan.request.agent)
         except UnknownAgent as exc:
             return await self._refuse(plan, exc)
-        if self.approvals is not None and not await self._settle(plan, profile):
+        if self.approvals is not None and not await self.approvals.before_turn(
+            plan.items[0],
+            profile.tools,
+            lambda session_id: self._tool_context(plan, session_id, None),
+            run_id=plan.run_id,
+            max_chars=profile.loop.tool_result_max_chars,
+        ):
             return TurnOutcome(ok=True)  # answered already: nothing to carry on
         turn = await self._open(plan, profile)
         reply, text, outcome = await self._run(plan, profile, turn, stop_requested, controls)
@@ -265,29 +271,6 @@ class ExecutionService:
         return outcome
 
     # -- phases ------------------------------------------------------------------
-    async def _settle(self, plan: _Plan, profile: AgentProfile) -> bool:
-        """Before the turn opens: the approval it carries on from gets its
-        batch's results (False: answered already, nothing to carry on); a new
-        message first closes what its chat left waiting (refused, unless it
-        was approved meanwhile: then those calls run first)."""
-        assert self.approvals is not None
-        approval_id = plan.items[0].approval_id
-        ids = [approval_id] if approval_id is not None else None
-        superseded = ids is None
-        if ids is None:
-            ids = self.approvals.open_ids(plan.channel, plan.chat_id)
-        carry_on = True
-        for aid in ids:
-            carry_on = await self.approvals.settle(
-                aid,
-                profile.tools,
-                lambda session_id: self._tool_context(plan, session_id, None),
-                run_id=plan.run_id,
-                max_chars=profile.loop.tool_result_max_chars,
-                superseded=superseded,
-            )
-        return carry_on or superseded
-
     def _tool_context(self, plan: _Plan, session_id: str, seq: int | None) -> ToolContext:
         message = plan.items[0].message
         return ToolContext(

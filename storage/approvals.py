@@ -60,46 +60,33 @@ class NewApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class ApprovalRecord:
+class ApprovalRecord(NewApproval):
     id: int
-    session_id: str
-    channel: str
-    chat_id: str
-    requester: str
-    message: InboundMessage
-    inbox_ids: tuple[int, ...]
-    calls: tuple[ToolCall, ...]
-    held: tuple[str, ...]
     state: ApprovalState
     approved: bool | None  # None until decided
     reason: str | None
     decided_by: str | None
     created_at: datetime
-    expires_at: datetime
-
-    @property
-    def held_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(c for c in self.calls if c.id in self.held)
 
 
 def _row(r: sqlite3.Row) -> ApprovalRecord:
     calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(r["calls"]))
     return ApprovalRecord(
-        r["id"],
-        r["session_id"],
-        r["channel"],
-        r["chat_id"],
-        r["requester"],
-        inbox.inbound_from_json(r["message"]),
-        tuple(json.loads(r["inbox_ids"])),
-        calls,
-        tuple(json.loads(r["held"])),
-        ApprovalState(r["state"]),
-        None if r["decision"] is None else r["decision"] == "approve",
-        r["reason"],
-        r["decided_by"],
-        parse_iso(r["created_at"]),
-        parse_iso(r["expires_at"]),
+        session_id=r["session_id"],
+        channel=r["channel"],
+        chat_id=r["chat_id"],
+        requester=r["requester"],
+        message=inbox.inbound_from_json(r["message"]),
+        inbox_ids=tuple(json.loads(r["inbox_ids"])),
+        calls=calls,
+        held=tuple(json.loads(r["held"])),
+        expires_at=parse_iso(r["expires_at"]),
+        id=r["id"],
+        state=ApprovalState(r["state"]),
+        approved=None if r["decision"] is None else r["decision"] == "approve",
+        reason=r["reason"],
+        decided_by=r["decided_by"],
+        created_at=parse_iso(r["created_at"]),
     )
 
 

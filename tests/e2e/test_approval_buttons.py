@@ -100,36 +100,30 @@ def cards(fs: FakeFeishu) -> list[Sent]:
     return [s for s in fs.sent if s.msg_type == "interactive"]
 
 
-async def test_feishu_card_deny_resumes_the_turn(
-    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+@pytest.mark.parametrize(
+    ("label", "final", "result"),
+    [
+        ("Approve", "Made it.", "exit_code: 0\n(no output)"),
+        ("Deny", "Fine, I will not.", "[denied by user: no reason given]"),
+    ],
+)
+async def test_feishu_card_button_resumes_the_turn(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu, label: str, final: str, result: str
 ) -> None:
     llm.add_tool_call("bash", {"command": MARK})
-    llm.add_text("Fine, I will not.")
+    llm.add_text(final)
     async with running_gateway(feishu_with_approvals(home, llm, fs)):
         await fs.push_event(message_event("make the file"))
         await fs.wait_until(lambda: bool(cards(fs)), 10)
         [card] = cards(fs)
         assert "Approval needed" in card.text
         assert MARK in card.text
-        press = await fs.push_event(card_action_event(card, "Deny"))
-        await fs.wait_until(lambda: any(s.text == "Fine, I will not." for s in fs.sent), 10)
-    assert fs.acks[press] == 200
-    assert not (home / "workspace" / "approved.txt").exists()
-    assert newest(llm.requests[1])["content"] == "[denied by user: no reason given]"
-
-
-async def test_feishu_card_approve_resumes_the_turn(
-    home: Path, llm: FakeOpenAI, fs: FakeFeishu
-) -> None:
-    llm.add_tool_call("bash", {"command": MARK})
-    llm.add_text("Made it.")
-    async with running_gateway(feishu_with_approvals(home, llm, fs)):
-        await fs.push_event(message_event("make the file"))
-        await fs.wait_until(lambda: bool(cards(fs)), 10)
-        event = card_action_event(cards(fs)[0], "Approve")
-        await fs.push_event(event)
+        event = card_action_event(card, label)
+        press = await fs.push_event(event)
         await fs.push_event(event)  # delivered twice: taken once
-        await fs.wait_until(lambda: any(s.text == "Made it." for s in fs.sent), 10)
-    assert (home / "workspace" / "approved.txt").exists()
+        await fs.wait_until(lambda: any(s.text == final for s in fs.sent), 10)
+    assert fs.acks[press] == 200
+    assert (home / "workspace" / "approved.txt").exists() == (label == "Approve")
     assert len(llm.requests) == 2
-    assert [s.text for s in fs.sent][-1] == "Made it."
+    assert [s.text for s in fs.sent][-1] == final
+    assert newest(llm.requests[1])["content"] == result
