@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
@@ -57,3 +58,42 @@ async def test_sigkill_while_an_approval_is_pending_then_approve_runs_the_call_o
             lambda c: c.execute("SELECT state, decision FROM approvals").fetchall()
         )
     assert [tuple(s) for s in states] == [("done", "approve")]
+
+
+async def test_sigkill_while_an_approved_call_runs_never_runs_it_again(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": f"{COUNT}; sleep 5"})
+    llm.add_text("It was interrupted.")
+    config = _config(llm)
+    config["tools"] = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
+    env = child_env(home)
+    runs = home / "workspace" / "runs.txt"
+
+    gw = await spawn_gateway(config, home, env)
+    client = await Client.connect(gw, "kill-2")
+    await client.send("q1", "count a run, slowly")
+    await client.collect(1, timeout=20)
+    await client.send("a1", "/approve")
+    async with asyncio.timeout(20):  # the call is running (no event for it: look every 20 ms)
+        while not runs.exists():
+            await asyncio.sleep(0.02)
+    gw.proc.kill()
+    assert await gw.proc.wait() == -signal.SIGKILL
+    await client.ws.close()
+
+    gw2 = await spawn_gateway(config, home, env)
+    try:
+        again = await Client.connect(gw2, "kill-2")
+        replies = await again.collect(1, timeout=20, linger=0.5)
+        await again.ws.close()
+    finally:
+        assert await gw2.stop() == 0
+    finals = [r["text"] for r in replies if "Approval needed" not in r["text"]]
+    assert finals == ["It was interrupted."]
+    assert runs.read_text() == "ran\n"  # not run again after the restart
+    assert newest(llm.requests[1]) == {
+        "role": "tool",
+        "tool_call_id": newest(llm.requests[1])["tool_call_id"],
+        "content": "[interrupted]",
+    }
