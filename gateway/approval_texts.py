@@ -37,6 +37,14 @@ def _shown(call: ToolCall) -> str:
     return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 1] + "…"
 
 
+def _as_code(text: str) -> str:
+    """Markdown code, so that the chat shows the command as it would run
+    (`*` and `_` in a shell command are not emphasis)."""
+    if "`" in text:
+        return text  # no code span can hold it safely on every channel: as is
+    return f"`{text}`" if "\n" not in text else f"\n```\n{text}\n```"
+
+
 def _duration(secs: float) -> str:
     if secs >= 3600 and secs % 3600 == 0:
         return f"{secs / 3600:g} h"
@@ -47,7 +55,7 @@ def _duration(secs: float) -> str:
 
 def request_text(approval_id: int, held: Sequence[ToolCall], timeout_secs: float) -> str:
     lines = [f"Approval needed (#{approval_id}): I want to run"]
-    lines += [f"• {c.name}: {_shown(c)}" for c in held]
+    lines += [f"• {c.name}: {_as_code(_shown(c))}" for c in held]
     lines.append(
         f"Reply /approve {approval_id} to run it, or /deny {approval_id} [reason] to refuse. "
         f"No answer within {_duration(timeout_secs)} refuses it."
