@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,16 +19,20 @@ pytestmark = pytest.mark.slow
 COUNT = "echo ran >> runs.txt"
 
 
+def setup(llm: FakeOpenAI, home: Path) -> tuple[dict[str, Any], dict[str, str], Path]:
+    """The gateway's config (bash always asks), its environment, and the file
+    each run of COUNT adds a line to."""
+    config = _config(llm)
+    config["tools"] = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
+    return config, child_env(home), home / "workspace" / "runs.txt"
+
+
 async def test_sigkill_while_an_approval_is_pending_then_approve_runs_the_call_once(
     home: Path, llm: FakeOpenAI
 ) -> None:
     llm.add_tool_call("bash", {"command": COUNT})
     llm.add_text("Ran it.")
-    config = _config(llm)
-    config["tools"] = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
-    env = child_env(home)
-    runs = home / "workspace" / "runs.txt"
-
+    config, env, runs = setup(llm, home)
     gw = await spawn_gateway(config, home, env)
     client = await Client.connect(gw, "kill-1")
     await client.send("q1", "count a run")
@@ -65,11 +70,7 @@ async def test_sigkill_while_an_approved_call_runs_never_runs_it_again(
 ) -> None:
     llm.add_tool_call("bash", {"command": f"{COUNT}; sleep 5"})
     llm.add_text("It was interrupted.")
-    config = _config(llm)
-    config["tools"] = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
-    env = child_env(home)
-    runs = home / "workspace" / "runs.txt"
-
+    config, env, runs = setup(llm, home)
     gw = await spawn_gateway(config, home, env)
     client = await Client.connect(gw, "kill-2")
     await client.send("q1", "count a run, slowly")
