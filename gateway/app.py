@@ -234,6 +234,7 @@ class Gateway:
         )
         if self.mcp is not None:
             registry.add_source(self.mcp)  # offered per turn: the tools of the servers up then
+        cfg.tools.approval.check_names([*registry.names(), *cfg.tools.disabled])
         return tool_settings, registry
 
     async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:

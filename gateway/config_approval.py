@@ -14,9 +14,13 @@ patterns that run without asking). Tools not named run without asking.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pydantic import Field
 
 from agent.approval import ApprovalMode, ApprovalPolicy, ApprovalRule
+from agent.mcp.naming import PREFIX as MCP_PREFIX
+from agent.tools.builtin import SHELL_ALIASES
 from gateway.config_agents import FrozenModel
 
 __all__ = ["ApprovalConfig", "ToolApprovalConfig"]
@@ -32,10 +36,24 @@ class ApprovalConfig(FrozenModel):
     tools: dict[str, ApprovalMode | ToolApprovalConfig] = Field(default_factory=dict)
 
     def policy(self) -> ApprovalPolicy:
-        rules = {
-            name: ApprovalRule(entry)
-            if isinstance(entry, ApprovalMode)
-            else ApprovalRule(entry.mode, tuple(entry.allow))
-            for name, entry in self.tools.items()
-        }
+        rules: dict[str, ApprovalRule] = {}
+        for name, entry in self.tools.items():
+            rule = (
+                ApprovalRule(entry)
+                if isinstance(entry, ApprovalMode)
+                else ApprovalRule(entry.mode, tuple(entry.allow))
+            )
+            # `bash` and `shell` name the one shell tool, whichever the platform calls it
+            for alias in SHELL_ALIASES if name in SHELL_ALIASES else (name,):
+                rules[alias] = rule
         return ApprovalPolicy(rules, self.timeout_secs)
+
+    def check_names(self, known: Iterable[str]) -> None:
+        """A misspelt tool name would silently never ask: refuse to start."""
+        offered = set(known) | SHELL_ALIASES
+        unknown = sorted(n for n in self.tools if n not in offered and not n.startswith(MCP_PREFIX))
+        if unknown:
+            raise ValueError(
+                f"unknown tool name(s) in tools.approval.tools: {', '.join(unknown)} "
+                f"(known tools: {', '.join(sorted(offered))})"
+            )

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.config import LoadedConfig
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import WsClient, conversation, make_config, newest, running_gateway, ws_client
@@ -165,3 +167,18 @@ async def test_only_the_asker_or_an_admin_may_answer(home: Path, llm: FakeOpenAI
             seen.append(await next_text(boss))
         assert len(seen) == 3  # the request, bob's refusal, the reply
     assert (home / "workspace" / "approved.txt").exists()
+
+
+async def test_a_misspelt_tool_name_stops_start_up(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": {"bahs": "always"}}})
+    with pytest.raises(ValueError, match=r"unknown tool name\(s\) in tools.approval.tools: bahs"):
+        async with running_gateway(loaded):
+            pass
+
+
+async def test_shell_names_the_bash_tool_too(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": {"shell": "always"}}})
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
