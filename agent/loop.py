@@ -19,6 +19,7 @@ from agent.context import PreparedContext, cut_tool_result
 from agent.messages import CANCELLED_RESULT, ChatMessage, Role, ToolCall, pending_tool_calls
 from agent.providers.base import LLMProvider, LLMRequest
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
+from agent.turn_control import APPROVAL_REFUSED, ApprovalRequired, TurnControl, TurnSteered
 
 __all__ = ["AgentLoop", "LoopSettings", "TurnObserver", "TurnResult"]
 
@@ -63,10 +64,16 @@ class AgentLoop:
         ctx: ToolContext,
         observer: TurnObserver,
         context: PreparedContext,
+        *,
+        control: TurnControl | None = None,
     ) -> TurnResult:
-        """Run one turn on `history` (which ends with the new user message).
+        """Run one turn on `history` (which ends with the new user message, or
+        with the results of a batch a person answered).
 
         `history` is extended in place with the messages of this turn.
+        `control` (agent.turn_control) may end it at a safe boundary:
+        `ApprovalRequired` before a held batch runs, `TurnSteered` before a
+        model call.
         """
         turn_start = next(
             (i for i in range(len(history) - 1, -1, -1) if history[i].role is Role.USER),
@@ -77,8 +84,10 @@ class AgentLoop:
         on_delta = observer.on_delta if s.stream else None
         pending = pending_tool_calls(history)
         if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
-            await self._resume(pending, history, ctx, observer)
+            await self._batch(pending, history, ctx, observer)
         for round_ in range(s.max_tool_iterations + 1):
+            if round_ and control is not None and control.steer_requested():
+                raise TurnSteered(round_)
             request = LLMRequest(
                 model=s.model,
                 messages=context.messages(history, turn_start),
@@ -103,21 +112,10 @@ class AgentLoop:
                 break
             history.append(assistant)
             await observer.on_messages([assistant])
-            try:
-                results = await self.tools.execute_batch(response.tool_calls, ctx, observer)
-            except asyncio.CancelledError:
-                cancelled = [
-                    ChatMessage.tool_result(c, CANCELLED_RESULT) for c in response.tool_calls
-                ]
-                history.extend(cancelled)
-                await observer.on_messages(cancelled)
-                raise
-            messages = [
-                ChatMessage.tool_result(r.call, cut_tool_result(r.content, s.tool_result_max_chars))
-                for r in results
-            ]
-            history.extend(messages)
-            await observer.on_messages(messages)
+            held = control.held(response.tool_calls, ctx) if control is not None else ()
+            if held and control is not None and control.can_pause:
+                raise ApprovalRequired(assistant, held)
+            await self._batch(response.tool_calls, history, ctx, observer, refused=held)
         reply = ChatMessage(
             Role.ASSISTANT,
             f"I stopped after {s.max_tool_iterations} rounds of tool calls without reaching an "
@@ -126,18 +124,26 @@ class AgentLoop:
         history.append(reply)
         return TurnResult(reply, s.max_tool_iterations)
 
-    async def _resume(
+    async def _batch(
         self,
         calls: Sequence[ToolCall],
         history: list[ChatMessage],
         ctx: ToolContext,
         observer: TurnObserver,
+        *,
+        refused: Sequence[ToolCall] = (),
     ) -> None:
-        """Run the calls a crash left without results (kept separate from the
-        round above so that changes to how a round runs its batch merge
-        cleanly; the same steps)."""
+        """Run one batch and store a result for every call, in call order: a
+        call in `refused` (held for approval where nobody can be asked) gets
+        `APPROVAL_REFUSED` instead of running; all get `[cancelled]` if the
+        batch is cancelled."""
+        skip = {id(c) for c in refused}
         try:
-            results = await self.tools.execute_batch(calls, ctx, observer)
+            results = iter(
+                await self.tools.execute_batch(
+                    [c for c in calls if id(c) not in skip], ctx, observer
+                )
+            )
         except asyncio.CancelledError:
             cancelled = [ChatMessage.tool_result(c, CANCELLED_RESULT) for c in calls]
             history.extend(cancelled)
@@ -145,7 +151,13 @@ class AgentLoop:
             raise
         limit = self.settings.tool_result_max_chars
         messages = [
-            ChatMessage.tool_result(r.call, cut_tool_result(r.content, limit)) for r in results
+            ChatMessage.tool_result(
+                c,
+                APPROVAL_REFUSED
+                if id(c) in skip
+                else cut_tool_result(next(results).content, limit),
+            )
+            for c in calls
         ]
         history.extend(messages)
         await observer.on_messages(messages)

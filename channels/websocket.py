@@ -41,8 +41,22 @@ from channels.base import (
     origin_allowed,
 )
 from channels.ws_directory import QUERY_TYPES, QueryError, answer_query
-from channels.ws_input import Identity, ProtocolError, TokenBook, parse_frame, safe_id
-from gateway.bus import BusClosed, ChannelEvent, EventKind, InboundMessage, OutboundMessage
+from channels.ws_input import (
+    Identity,
+    ProtocolError,
+    TokenBook,
+    approve_text,
+    parse_frame,
+    safe_id,
+)
+from gateway.bus import (
+    ApprovalAsk,
+    BusClosed,
+    ChannelEvent,
+    EventKind,
+    InboundMessage,
+    OutboundMessage,
+)
 
 __all__ = [
     "CLOSE_BAD_FRAMES",
@@ -146,6 +160,11 @@ class WebSocketChannel(Channel):
             earlier = written is not None and since is not None and written < since
             return _frame("message", **fields, earlier=earlier)
 
+        if (ask := ApprovalAsk.of(message)) is not None:  # before its text (docs/PROTOCOL.md)
+            frame = _frame(
+                "approval_request", **fields, approval_id=ask.approval_id, tools=ask.tools
+            )
+            await self._broadcast(message.chat_id, frame)
         if not await self._broadcast_each(message.chat_id, render):
             raise RecipientOffline(f"no client connected for chat {message.chat_id}")
         return SendResult((str(message.outbox_id),))
@@ -306,6 +325,11 @@ class WebSocketChannel(Channel):
                 await ws.send_str(_frame("pong", id=frame_id))
             elif kind == "message":
                 await self._on_message(ws, chat_id, identity, frame)
+            elif kind == "approve":  # answered like the command it stands for
+                as_text = {"id": frame.get("id"), "sender_id": frame.get("sender_id")}
+                await self._on_message(
+                    ws, chat_id, identity, as_text | {"text": approve_text(frame)}
+                )
             elif isinstance(kind, str) and kind in QUERY_TYPES and self._directory is not None:
                 await self._on_query(ws, chat_id, frame)
             elif kind == "hello":

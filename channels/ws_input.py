@@ -18,7 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Identity", "ProtocolError", "TokenBook", "parse_frame", "safe_id"]
+from gateway.bus import Decision, button_command
+
+__all__ = ["Identity", "ProtocolError", "TokenBook", "approve_text", "parse_frame", "safe_id"]
+
+_REASON_MAX = 500
 
 
 class ProtocolError(Exception):
@@ -48,6 +52,30 @@ def safe_id(value: Any) -> str | int | None:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
         return value
     return None
+
+
+def approve_text(frame: dict[str, Any]) -> str:
+    """An `approve` frame as the command text it stands for: `/approve N`,
+    `/deny N` or `/deny N reason` (the gateway decides whether it is taken)."""
+    approval_id, decision, reason = (
+        frame.get("approval_id"),
+        frame.get("decision"),
+        frame.get("reason"),
+    )
+    if (
+        not isinstance(approval_id, int)
+        or isinstance(approval_id, bool)
+        or not 0 < approval_id < 2**63
+    ):
+        raise ProtocolError("bad_frame", "approve.approval_id must be a positive integer")
+    if decision not in (Decision.APPROVE.value, Decision.DENY.value):
+        raise ProtocolError("bad_frame", 'approve.decision must be "approve" or "deny"')
+    if reason is not None and (not isinstance(reason, str) or len(reason) > _REASON_MAX):
+        raise ProtocolError("bad_frame", f"approve.reason must be a string of <= {_REASON_MAX}")
+    text = button_command(Decision(decision), approval_id)
+    if decision == Decision.DENY.value and reason and reason.strip():
+        text += " " + " ".join(reason.split())
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,8 @@ from gateway.access import AccessPolicy
 from gateway.access_commands import AccessCommands
 from gateway.access_gate import AccessGate
 from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
+from gateway.approval_commands import ApprovalCommands
+from gateway.approvals import Approvals, TurnControls
 from gateway.bus import MessageBus
 from gateway.channel_registry import build_channels
 from gateway.channel_runtime import (
@@ -247,6 +249,7 @@ class Gateway:
         )
         if self.mcp is not None:
             registry.add_source(self.mcp)  # offered per turn: the tools of the servers up then
+        cfg.tools.approval.check_names([*registry.names(), *cfg.tools.disabled])
         return tool_settings, registry
 
     async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
@@ -323,6 +326,9 @@ class Gateway:
         gates = ConversationGates()
         compactor = Compactor(store, gates, opener.forget, dispatcher.wake)
         self.compactor = compactor
+        approvals = Approvals(
+            store, cfg.tools.approval.policy(), dispatcher, access=self.access, clock=self.clock
+        )
         execution = ExecutionService(
             store,
             dispatcher,
@@ -340,6 +346,7 @@ class Gateway:
                     agents,
                     max_concurrent=cfg.subagents.max_concurrent,
                     default_max_execution_secs=cfg.subagents.default_max_execution_secs,
+                    control=TurnControls(approvals, can_pause=False),
                 ),
                 files=OutboxFileSender(dispatcher, by_name, self.loaded.media_dir),
             ),
@@ -348,6 +355,7 @@ class Gateway:
             typing_delay_secs=cfg.gateway.typing_delay_secs,
             chat_policies=build_chat_policies(cfg, self.channels),
             clock=self.clock,
+            approvals=approvals,
         )
         sessions = SessionManager(
             execution,
@@ -359,6 +367,7 @@ class Gateway:
             budget=self.budget,
         )
         self.sessions = sessions
+        approvals.dispatch = lambda item: sessions.dispatch(item, force=True)
         SessionCommands(
             store,
             sessions,
@@ -372,6 +381,7 @@ class Gateway:
         )
         AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
         MemoryCommands(store.memories, memory.summary_file, self.commands)
+        ApprovalCommands(approvals, sessions, self.commands)
         dead_letters = DeadLetterSink(store, self.metrics)
         processor = InboundProcessor(
             self.bus,
@@ -394,6 +404,7 @@ class Gateway:
             *(channel_service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
+            approvals,  # after the sessions: answered approvals go back into their queues
             compactor,
             processor.lanes,
             processor,  # recovery, then ingress

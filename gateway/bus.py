@@ -15,6 +15,7 @@ crash runs exactly as it was asked for. Control data never travels in
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,9 +24,11 @@ from typing import Any, Final
 
 __all__ = [
     "CHAT_REQUEST",
+    "ApprovalAsk",
     "BusClosed",
     "ChannelEvent",
     "ChatType",
+    "Decision",
     "Delivery",
     "EventKind",
     "InboundMessage",
@@ -39,8 +42,10 @@ __all__ = [
     "ToolActivity",
     "ToolStatus",
     "TurnRequest",
+    "button_command",
     "make_storable",
     "new_idempotency_key",
+    "parse_button",
     "reply_handle",
     "storable",
 ]
@@ -354,3 +359,53 @@ class MessageBus:
             return None
         self._room.release()
         return message
+
+
+# -- approval requests (gateway.approvals, docs/approvals.md) -----------------
+# An outbound message that asks a person to approve held tool calls carries an
+# `ApprovalAsk` in its metadata (the only metadata key this section owns). A
+# channel with buttons shows Approve / Deny; a press comes back as the plain
+# command text `/approve N` or `/deny N`, so it passes the same inbox, access
+# policy and command path as a typed command, and the gateway decides who may
+# answer. Channels never decide approvals themselves.
+
+_APPROVAL_KEY = "approval"
+
+
+class Decision(StrEnum):
+    APPROVE = "approve"
+    DENY = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAsk:
+    approval_id: int
+    tools: tuple[str, ...]  # the held calls' tool names
+    # the chat is a group: for a platform whose button press does not say so (Feishu)
+    group: bool = False
+
+    def metadata(self) -> dict[str, Any]:
+        ask = {"id": self.approval_id, "tools": list(self.tools), "group": self.group}
+        return {_APPROVAL_KEY: ask}
+
+    @staticmethod
+    def of(message: OutboundMessage) -> ApprovalAsk | None:
+        raw = message.metadata.get(_APPROVAL_KEY)
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), int):
+            return None
+        tools = raw.get("tools")
+        names = tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else ()
+        return ApprovalAsk(raw["id"], names, raw.get("group") is True)
+
+
+def button_command(decision: Decision, approval_id: int) -> str:
+    """The callback payload of a button, and the command text it becomes."""
+    return f"/{decision.value} {approval_id}"
+
+
+_BUTTON = re.compile(r"^/(approve|deny) (\d{1,18})$")
+
+
+def parse_button(payload: str) -> str | None:
+    """The command text of a button payload; None for anything we did not send."""
+    return payload if _BUTTON.match(payload) else None

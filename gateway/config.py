@@ -43,6 +43,7 @@ from gateway.config_agents import (
     ModelPrices,
     ProviderConfig,
 )
+from gateway.config_approval import ApprovalConfig
 from gateway.config_skills import SkillsConfig
 from gateway.config_subagents import SessionMessageToolConfig, SubagentsConfig
 from scheduler.config import SchedulerConfig
@@ -74,6 +75,7 @@ class ConfigError(Exception):
 class QueueMode(StrEnum):
     COLLECT = "collect"
     FOLLOWUP = "followup"
+    STEER = "steer"  # a message mid-turn ends the turn at its next safe boundary
 
 
 def check_admin_entry(entry: str) -> str:
@@ -181,6 +183,7 @@ class ToolsConfig(FrozenModel):
     http: HttpToolConfig = Field(default_factory=HttpToolConfig)
     bash: BashToolConfig = Field(default_factory=BashToolConfig)
     send_session_message: SessionMessageToolConfig = Field(default_factory=SessionMessageToolConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
 
 class TimeConfig(FrozenModel):

@@ -38,7 +38,9 @@ from agent.messages import ChatMessage, Marker, ToolCall
 from agent.providers.base import ProviderError
 from agent.subagents.types import TASK_TOOL
 from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices, ToolSettings
+from agent.turn_control import ApprovalRequired, TurnSteered
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
+from gateway.approvals import Approvals, PauseRequest, TurnControls
 from gateway.bus import (
     ChannelEvent,
     ChatType,
@@ -63,7 +65,7 @@ from gateway.session_reset import Clock, utc_now
 from gateway.tool_progress import ToolDisplay, ToolProgress
 from gateway.transcription import transcribe_items
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
-from gateway.work import ReplySink, TurnOutcome, WorkItem, session_base_id
+from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.store import Store
 from storage.turns import Opening
 
@@ -185,9 +187,11 @@ class ExecutionService:
         typing_delay_secs: float = 0.0,
         chat_policies: Mapping[str, ChatPolicy] | None = None,
         clock: Clock = utc_now,
+        approvals: Approvals | None = None,
     ) -> None:
         """`chat_policies`: per channel (default: no resets, no tool progress);
-        `clock`: now, timezone-aware (tests move it across reset times)."""
+        `clock`: now, timezone-aware (tests move it across reset times);
+        `approvals`: tool calls held for a person's yes (None: none are)."""
         self.store = store
         self.sink = sink
         self.agents = agents
@@ -199,23 +203,31 @@ class ExecutionService:
         self.typing_delay_secs = typing_delay_secs
         self.chat_policies = dict(chat_policies or {})
         self.clock = clock
+        self.approvals = approvals
 
     async def run_turn(
-        self, items: Sequence[WorkItem], *, stop_requested: Callable[[], bool]
+        self,
+        items: Sequence[WorkItem],
+        *,
+        stop_requested: Callable[[], bool],
+        steer_requested: Callable[[], bool] | None = None,
     ) -> TurnOutcome:
+        """`steer_requested`: a newer message wants the turn to end at its next
+        safe boundary (gateway.sessions, queue mode steer)."""
         channel, chat_id = items[0].conversation
+        controls = TurnControls(self.approvals, steer_requested)
         try:
-            return await self._run_turn(items, stop_requested)
+            return await self._run_turn(items, stop_requested, controls)
         except StaleTurn as exc:  # nothing of it was stored: run it again from storage
             log.error("turn_cache_stale", reason=str(exc))
             self.opener.forget(channel, chat_id)
-            return await self._run_turn(items, stop_requested)
+            return await self._run_turn(items, stop_requested, controls)
         except BaseException:  # whatever it stored, the cached history is not it
             self.opener.forget(channel, chat_id)
             raise
 
     async def _run_turn(
-        self, items: Sequence[WorkItem], stop_requested: Callable[[], bool]
+        self, items: Sequence[WorkItem], stop_requested: Callable[[], bool], controls: TurnControls
     ) -> TurnOutcome:
         first = items[0].message
         plan = _Plan(
@@ -232,8 +244,19 @@ class ExecutionService:
             profile = self.agents.resolve(plan.channel, plan.request.agent)
         except UnknownAgent as exc:
             return await self._refuse(plan, exc)
+        if self.approvals is not None and not await self.approvals.before_turn(
+            plan.items[0],
+            profile.tools,
+            lambda session_id: self._tool_context(plan, session_id, None),
+            run_id=plan.run_id,
+            max_chars=profile.loop.tool_result_max_chars,
+        ):
+            return TurnOutcome(ok=True)  # answered already: nothing to carry on
         turn = await self._open(plan, profile)
-        reply, text, outcome = await self._run(plan, profile, turn, stop_requested)
+        reply, text, outcome = await self._run(plan, profile, turn, stop_requested, controls)
+        if outcome.paused:
+            self.opener.forget(plan.channel, plan.chat_id)
+            return outcome
         await self._finish(
             plan, turn, reply, self._deliver(plan, outcome, text), failed=not outcome.ok
         )
@@ -250,6 +273,21 @@ class ExecutionService:
         return outcome
 
     # -- phases ------------------------------------------------------------------
+    def _tool_context(self, plan: _Plan, session_id: str, seq: int | None) -> ToolContext:
+        message = plan.items[0].message
+        return ToolContext(
+            session_id=session_id,
+            channel=plan.channel,
+            chat_id=plan.chat_id,
+            sender_id=message.sender_id,
+            settings=self.tool_settings,
+            message_id=message.message_id,
+            message_seq=seq,
+            run_id=plan.run_id,
+            services=self.services,
+            reply_to=plan.reply_to,
+        )
+
     async def _open(self, plan: _Plan, profile: AgentProfile) -> OpenedTurn:
         resume = plan.items[0].resume
         request = plan.request
@@ -297,6 +335,7 @@ class ExecutionService:
         profile: AgentProfile,
         turn: OpenedTurn,
         stop_requested: Callable[[], bool],
+        controls: TurnControls,
     ) -> tuple[ChatMessage | None, str, TurnOutcome]:
         """The agent loop with typing and streaming around it: the reply (None
         when the turn failed), the text for the chat, and the outcome."""
@@ -311,18 +350,7 @@ class ExecutionService:
         display = ToolDisplay.OFF if silent else self._policy(plan.channel).tools
         progress = ToolProgress(self.sink, event, display)
         observer = _Observer(self.store, self.sink, turn, plan.run_id, event, progress)
-        ctx = ToolContext(
-            session_id=turn.session_id,
-            channel=plan.channel,
-            chat_id=plan.chat_id,
-            sender_id=first.sender_id,
-            settings=self.tool_settings,
-            message_id=first.message_id,
-            message_seq=user_message_seq(turn),
-            run_id=plan.run_id,
-            services=self.services,
-            reply_to=plan.reply_to,
-        )
+        ctx = self._tool_context(plan, turn.session_id, user_message_seq(turn))
         try:
             context = await profile.context.prepare(
                 TurnFacts(
@@ -335,11 +363,19 @@ class ExecutionService:
                 )
             )
             loop = AgentLoop(profile.provider, profile.tools, profile.loop)
-            result = await loop.run(turn.history, ctx, observer, context)
+            result = await loop.run(turn.history, ctx, observer, context, control=controls)
             await observer.flush_deltas()  # the deltas add up to the whole reply
             await progress.flush()
             reply = result.reply
             return reply, reply.content.strip() or EMPTY_REPLY, TurnOutcome(ok=True)
+        except ApprovalRequired as held:
+            await progress.flush()
+            await self._pause(plan, turn, held)
+            return None, "", PAUSED_OUTCOME
+        except TurnSteered as steered:
+            log.info("turn_steered", rounds=steered.rounds)
+            await progress.flush()
+            return None, "", TurnOutcome(ok=True)  # the steering message's turn answers
         except asyncio.CancelledError:
             if not stop_requested():
                 log.info("turn_checkpointed")  # shutdown: recovery re-runs it
@@ -361,6 +397,22 @@ class ExecutionService:
             return None, GENERIC_FAILURE, TurnOutcome(ok=False, error=type(exc).__name__)
         finally:
             await typing.stop()
+
+    async def _pause(self, plan: _Plan, turn: OpenedTurn, held: ApprovalRequired) -> None:
+        assert self.approvals is not None
+        await self.approvals.pause(
+            PauseRequest(
+                turn.session_id,
+                plan.run_id,
+                plan.items[0].message,
+                plan.inbox_ids,
+                held.assistant,
+                held.held,
+                turn.deferred,
+                plan.items[0].approval_id,
+            )
+        )
+        turn.deferred = None
 
     @staticmethod
     def _deliver(plan: _Plan, outcome: TurnOutcome, text: str) -> tuple[str, str]:
@@ -402,16 +454,25 @@ class ExecutionService:
             if out is not None and row_id is not None:
                 self.sink.handoff(out, row_id)
 
-        await self.store.finish_turn(
-            turn.session_id,
-            plan.run_id,
-            reply,
-            turn.deferred,
-            out,
-            plan.inbox_ids,
-            on_commit=hand_over,
-            failed=failed,
-        )
+        approval_id = plan.items[0].approval_id
+        if approval_id is not None:  # the approval it carried on from is done with it
+            await self.store.approvals.finish_turn(
+                approval_id, turn.session_id, plan.run_id, reply, turn.deferred, out,
+                plan.inbox_ids, on_commit=hand_over, failed=failed,
+            )  # fmt: skip
+            if self.approvals is not None:
+                self.approvals.finished(plan.channel, plan.chat_id, approval_id)
+        else:
+            await self.store.finish_turn(
+                turn.session_id,
+                plan.run_id,
+                reply,
+                turn.deferred,
+                out,
+                plan.inbox_ids,
+                on_commit=hand_over,
+                failed=failed,
+            )
         turn.deferred = None
 
     async def _refuse(self, plan: _Plan, exc: UnknownAgent) -> TurnOutcome:

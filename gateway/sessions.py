@@ -4,7 +4,9 @@ Each conversation (channel, chat_id) with work gets a worker task in the
 gateway's TaskGroup; the worker exits when its queue is empty, so idle chats
 cost nothing. A global semaphore caps concurrent turns. Messages arriving
 during a turn wait in the conversation's bounded queue: in `collect` mode the
-next turn takes them all at once, in `followup` mode one by one.
+next turn takes them all at once, in `followup` mode one by one; in `steer`
+mode (and for `/steer TEXT` in any mode) they also ask the running turn to end
+at its next safe boundary (agent.turn_control), and the next turn takes them.
 `ConversationGates` holds a conversation between turns for whoever must
 change it without a turn running (compaction).
 """
@@ -63,6 +65,7 @@ class _Conversation:
     worker: asyncio.Task[None] | None = None
     turn: asyncio.Task[TurnOutcome] | None = None
     stop_requested: bool = False
+    steer_requested: bool = False
 
 
 class SessionManager:
@@ -134,11 +137,22 @@ class SessionManager:
         if len(conv.pending) >= self.max_pending and not force:
             return False
         conv.pending.append(item)
+        if self.queue_mode is QueueMode.STEER and not item.resume:
+            conv.steer_requested = conv.turn is not None
         if conv.worker is None:
             self._idle.clear()
             conv.worker = self._tg.create_task(
                 self._work(conv), name=f"conversation:{key[0]}:{key[1]}"
             )
+        return True
+
+    def steer(self, item: WorkItem) -> bool:
+        """Queue `item` and ask the running turn (if any) to end at its next
+        safe boundary so that `item` takes over; False when the queue is full."""
+        if not self.dispatch(item):
+            return False
+        conv = self._conversations[item.conversation]
+        conv.steer_requested = conv.turn is not None
         return True
 
     def stop_turn(self, channel: str, chat_id: str) -> bool:
@@ -154,15 +168,18 @@ class SessionManager:
     def _take(self, conv: _Conversation) -> list[WorkItem]:
         first = conv.pending.popleft()
         batch = [first]
+        if first.approval_id is not None:
+            return batch  # it carries on from an answered approval, alone
         if first.resume:
             # a recovered turn covers every inbox row it had started
             while (
                 conv.pending
                 and conv.pending[0].resume
+                and conv.pending[0].approval_id is None
                 and conv.pending[0].session_id == first.session_id
             ):
                 batch.append(conv.pending.popleft())
-        elif self.queue_mode is QueueMode.COLLECT:
+        elif self.queue_mode is not QueueMode.FOLLOWUP:
             while conv.pending and not conv.pending[0].resume:
                 batch.append(conv.pending.popleft())
         return batch
@@ -173,9 +190,13 @@ class SessionManager:
                 batch = self._take(conv)
                 outcome: TurnOutcome | None = None
                 async with self._slots, self.gates.hold(conv.key):
-                    conv.stop_requested = False
+                    conv.stop_requested = conv.steer_requested = False
                     conv.turn = asyncio.create_task(
-                        self.execution.run_turn(batch, stop_requested=lambda: conv.stop_requested),
+                        self.execution.run_turn(
+                            batch,
+                            stop_requested=lambda: conv.stop_requested,
+                            steer_requested=lambda: conv.steer_requested,
+                        ),
                         name=f"turn:{conv.key[0]}:{conv.key[1]}",
                     )
                     try:

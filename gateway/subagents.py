@@ -37,6 +37,7 @@ from agent.subagents.types import (
     child_session_id,
 )
 from agent.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
+from agent.turn_control import TurnControl
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.config import LoadedConfig
 from storage.store import Store
@@ -84,10 +85,14 @@ class SubagentRunner:
         *,
         max_concurrent: int,
         default_max_execution_secs: float,
+        control: TurnControl | None = None,
     ) -> None:
+        """`control`: the approval policy as a child sees it (it cannot pause,
+        so a held call is refused: agent.turn_control)."""
         self.store = store
         self.agents = agents
         self.default_secs = default_max_execution_secs
+        self.control = control
         self._slots = asyncio.Semaphore(max_concurrent)
 
     async def run(self, task: SubagentTask, ctx: ToolContext) -> str:
@@ -136,7 +141,9 @@ class SubagentRunner:
         try:
             async with asyncio.timeout(child.secs):
                 context = await profile.context.prepare(facts)
-                result = await loop.run(opened.history, child_ctx, observer, context)
+                result = await loop.run(
+                    opened.history, child_ctx, observer, context, control=self.control
+                )
         except TimeoutError:
             log_.warning("subagent_timed_out", secs=child.secs)
             await self.store.transcripts.close_child(

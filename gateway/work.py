@@ -9,7 +9,7 @@ from typing import Protocol
 
 from gateway.bus import ChannelEvent, InboundMessage, OutboundMessage
 
-__all__ = ["ReplySink", "TurnOutcome", "WorkItem", "session_base_id"]
+__all__ = ["PAUSED_OUTCOME", "ReplySink", "TurnOutcome", "WorkItem", "session_base_id"]
 
 
 def session_base_id(channel: str, chat_id: str) -> str:
@@ -23,6 +23,7 @@ class WorkItem:
     message: InboundMessage
     resume: bool = False  # the user message is already in the transcript
     session_id: str | None = None  # known when resuming
+    approval_id: int | None = None  # carries on from this answered approval (gateway.approvals)
 
     @property
     def conversation(self) -> tuple[str, str]:
@@ -34,9 +35,12 @@ class TurnOutcome:
     ok: bool
     stopped: bool = False
     error: str | None = None
+    paused: bool = False  # stopped before tool calls that wait for a person
 
 
 STOPPED_OUTCOME = TurnOutcome(ok=False, stopped=True, error="the turn was stopped")
+# the turn stopped before tool calls that wait for a person (gateway.approvals)
+PAUSED_OUTCOME = TurnOutcome(ok=True, paused=True)
 
 
 class ReplySink(Protocol):

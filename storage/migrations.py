@@ -288,6 +288,30 @@ CREATE UNIQUE INDEX outbox_idempotency_key ON outbox (idempotency_key);
 """
 
 
+# Tool calls held for a person's approval (storage/approvals.py, docs/approvals.md).
+_V10_APPROVALS = """
+CREATE TABLE approvals (
+    id          INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL,
+    channel     TEXT NOT NULL,
+    chat_id     TEXT NOT NULL,
+    requester   TEXT NOT NULL,   -- the sender whose turn asked for the calls
+    message     TEXT NOT NULL,   -- that turn's inbound message (inbox JSON), to resume it
+    inbox_ids   TEXT NOT NULL,   -- JSON list: the turn's inbox rows (closed at the pause)
+    calls       TEXT NOT NULL,   -- JSON list of the batch's calls {id, name, arguments}
+    held        TEXT NOT NULL,   -- JSON list of the ids of the calls that need approval
+    state       TEXT NOT NULL,   -- pending | approved | denied | executing | settled | done
+    decision    TEXT,            -- approve | deny, once decided
+    reason      TEXT,            -- a denial's reason
+    decided_by  TEXT,            -- channel:sender_id, or "timeout"
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE INDEX approvals_open ON approvals (channel, chat_id) WHERE state != 'done';
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -298,4 +322,5 @@ MIGRATIONS: list[str] = [
     _V7_SKILL_EVENTS,
     _V8_NO_MEMORY_FTS,
     _V9_OUTBOX_IDEMPOTENCY_KEY,
+    _V10_APPROVALS,
 ]

@@ -30,6 +30,7 @@ from storage import (
     skill_events,
     turns,
 )
+from storage.approval_store import ApprovalStore
 from storage.clock import now_iso
 from storage.compaction import commit_compaction
 from storage.conversations import RecentHistory, Replaced, SessionStats
@@ -53,6 +54,7 @@ class Store:
         self.db = db
         self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
         self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
+        self.approvals = ApprovalStore(db)  # held tool calls (docs/approvals.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

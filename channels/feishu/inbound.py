@@ -23,6 +23,7 @@ import structlog
 
 from channels.base import ChannelError, ChannelRuntime
 from channels.feishu.api import FeishuApi
+from channels.feishu.cards import CARD_ACTION_EVENT, card_press
 from channels.feishu.config import FeishuConfig
 from channels.feishu.parse import (
     MESSAGE_EVENT,
@@ -118,6 +119,10 @@ class InboundHandler:
 
     async def handle(self, envelope: Envelope) -> None:
         """Record one event; returns once durable (or deliberately ignored)."""
+        if envelope.event_type == CARD_ACTION_EVENT:  # Approve / Deny (channels/feishu/cards.py)
+            if (press := card_press(envelope, "feishu")) is not None:
+                await self._runtime.bus.submit(press)
+            return
         if envelope.event_type != MESSAGE_EVENT:
             log.debug("feishu: event type ignored", event_type=envelope.event_type)
             return

@@ -32,7 +32,8 @@ import structlog
 
 from channels.base import PermanentSendError, SendResult, StateStore, split_text
 from channels.feishu.api import FeishuApi, FeishuApiError
-from gateway.bus import MediaKind, MediaRef, OutboundMessage
+from channels.feishu.cards import approval_card
+from gateway.bus import ApprovalAsk, MediaKind, MediaRef, OutboundMessage
 
 __all__ = ["Rendering", "idempotency_key", "receive_id_type", "render", "renderings", "send_reply"]
 
@@ -119,8 +120,10 @@ class _Delivery:
         self.target = target
         self.in_thread = in_thread
 
-    async def part(self, index: int, text: str, cards: bool) -> str:
+    async def part(self, index: int, text: str, cards: bool, ask: ApprovalAsk | None = None) -> str:
         options = renderings(text, cards=cards)
+        if ask is not None:  # with Approve / Deny buttons; the text names the commands too
+            options = [Rendering("interactive", approval_card(text, ask)), _text(text)]
         for n, rendering in enumerate(options):
             last = n == len(options) - 1
             key = idempotency_key(self.message.idempotency_key, index) + rendering.key_suffix
@@ -227,12 +230,14 @@ async def send_reply(
     this reply as it was generated) instead of a new message."""
     delivery = _Delivery(api, message, target, reply_in_thread)
     parts = split_text(message.text, limit) if message.text.strip() else []
+    ask = ApprovalAsk.of(message)  # its buttons go on the last part (channels/feishu/cards.py)
     ids: list[str] = []
     for index, part in enumerate(parts):
         streamed = None
-        if streaming and index == 0:
+        if streaming and index == 0 and ask is None:
             streamed = await _streamed_part(api, message, part, stream_card, state)
-        ids.append(streamed or await delivery.part(index, part, cards))
+        last_ask = ask if index == len(parts) - 1 else None
+        ids.append(streamed or await delivery.part(index, part, cards, last_ask))
     for index, media in enumerate(message.media, start=len(parts)):
         if state is None:
             raise PermanentSendError("feishu: files need the channel state")

@@ -34,6 +34,7 @@ from channels.base import (
     split_text,
 )
 from channels.progress import LiveProgress
+from channels.telegram.buttons import answer_press, approval_keyboard, button_press
 from channels.telegram.config import WEBHOOK_PATH, TelegramConfig, TelegramMode
 from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
 from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
@@ -259,6 +260,9 @@ class TelegramChannel(Channel):
         me, runtime = self._me, self._require_runtime()
         if me is None:
             raise RuntimeError("telegram update before connect")
+        if update.callback_query is not None:
+            await self._on_press(update, runtime)
+            return
         try:
             parsed = parse_update(update, me, edits=self.config.edited_messages)
         except Exception as exc:
@@ -273,6 +277,16 @@ class TelegramChannel(Channel):
         message = await self._to_inbound(parsed)
         receipt = await runtime.bus.submit(message)
         log.debug("telegram message recorded", message_id=message.message_id, receipt=receipt.value)
+
+    async def _on_press(self, update: Update, runtime: ChannelRuntime) -> None:
+        """An Approve / Deny press: recorded as the command it stands for."""
+        message = button_press(update, self.name)
+        if message is not None:
+            receipt = await runtime.bus.submit(message)
+            log.debug(
+                "telegram press recorded", message_id=message.message_id, receipt=receipt.value
+            )
+        await answer_press(self._require_bot(), update)
 
     async def _to_inbound(self, parsed: ParsedMessage) -> InboundMessage:
         media: list[MediaRef] = []
@@ -322,6 +336,7 @@ class TelegramChannel(Channel):
         parts = split_text(message.text, TEXT_LIMIT) if message.text.strip() and not caption else []
         reply_to = _reply_target(message)
         _, thread_id = parse_handle(message.reply_to_message_id)  # every part stays in the topic
+        markup = approval_keyboard(message)  # buttons under the last part
         progress = self._parts
         assert progress is not None  # made in start(), with the sender
         sent = await progress.sent(message)
@@ -346,6 +361,7 @@ class TelegramChannel(Channel):
                             part,
                             reply_to if index == 0 else None,
                             thread_id=thread_id,
+                            markup=markup if index == len(parts) - 1 else None,
                         )
                     )
             except ChannelError:

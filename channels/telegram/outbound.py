@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import structlog
-from telegram import Bot, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -96,11 +96,13 @@ class TelegramSender:
         reply_to: int | None = None,
         *,
         thread_id: int | None = None,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> int:
         """Send one part (≤4096 chars) rendered as HTML; returns Telegram's message id.
-        `thread_id`: the forum topic it belongs in (None: the chat itself)."""
+        `thread_id`: the forum topic it belongs in (None: the chat itself);
+        `markup`: buttons under it (channels/telegram/buttons.py)."""
         return await self._call(
-            chat_id, lambda target: self._send_once(target, markdown, reply_to, thread_id)
+            chat_id, lambda target: self._send_once(target, markdown, reply_to, thread_id, markup)
         )
 
     async def send_plain(self, chat_id: str, text: str, *, thread_id: int | None = None) -> int:
@@ -165,7 +167,12 @@ class TelegramSender:
         await self._call(chat_id, op)
 
     async def _send_once(
-        self, target: str, markdown: str, reply_to: int | None, thread_id: int | None
+        self,
+        target: str,
+        markdown: str,
+        reply_to: int | None,
+        thread_id: int | None,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> int:
         reply = (
             ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
@@ -179,13 +186,18 @@ class TelegramSender:
                 parse_mode=ParseMode.HTML,
                 reply_parameters=reply,
                 message_thread_id=thread_id,
+                reply_markup=markup,
             )
         except BadRequest as exc:
             if not _is_parse_error(exc):
                 raise
             log.info("telegram rejected HTML; resending as plain text", chat_id=target)
             message = await self._bot.send_message(
-                target, markdown, reply_parameters=reply, message_thread_id=thread_id
+                target,
+                markdown,
+                reply_parameters=reply,
+                message_thread_id=thread_id,
+                reply_markup=markup,
             )
         return message.message_id
 

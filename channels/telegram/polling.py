@@ -33,8 +33,9 @@ __all__ = ["ALLOWED_UPDATES", "OFFSET_KEY", "RawUpdatesBot", "UpdatePoller"]
 
 log = structlog.get_logger("channels.telegram")
 OFFSET_KEY = "offset"
-# edits arrive too; whether they become turns is `channels.telegram.edited_messages`
-ALLOWED_UPDATES = ("message", "edited_message")
+# edits arrive too (whether they become turns is `channels.telegram.edited_messages`),
+# and button presses (channels/telegram/buttons.py)
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
 _MAX_BACKOFF = 60.0
 _CONFIRM_SECS = 2.0
 _READ_MARGIN_SECS = 10.0  # beyond the long-poll timeout before a read gives up

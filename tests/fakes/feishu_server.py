@@ -515,6 +515,47 @@ def message_event(
     }
 
 
+def card_action_event(
+    card: Sent,
+    label: str,
+    *,
+    operator: str = "ou_user1",
+    chat_id: str = "oc_chat1",
+    event_id: str | None = None,
+    token: str = VERIFICATION_TOKEN,
+) -> dict[str, Any]:
+    """A user presses the button `label` on the card the bot sent (`card`):
+    the `card.action.trigger` callback in the v2.0 envelope, as Feishu sends it,
+    echoing the button's `value`."""
+    buttons = [
+        b for el in card.content["elements"] if el.get("tag") == "action" for b in el["actions"]
+    ]
+    [button] = [b for b in buttons if b["text"]["content"] == label]
+    return {
+        "schema": "2.0",
+        "header": {
+            "event_id": event_id or uuid.uuid4().hex,
+            "token": token,
+            "create_time": str(int(time.time() * 1000)),
+            "event_type": "card.action.trigger",
+            "tenant_key": "tenant1",
+            "app_id": APP_ID,
+        },
+        "event": {
+            "operator": {
+                "tenant_key": "tenant1",
+                "open_id": operator,
+                "user_id": "u_" + operator,
+                "union_id": "on_x",
+            },
+            "token": "c-" + uuid.uuid4().hex,
+            "action": {"value": button["value"], "tag": "button"},
+            "host": "im_message",
+            "context": {"open_message_id": card.message_id, "open_chat_id": chat_id},
+        },
+    }
+
+
 def mention(key: str, open_id: str, name: str) -> dict[str, Any]:
     return {"key": key, "id": {"open_id": open_id, "user_id": "", "union_id": ""}, "name": name}
 

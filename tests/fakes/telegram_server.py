@@ -107,6 +107,7 @@ class FakeTelegram:
         self.downloads: list[str] = []
         self.forums: dict[int, set[int]] = {}  # forum supergroup id -> its topic thread ids
         self._next_update_id = 1000
+        self._next_callback = 0
         self._next_message_id: dict[int, int] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._outages: dict[str, int] = {}  # method -> HTTP status while it is down
@@ -199,6 +200,33 @@ class FakeTelegram:
         if topics is None or int(raw) not in topics:
             return _error(400, "Bad Request: message thread not found")
         return None
+
+    async def press(
+        self, sent: Call, data: str, *, user_id: int = 42, username: str | None = "alice"
+    ) -> dict[str, Any]:
+        """A user presses the inline button `data` under the bot's message `sent`
+        (a sendMessage call): the `callback_query` update Telegram delivers."""
+        chat_id = int(sent.params["chat_id"])
+        chat: dict[str, Any] = {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"}
+        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": "Alice"}
+        if username:
+            user["username"] = username
+        self._next_callback += 1
+        query = {
+            "id": str(4_000_000 + self._next_callback),
+            "from": user,
+            "message": {
+                "message_id": int(sent.params["_message_id"]),
+                "date": int(time.time()),
+                "chat": chat,
+                "from": {"id": BOT_ID, "is_bot": True, "first_name": "Pico"},
+                "text": sent.params["_visible"],
+                "reply_markup": json.loads(sent.params["reply_markup"]),
+            },
+            "chat_instance": "-7000",
+            "data": data,
+        }
+        return await self.add_update({"callback_query": query})
 
     def add_file(self, content: bytes, file_path: str = "photos/file_0.jpg") -> str:
         file_id = f"FILE{len(self.files)}"
@@ -380,6 +408,11 @@ class FakeTelegram:
         if len(text) > 4096:
             await self._record(call)
             return _error(400, "Bad Request: message is too long")
+        if "reply_markup" in call.params and not _valid_inline_keyboard(
+            call.params["reply_markup"]
+        ):
+            await self._record(call)
+            return _error(400, "Bad Request: can't parse reply keyboard markup JSON object")
         message = {
             "message_id": self._message_id(chat_id),
             "date": int(time.time()),
@@ -392,6 +425,12 @@ class FakeTelegram:
         call.params["_message_id"] = str(message["message_id"])
         await self._record(call)
         return _ok(message)
+
+    async def _m_answerCallbackQuery(self, call: Call) -> web.Response:
+        await self._record(call)
+        if not call.params.get("callback_query_id"):
+            return _error(400, "Bad Request: query is too old and response timeout expired")
+        return _ok(True)
 
     async def _m_editMessageText(self, call: Call) -> web.Response:
         text = call.params.get("text", "")
@@ -477,6 +516,28 @@ class FakeTelegram:
                 "file_path": file_path,
             }
         )
+
+
+def _valid_inline_keyboard(raw: str) -> bool:
+    """An InlineKeyboardMarkup as Telegram checks it: rows of buttons, each with
+    a text and callback_data of 1-64 bytes (the only kind we send)."""
+    try:
+        markup = json.loads(raw)
+    except ValueError:
+        return False
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not rows:
+        return False
+    for row in rows:
+        if not isinstance(row, list) or not row:
+            return False
+        for button in row:
+            data = button.get("callback_data") if isinstance(button, dict) else None
+            if not isinstance(button.get("text"), str) or not isinstance(data, str):
+                return False
+            if not 1 <= len(data.encode()) <= 64:
+                return False
+    return True
 
 
 def _ok(result: Any) -> web.Response:

@@ -13,7 +13,7 @@ from playwright.async_api import Dialog, Page, WebSocket, expect
 
 from agent.messages import CANCELLED_RESULT
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import make_config, newest, running_gateway, ws_client
 from tests.web.browser import PHONE, chromium, page_on, screenshot
 
 pytestmark = pytest.mark.browser
@@ -256,3 +256,27 @@ async def test_the_page_shows_the_connection_and_reconnects(home: Path, llm: Fak
                 "echo: after the restart"
             )
             await expect(page.locator(".msg.user").first).to_have_text("before the restart")
+
+
+async def test_an_approval_request_gets_buttons_that_answer_it(home: Path, llm: FakeOpenAI) -> None:
+    """The `approval_request` frame puts Approve / Deny under the request;
+    Deny sends an `approve` frame and the agent carries on (docs/approvals.md)."""
+    llm.add_tool_call("bash", {"command": "touch approved.txt"})
+    llm.add_text("Left it alone.")
+    tools = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
+    async with (
+        running_gateway(make_config(home, llm.base_url, tools=tools)) as gw,
+        chromium() as browser,
+        page_on(browser) as page,
+    ):
+        await page.goto(gw.base_url + "/")
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+        await _send(page, "make the file")
+        request = page.locator(".msg", has_text="Approval needed (#1)")
+        await expect(request.locator(".approval button")).to_have_count(2)
+        await request.locator("button", has_text="Deny").click()
+        await expect(page.locator(".msg", has_text="Left it alone.")).to_have_count(1)
+        await expect(request.locator(".approval button").first).to_be_disabled()
+        await screenshot(page, "approval")
+    assert not (home / "workspace" / "approved.txt").exists()
+    assert newest(llm.requests[1])["content"] == "[denied by user: no reason given]"

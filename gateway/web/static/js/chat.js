@@ -2,6 +2,7 @@
 // replies, tool calls), the working state, stop, and /status. Sessions are
 // changed with the chat commands sent as messages, as in every channel.
 
+import { ApprovalButtons } from "./approve.js";
 import { newId } from "./conn.js";
 import { el, setMarkdown, toolBlock, toolCall } from "./render.js";
 
@@ -21,6 +22,7 @@ export class Chat {
     this.pending = new Map(); // client message id -> {node, text, answered}
     this.commands = new Map(); // client message id of a command -> its name
     this.seen = new Set(); // outbox ids of replies shown
+    this.approvals = new ApprovalButtons(conn);
     this.busy = false;
     this.workingSince = 0;
     this.tick = null;
@@ -84,6 +86,7 @@ export class Chat {
       case "delta": return this.delta(f);
       case "tool": return this.toolFrame(f);
       case "message": return this.reply(f);
+      case "approval_request": return this.approvals.remember(f);
       case "error": return this.error(f);
       default: return undefined; // frames this page does not know yet
     }
@@ -215,6 +218,7 @@ export class Chat {
     if (f.session_id && this.viewSession && f.session_id !== this.viewSession) {
       this.label(node, `in session ${f.session_id}`);
     }
+    this.approvals.attach(f, node);
     this.scroll();
     if (f.run_id) this.attachTools(f.run_id, f.session_id, node);
     this.loadSessions(); // message counts, and the first session of a new chat

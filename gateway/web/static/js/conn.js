@@ -115,6 +115,13 @@ export class Connection extends EventTarget {
     return false;
   }
 
+  // any other frame (an `approve`); false when offline (not queued)
+  sendFrame(frame) {
+    if (!this.online) return false;
+    this.ws.send(JSON.stringify(frame));
+    return true;
+  }
+
   query(type, fields = {}) {
     if (!this.online) return Promise.reject(new Error("not connected"));
     const id = newId("q");

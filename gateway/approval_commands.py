@@ -1,0 +1,65 @@
+"""/approve, /deny and /steer: a person's say over a running agent (docs/approvals.md).
+
+/approve [N] and /deny [N] [reason] answer the chat's newest request, or #N
+(the buttons send the number). They answer with nothing when taken: the
+turn that carries on from the approval writes the chat's next reply.
+/steer TEXT sends TEXT as a message that ends the running turn at its next
+safe boundary, in any `gateway.queue_mode`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gateway.approvals import Approvals
+from gateway.bus import Decision
+from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRegistry, CommandReply
+from gateway.sessions import SessionManager
+
+__all__ = ["ApprovalCommands"]
+
+
+class ApprovalCommands:
+    def __init__(
+        self, approvals: Approvals | None, sessions: SessionManager, registry: CommandRegistry
+    ) -> None:
+        self.approvals = approvals
+        self.sessions = sessions
+        registry.add(
+            Command(
+                "approve", "/approve [N]: run the tool calls waiting for approval", self.approve
+            )
+        )
+        registry.add(
+            Command(
+                "deny", "/deny [N] [REASON]: refuse the tool calls waiting for approval", self.deny
+            )
+        )
+        registry.add(
+            Command("steer", "/steer TEXT: redirect the running task with TEXT", self.steer)
+        )
+
+    async def approve(self, call: CommandCall) -> CommandReply:
+        return await self._answer(call, Decision.APPROVE)
+
+    async def deny(self, call: CommandCall) -> CommandReply:
+        return await self._answer(call, Decision.DENY)
+
+    async def _answer(self, call: CommandCall, decision: Decision) -> CommandReply:
+        if self.approvals is None:
+            return "Nothing is waiting for approval in this chat."
+        return await self.approvals.answer(call.item.message, decision, call.args)
+
+    async def steer(self, call: CommandCall) -> CommandReply:
+        if not call.args:
+            return "Usage: /steer TEXT — what the running task should do instead."
+        item = call.item
+        steering = dataclasses.replace(
+            item, message=dataclasses.replace(item.message, text=call.args)
+        )
+        if not self.sessions.steer(steering):
+            return (
+                f"I'm still working on {self.sessions.max_pending} earlier messages in this "
+                "chat. This one was not queued: please wait for my reply and send it again."
+            )
+        return ANSWERED_ELSEWHERE  # its inbox row closes with the turn that takes it

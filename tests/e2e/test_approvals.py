@@ -1,0 +1,208 @@
+"""Tool approval through a real gateway and the fake LLM (docs/approvals.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.turn_control import APPROVAL_REFUSED
+from gateway.config import LoadedConfig
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import WsClient, conversation, make_config, newest, running_gateway, ws_client
+
+MARK = "touch approved.txt"
+ASK = "Approval needed"
+
+
+def approval_config(home: Path, llm: FakeOpenAI, **approval: Any) -> LoadedConfig:
+    rules = {"bash": {"mode": "always", "allow": ["ls", "cat", "git status"]}}
+    return make_config(
+        home,
+        llm.base_url,
+        tools={"approval": {"tools": rules, **approval}, "bash": {"sandbox": "off"}},
+    )
+
+
+async def next_text(client: WsClient) -> str:
+    return str((await client.recv_type("message"))["text"])
+
+
+async def test_a_held_bash_call_runs_only_after_approve(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Done: the file is there.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        ask = await next_text(client)
+        assert ASK in ask
+        assert MARK in ask
+        assert "/approve" in ask
+        assert not (home / "workspace" / "approved.txt").exists()
+        assert len(llm.requests) == 1  # the turn is stopped: no model call, no tool run
+        await client.send("/approve")
+        assert await next_text(client) == "Done: the file is there."
+    assert (home / "workspace" / "approved.txt").exists()
+    result = newest(llm.requests[1])
+    assert result["role"] == "tool"
+    assert "denied" not in result["content"]
+
+
+async def test_deny_with_a_reason_reaches_the_model(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("All right, I left it.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        await client.send("/deny because")
+        assert await next_text(client) == "All right, I left it."
+    assert not (home / "workspace" / "approved.txt").exists()
+    result = newest(llm.requests[1])
+    assert result == {
+        "role": "tool",
+        "tool_call_id": result["tool_call_id"],
+        "content": "[denied by user: because]",
+    }
+
+
+async def test_an_unanswered_approval_times_out_as_denied(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Nobody said yes, so I did not.")
+    loaded = approval_config(home, llm, timeout_secs=0.5)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert "0.5 s" in await next_text(client)
+        assert await next_text(client) == "Nobody said yes, so I did not."
+    assert not (home / "workspace" / "approved.txt").exists()
+    assert newest(llm.requests[1])["content"].startswith("[denied: nobody approved it")
+
+
+async def test_an_allowed_command_runs_without_asking(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": "ls -la"})
+    llm.add_text("Listed.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        assert await client.ask("list the files") == "Listed."
+    assert "denied" not in newest(llm.requests[1])["content"]
+
+
+async def test_an_allowed_prefix_with_a_shell_operator_still_asks(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": f"ls; {MARK}"})
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("list the files")
+        assert ASK in await next_text(client)
+    assert not (home / "workspace" / "approved.txt").exists()
+
+
+async def test_websocket_approval_request_and_approve_frames(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Understood, not now.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        asked = await client.send("make the file")
+        request = await client.recv_type("approval_request")
+        assert request["approval_id"] == 1
+        assert request["tools"] == ["bash"]
+        assert request["reply_to"] == asked
+        assert MARK in request["text"]
+        text = await client.recv()  # the same request as text, for clients without buttons
+        assert text["type"] == "message"
+        assert text["text"] == request["text"]
+        await client.ws.send(json.dumps({"type": "approve", "id": "x", "approval_id": "1"}))
+        error = await client.recv_type("error")
+        assert error["code"] == "bad_frame"
+        assert error["id"] == "x"
+        frame = {"type": "approve", "id": "a-1", "approval_id": 1, "decision": "deny"}
+        await client.ws.send(json.dumps(frame | {"reason": "not today"}))
+        assert (await client.recv_type("ack"))["id"] == "a-1"
+        reply = await client.recv_type("message")
+        assert reply["text"] == "Understood, not now."
+        assert reply["reply_to"] == asked
+    assert newest(llm.requests[1])["content"] == "[denied by user: not today]"
+
+
+async def test_a_new_message_instead_of_an_answer_refuses_the_calls(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("OK, something else then.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        assert await client.ask("no wait, tell me a joke") == "OK, something else then."
+        assert "not waiting" in await client.ask("/approve 1")
+        assert await client.ask("/status")  # commands work as ever
+    assert not (home / "workspace" / "approved.txt").exists()
+    tool, user = conversation(llm.requests[1])[-2:]
+    assert tool["role"] == "tool"
+    assert tool["content"] == "[denied: the user sent a new message instead of approving]"
+    assert user == {"role": "user", "content": "no wait, tell me a joke"}
+
+
+async def test_only_the_asker_or_an_admin_may_answer(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("Done by the admin's leave.")
+    loaded = approval_config(home, llm)
+    loaded = make_config(
+        home,
+        llm.base_url,
+        tools=loaded.config.tools.model_dump(mode="json"),
+        gateway={"admins": ["websocket:boss"]},
+        channels={"websocket": {"tokens": {"alice": "alice-token", "bob": "bob-token",
+                                            "boss": "boss-token"}}},
+    )  # fmt: skip
+    async with (
+        running_gateway(loaded) as gw,
+        ws_client(gw, "team", token="alice-token") as alice,
+        ws_client(gw, "team", token="bob-token") as bob,
+        ws_client(gw, "team", token="boss-token") as boss,
+    ):
+        await alice.send("make the file")
+        assert ASK in await next_text(alice)
+        assert "Only the person who asked" in await bob.ask("/approve")
+        assert not (home / "workspace" / "approved.txt").exists()
+        await boss.send("/approve")
+        seen = [await next_text(boss)]  # every connection of the chat sees every message
+        while seen[-1] != "Done by the admin's leave.":
+            seen.append(await next_text(boss))
+        assert len(seen) == 3  # the request, bob's refusal, the reply
+    assert (home / "workspace" / "approved.txt").exists()
+
+
+async def test_a_misspelt_tool_name_stops_start_up(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": {"bahs": "always"}}})
+    with pytest.raises(ValueError, match=r"unknown tool name\(s\) in tools.approval.tools: bahs"):
+        async with running_gateway(loaded):
+            pass
+
+
+async def test_shell_names_the_bash_tool_too(home: Path, llm: FakeOpenAI) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": {"shell": "always"}}})
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+
+
+async def test_a_sub_agent_cannot_run_a_call_that_needs_approval(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """A child has no chat to ask in: the held call is refused, never run, and
+    the child's other calls in the batch still run."""
+    llm.add_tool_call(
+        "task",
+        {"description": "tidy up", "prompt": "remove it", "subagent_type": "general"},
+        call_id="call-task",
+    )
+    llm.add_tool_calls(
+        [("bash", {"command": "touch ran.txt"}), ("calculator", {"expression": "6*7"})]
+    )
+    llm.add_text("child: could not")
+    llm.add_text("parent: done")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        assert await client.ask("clean the workspace") == "parent: done"
+    results = [m["content"] for m in llm.requests[2]["messages"] if m["role"] == "tool"]
+    assert results == [APPROVAL_REFUSED, "42"]
+    assert not (home / "workspace" / "ran.txt").exists()
+    assert len(llm.requests) == 4  # parent, child twice, parent
