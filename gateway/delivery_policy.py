@@ -23,6 +23,7 @@ import structlog
 
 from channels.base import PermanentSendError, RateLimited, RecipientOffline, TransientSendError
 from gateway.bus import OutboundMessage
+from gateway.i18n import Locale
 from gateway.replies import late_note
 
 __all__ = [
@@ -105,10 +106,10 @@ def classify_failure(
 
 
 def with_late_note(
-    message: OutboundMessage, waited_secs: float, policy: RetryPolicy
+    message: OutboundMessage, waited_secs: float, policy: RetryPolicy, locale: Locale = Locale.EN
 ) -> OutboundMessage:
-    """`message`, written `waited_secs` ago, with the late note if that is long."""
+    """`message`, written `waited_secs` ago, with the late note (in `locale`) if that is long."""
     notice_after = policy.stale_notice_secs
     if notice_after <= 0 or waited_secs < notice_after or not message.text.strip():
         return message
-    return dataclasses.replace(message, text=message.text + late_note(waited_secs))
+    return dataclasses.replace(message, text=message.text + late_note(waited_secs, locale))

@@ -61,6 +61,7 @@ class ParsedMessage:
     mentions: tuple[str, ...]
     attachments: tuple[Attachment, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    language: str | None = None  # from.language_code: "zh-hans", "en"
 
 
 def sender_ids(user_id: int, username: str | None) -> tuple[str, ...]:
@@ -119,6 +120,7 @@ def parse_update(update: Update, me: BotIdentity) -> ParsedMessage | None:
         mentions=mentions,
         attachments=attachments,
         metadata=metadata,
+        language=user.language_code,
     )
 
 
