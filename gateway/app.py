@@ -25,7 +25,7 @@ from aiohttp import web
 
 from agent.context import ContextPart
 from agent.mcp.status import McpStatusPart
-from agent.prompt_file import AgentPromptFile
+from agent.prompt_file import DEFAULT_AGENT_PROMPTS, AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
@@ -302,7 +302,10 @@ class Gateway:
                 on_run_status=self.metrics.scheduler_run,
             )
         self.scheduler = scheduler
-        prompt_file = AgentPromptFile(self.loaded.agent_dir)
+        # a missing AGENT.md is written in the gateway's language (`picobot init` writes one too)
+        prompt_file = AgentPromptFile(
+            self.loaded.agent_dir, DEFAULT_AGENT_PROMPTS[locales.fallback.value]
+        )
         await prompt_file.ensure()
         opener = TurnOpener(store, prompt_file, cfg.gateway.agent_prompt_reinject_every)
         gates = ConversationGates()

@@ -73,6 +73,11 @@ class LocaleResolver:
         """The locale of the texts written in answer to `message`."""
         return self._setting(message.channel) or hint_locale(message.language) or self.zone
 
+    @property
+    def fallback(self) -> Locale:
+        """The locale with neither a channel nor a message: `gateway.locale`, else the zone."""
+        return Locale(self.gateway) if self.gateway != AUTO else self.zone
+
     def for_channel(self, channel: str) -> Locale:
         """The locale of a text for a chat of `channel` with no message behind it."""
         return self._setting(channel) or self.zone

@@ -3,19 +3,21 @@ fake's `from.language_code`, and WeChat (no hint) by `time.timezone`."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.prompt_file import DEFAULT_AGENT_PROMPTS
 from gateway.config import LoadedConfig
 from gateway.i18n import Locale, Msg, tr
 from tests.channels.test_wechat_support import write_credentials
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.wechat_server import FakeWechat
-from tests.support import make_config, running_gateway
+from tests.support import PICOBOT, child_env, make_config, running_gateway
 
 ALICE = "alice@im.wechat"
 
@@ -131,6 +133,9 @@ async def test_wechat_follows_the_time_zone_when_no_locale_is_set(
             assert await wechat_reply(fake, "/stop") == tr(locale, Msg.NOTHING_RUNNING)
             status = await wechat_reply(fake, "/status")
             assert status == tr(locale, Msg.STATUS_NO_SESSION)
+    # no AGENT.md yet: the gateway wrote the one of its language
+    prompt = (home / "agent" / "AGENT.md").read_text(encoding="utf-8")
+    assert prompt == DEFAULT_AGENT_PROMPTS[locale.value]
 
 
 async def test_wechat_no_api_key_notice_in_chinese_by_time_zone(
@@ -143,3 +148,21 @@ async def test_wechat_no_api_key_notice_in_chinese_by_time_zone(
             notice = await wechat_reply(fake, "你好")
     setting = "PICOBOT_TEST_NO_KEY (providers.default.api_key)"
     assert notice == tr(Locale.ZH_CN, Msg.NO_API_KEY, provider="default", setting=setting)
+
+
+async def test_picobot_init_locale_zh_cn_writes_the_chinese_agent_md(home: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        PICOBOT,
+        "init",
+        "--locale",
+        "zh-CN",
+        env=child_env(home),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    prompt = home / "agent" / "AGENT.md"
+    assert prompt.read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPTS["zh-CN"]
+    assert f"wrote {prompt} (zh-CN)" in out.decode()
