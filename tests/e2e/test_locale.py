@@ -14,6 +14,7 @@ from agent.prompt_file import DEFAULT_AGENT_PROMPTS
 from gateway.config import LoadedConfig
 from gateway.i18n import Locale, Msg, tr
 from tests.channels.test_wechat_support import write_credentials
+from tests.e2e.test_wechat import wechat_config
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.wechat_server import FakeWechat
@@ -101,18 +102,6 @@ async def test_a_channel_locale_overrides_the_platform_hint(
         assert await telegram_reply(tg, "/stop", "zh-hans") == tr(Locale.EN, Msg.NOTHING_RUNNING)
 
 
-def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **sections: Any) -> LoadedConfig:
-    section = {
-        "enabled": True,
-        "base_url": fake.base_url,
-        "cdn_base_url": fake.cdn_base_url,
-        "poll_timeout_secs": 2,
-        "retry_delay_secs": 0.01,
-        "backoff_secs": 0.05,
-    }
-    return make_config(home, llm.base_url, channels={"wechat": section}, **sections)
-
-
 async def wechat_reply(fake: FakeWechat, text: str) -> str:
     count = len(fake.sent)
     await fake.add_message(ALICE, text)
@@ -126,7 +115,7 @@ async def test_wechat_follows_the_time_zone_when_no_locale_is_set(
 ) -> None:
     async with FakeWechat() as fake:
         write_credentials(home, fake)
-        loaded = wechat_config(home, llm, fake, time={"timezone": zone})
+        loaded = wechat_config(home, llm, fake, sections={"time": {"timezone": zone}})
         async with running_gateway(loaded) as gw:
             assert await wechat_reply(fake, "/help") == gw.commands.help_text(locale)
             assert await wechat_reply(fake, "/sessions") == tr(locale, Msg.NO_SESSIONS)
@@ -143,7 +132,7 @@ async def test_wechat_no_api_key_notice_in_chinese_by_time_zone(
 ) -> None:
     async with FakeWechat() as fake:
         write_credentials(home, fake)
-        loaded = wechat_config(home, llm, fake, **no_key(time={"timezone": "Asia/Shanghai"}))
+        loaded = wechat_config(home, llm, fake, sections=no_key(time={"timezone": "Asia/Shanghai"}))
         async with running_gateway(loaded):
             notice = await wechat_reply(fake, "你好")
     setting = "PICOBOT_TEST_NO_KEY (providers.default.api_key)"

@@ -17,7 +17,15 @@ from tests.support import make_config, running_gateway
 ALICE = "alice@im.wechat"
 
 
-def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -> LoadedConfig:
+def wechat_config(
+    home: Path,
+    llm: FakeOpenAI,
+    fake: FakeWechat,
+    *,
+    sections: dict[str, Any] | None = None,
+    **extra: Any,
+) -> LoadedConfig:
+    """`extra`: keys of the wechat section; `sections`: other top-level sections."""
     section = {
         "enabled": True,
         "base_url": fake.base_url,
@@ -28,7 +36,7 @@ def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -
         "credential_check_secs": 0.02,
         **extra,
     }
-    return make_config(home, llm.base_url, channels={"wechat": section})
+    return make_config(home, llm.base_url, channels={"wechat": section}, **(sections or {}))
 
 
 async def test_a_wechat_message_gets_one_reply_with_its_context_token(
