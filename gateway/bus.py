@@ -234,6 +234,9 @@ class OutboundMessage:
     run_id: str | None = None  # the turn that wrote it: a channel matches its stream by it
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None  # when its outbox row was written (UTC)
+    # the language ("zh-CN", "en") of what the gateway adds at send time (the
+    # late note): the one of the message answered; None: the channel's
+    locale: str | None = None
 
 
 class EventKind(StrEnum):

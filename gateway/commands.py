@@ -220,7 +220,13 @@ class CommandLanes:
         """Close the command's inbox row with `text` as its reply (if any)."""
         m = item.message
         out = (
-            OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+            OutboundMessage(
+                m.channel,
+                m.chat_id,
+                text,
+                reply_to_message_id=reply_handle(m),
+                locale=item.locale.value,
+            )
             if text
             else None
         )

@@ -391,6 +391,7 @@ class ExecutionService:
                 reply_to_message_id=plan.reply_to,
                 session_id=turn.session_id,
                 run_id=plan.run_id,
+                locale=plan.locale.value,
             )
             if text
             else None

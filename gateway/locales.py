@@ -9,9 +9,11 @@ we have gives en: a French speaker reads English more likely than Chinese.
 
 Resolved once per inbound message, when the inbound processor makes its
 `WorkItem` (and again for a recovered row: the hint is stored with it); what
-writes a reply reads `WorkItem.locale`. Texts with no message behind them (the
-late note, a scheduler timeout, a pairing approval sent to another chat) take
-the channel's locale (`for_channel`). Never reads the environment or a clock.
+writes a reply reads `WorkItem.locale`, and a reply's outbox row keeps it
+(`OutboundMessage.locale`) for the late note added at send time. Texts with
+no message behind them (a scheduler timeout, a pairing approval sent to
+another chat) take the channel's locale (`for_channel`). Never reads the
+environment or a clock.
 """
 
 from __future__ import annotations

@@ -314,8 +314,8 @@ class OutboundDispatcher:
                 async with asyncio.timeout(self.send_timeout_secs):
                     message = row.to_message()
                     waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
-                    locale = self.locale_of(channel.name)
-                    await channel.send(with_late_note(message, waited, self.policy, locale))
+                    fallback = self.locale_of(channel.name)
+                    await channel.send(with_late_note(message, waited, self.policy, fallback))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -62,6 +62,7 @@ class OutboxRow:
     session_id: str | None
     run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    locale: str | None = None
     next_attempt_at: str | None = None
     requeued_at: str | None = None
 
@@ -82,6 +83,7 @@ class OutboxRow:
             run_id=self.run_id,
             metadata=dict(self.metadata),
             created_at=parse_iso(self.created_at),
+            locale=self.locale,
         )
 
     @classmethod
@@ -100,6 +102,7 @@ class OutboxRow:
             session_id=message.session_id,
             run_id=message.run_id,
             metadata=dict(message.metadata),
+            locale=message.locale,
         )
 
 
@@ -113,9 +116,10 @@ class Scan:
 
 
 def _row(r: sqlite3.Row) -> OutboxRow:
-    # the metadata column also carries the run id (see `enqueue`)
+    # the metadata column also carries the run id and the locale (see `enqueue`)
     metadata: dict[str, Any] = json.loads(r["metadata"]) if r["metadata"] else {}
     run_id = metadata.pop("run_id", None)
+    locale = metadata.pop("locale", None)
     return OutboxRow(
         id=r["id"],
         channel=r["channel"],
@@ -129,6 +133,7 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         session_id=r["session_id"],
         run_id=run_id if isinstance(run_id, str) else None,
         metadata=metadata,
+        locale=locale if isinstance(locale, str) else None,
         next_attempt_at=r["next_attempt_at"],
         requeued_at=r["requeued_at"],
     )
@@ -138,6 +143,8 @@ def _metadata_json(message: OutboundMessage) -> str | None:
     stored = dict(message.metadata)
     if message.run_id is not None:
         stored["run_id"] = message.run_id
+    if message.locale is not None:
+        stored["locale"] = message.locale
     return json.dumps(stored) if stored else None
 
 

@@ -31,12 +31,25 @@ from typing import Final
 from gateway.i18n import en, zh_cn
 from gateway.i18n.keys import Msg
 
-__all__ = ["CATALOGUE", "Locale", "Msg", "catalogue_problems", "placeholders", "tr"]
+__all__ = [
+    "CATALOGUE",
+    "Locale",
+    "Msg",
+    "catalogue_problems",
+    "parse_locale",
+    "placeholders",
+    "tr",
+]
 
 
 class Locale(StrEnum):
     EN = "en"
     ZH_CN = "zh-CN"
+
+
+def parse_locale(value: str | None) -> Locale | None:
+    """The locale a stored tag names ("zh-CN"); None for none or an unknown one."""
+    return next((locale for locale in Locale if locale.value == value), None)
 
 
 CATALOGUE: Final[Mapping[Locale, Mapping[Msg, str]]] = {

@@ -155,3 +155,18 @@ async def test_picobot_init_locale_zh_cn_writes_the_chinese_agent_md(home: Path)
     prompt = home / "agent" / "AGENT.md"
     assert prompt.read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPTS["zh-CN"]
     assert f"wrote {prompt} (zh-CN)" in out.decode()
+
+
+async def test_a_late_reply_to_a_chinese_sender_says_so_in_chinese(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    """The late note is added at send time: the reply's outbox row keeps the
+    locale of the message it answers (storage/outbox.py stores it with the row)."""
+    gateway = {"outbound_retry_base_secs": 0.05, "outbound_stale_notice_secs": 0.05}
+    tg.fail_next("sendMessage", 502, "Bad Gateway", times=3)
+    async with running_gateway(telegram_config(home, llm, tg, gateway=gateway)):
+        reply = await telegram_reply(tg, "hi", "zh-hans")
+    reply_text, note = reply.split("\n\n")
+    assert reply_text == "echo: hi"
+    assert note.startswith("（延迟送达：这条回复写于 ")
+    assert note.endswith("前，直到现在才送达。）")
