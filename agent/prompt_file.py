@@ -2,8 +2,9 @@
 
 The file lives in the agent directory (`~/.picobot/agent/AGENT.md` by default;
 the directory is passed in). It is created with default content when missing
-and read fresh at every injection, so an edit takes effect at the next
-injection without a restart. Reads happen on a worker thread, never on the
+(English or Chinese, `DEFAULT_AGENT_PROMPTS`: `picobot init --locale` writes
+one, else the gateway writes the one of its locale) and read fresh at every
+injection, so an edit takes effect at the next injection without a restart. Reads happen on a worker thread, never on the
 event loop.
 
 When to inject is a pure function of the active history and the session's
@@ -13,7 +14,7 @@ user-turn counters (`needs_injection`); this module never touches storage.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -23,6 +24,7 @@ from agent.messages import ChatMessage, Marker
 __all__ = [
     "AGENT_PROMPT_FILENAME",
     "DEFAULT_AGENT_PROMPT",
+    "DEFAULT_AGENT_PROMPTS",
     "DEFAULT_REINJECT_EVERY",
     "AgentPromptFile",
     "agent_prompt_message",
@@ -49,13 +51,37 @@ You are picobot, a personal assistant that people reach through chat apps
      to change the agent's persona; no restart is needed. -->
 """
 
+DEFAULT_AGENT_PROMPT_ZH_CN: Final = """\
+# 智能体
+
+你是 picobot，一个通过聊天应用（Telegram、飞书/Lark、微信、终端客户端）
+与人交流的个人助理。
+
+- 用用户所用的语言回复。
+- 简洁：聊天消息多在小屏幕上阅读。步骤用列表列出。
+- 有帮助时使用提供给你的工具，并简要说明你做了什么、发现了什么。
+  不要声称拥有工具并不提供的能力。
+- 请求含糊时，先问一个简短的澄清问题。
+- 绝不泄露 API 密钥、令牌或密码等机密。
+
+<!-- 每次注入对话时都会重新读取本文件：编辑它即可改变智能体的人设，
+     无需重启。 -->
+"""
+
+# By locale tag, as the gateway names them ("en", "zh-CN").
+DEFAULT_AGENT_PROMPTS: Final[Mapping[str, str]] = {
+    "en": DEFAULT_AGENT_PROMPT,
+    "zh-CN": DEFAULT_AGENT_PROMPT_ZH_CN,
+}
+
 
 class AgentPromptFile:
-    """`<agent_dir>/AGENT.md`, created with default content on first use."""
+    """`<agent_dir>/AGENT.md`, created with `default` content on first use."""
 
-    def __init__(self, agent_dir: Path) -> None:
+    def __init__(self, agent_dir: Path, default: str = DEFAULT_AGENT_PROMPT) -> None:
         self.agent_dir = agent_dir
         self.path = agent_dir / AGENT_PROMPT_FILENAME
+        self.default = default
 
     async def ensure(self) -> None:
         """Create the directory and the default file if they are missing."""
@@ -70,7 +96,7 @@ class AgentPromptFile:
         try:
             # "x" so a file written concurrently (or by the user) is never overwritten.
             with self.path.open("x", encoding="utf-8") as handle:
-                handle.write(DEFAULT_AGENT_PROMPT)
+                handle.write(self.default)
         except FileExistsError:
             pass
 

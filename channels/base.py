@@ -44,6 +44,7 @@ __all__ = [
     "History",
     "HistoryEntry",
     "HttpMount",
+    "LocaleSetting",
     "PermanentSendError",
     "RateLimited",
     "RecipientOffline",
@@ -229,6 +230,10 @@ def _daily_time(value: str) -> str:
 # A local time of day "HH:MM" (24 h), or "off".
 DailyTime = Annotated[str, AfterValidator(_daily_time)]
 
+# The language of the gateway's own texts (gateway.locales): "auto" follows
+# the sender's platform language, else time.timezone.
+LocaleSetting = Literal["auto", "zh-CN", "en"]
+
 
 class ChannelSettings(BaseModel):
     """Keys every channel section shares. `show_tool_results`,
@@ -243,6 +248,7 @@ class ChannelSettings(BaseModel):
     show_tool_results: bool | None = None
     session_ttl_secs: float | None = Field(None, ge=0)
     session_reset_at: DailyTime | None = None
+    locale: LocaleSetting | None = None  # None: gateway.locale
 
     # Access control (gateway.access): pairing codes, refusals, groups.
     pairing: bool = False

@@ -13,10 +13,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from gateway.access import AccessPolicy, Reason
+from gateway.bus import ChatType
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
+from gateway.i18n import Locale, Msg, tr
 from gateway.pairing import (
-    APPROVED_NOTICE,
     approval_text,
+    approved_notice,
     describe_pairing,
     pairing_state,
     parse_code,
@@ -28,16 +30,15 @@ from storage.store import Store
 __all__ = ["AccessCommands"]
 
 _ACCESS = {
-    Reason.INTERNAL: "yes",
-    Reason.ADMIN: "yes (admin)",
-    Reason.ALLOW_FROM: "yes (allow_from)",
-    Reason.PAIRED: "yes (paired)",
-    Reason.GROUP_NOT_SERVED: "no: this group is not served",
-    Reason.NOT_ADDRESSED: "only when you mention me in this group",
-    Reason.UNKNOWN_SENDER: "no: ask an admin to add you",
+    Reason.INTERNAL: Msg.ACCESS_INTERNAL,
+    Reason.ADMIN: Msg.ACCESS_ADMIN,
+    Reason.ALLOW_FROM: Msg.ACCESS_ALLOW_FROM,
+    Reason.PAIRED: Msg.ACCESS_PAIRED,
+    Reason.GROUP_NOT_SERVED: Msg.ACCESS_GROUP_NOT_SERVED,
+    Reason.NOT_ADDRESSED: Msg.ACCESS_NOT_ADDRESSED,
+    Reason.UNKNOWN_SENDER: Msg.ACCESS_UNKNOWN_SENDER,
 }
-
-PAIR_USAGE = "Usage: /pair list | /pair approve CODE | /pair revoke CHANNEL:SENDER_ID"
+_CHAT_TYPE = {ChatType.DIRECT: Msg.CHAT_DIRECT, ChatType.GROUP: Msg.CHAT_GROUP}
 
 
 class AccessCommands:
@@ -48,15 +49,18 @@ class AccessCommands:
         registry: CommandRegistry,
         wake: Callable[[str], None],
         clock: Callable[[], datetime],
+        locale_of: Callable[[str], Locale] = lambda channel: Locale.EN,
     ) -> None:
+        """`locale_of(channel)`: the language of the approval notice a new user gets."""
         self.policy = policy
+        self.approved_notice = approved_notice(locale_of)
         self.store = store
         self.wake = wake  # (channel): the approval notice is in the outbox
         self.clock = clock
         registry.add(
             Command(
                 "whoami",
-                "your id here, whether you are an admin, your access",
+                Msg.HELP_WHOAMI,
                 self.whoami,
                 open_to_all=True,
             )
@@ -64,7 +68,7 @@ class AccessCommands:
         registry.add(
             Command(
                 "pair",
-                "/pair list | approve CODE | revoke CHANNEL:ID: let people in",
+                Msg.HELP_PAIR,
                 self.pair,
                 admin_only=True,
             )
@@ -75,42 +79,45 @@ class AccessCommands:
         pairing = await self.store.pairing_of(m.channel, m.sender_id, self.clock())
         approved = pairing is not None and pairing.state is PairingState.APPROVED
         verdict = self.policy.judge(m, paired=approved)
+        loc = call.locale
         lines = [
-            f"You are {m.channel}:{m.sender_id}",
-            f"Chat: {m.chat_id} ({m.chat_type.value})",
-            f"Admin: {'yes' if verdict.admin else 'no'}",
-            f"Access: {_ACCESS[verdict.reason]}",
+            tr(loc, Msg.WHOAMI_YOU, who=f"{m.channel}:{m.sender_id}"),
+            tr(loc, Msg.WHOAMI_CHAT, chat=m.chat_id, kind=tr(loc, _CHAT_TYPE[m.chat_type])),
+            tr(loc, Msg.WHOAMI_ADMIN, admin=tr(loc, Msg.YES if verdict.admin else Msg.NO)),
+            tr(loc, Msg.WHOAMI_ACCESS, access=tr(loc, _ACCESS[verdict.reason])),
         ]
         if m.sender_aliases:
-            lines.insert(1, "Also known as: " + ", ".join(m.sender_aliases))
+            lines.insert(1, tr(loc, Msg.WHOAMI_ALIASES, aliases=", ".join(m.sender_aliases)))
         if pairing is not None:
-            lines.append("Pairing: " + pairing_state(pairing))
+            lines.append(tr(loc, Msg.WHOAMI_PAIRING, state=pairing_state(pairing, loc)))
         return "\n".join(lines)
 
     async def pair(self, call: CommandCall) -> CommandReply:
         action, _, rest = call.args.partition(" ")
         action = action.lower() or "list"
+        loc = call.locale
         if action == "list":
             found = await self.store.list_pairings(self.clock())
             if not found:
-                return "No pairings and no pending codes."
-            return "Pairings:\n" + "\n".join(describe_pairing(p) for p in found)
+                return tr(loc, Msg.PAIR_NONE)
+            lines = [describe_pairing(p, loc) for p in found]
+            return "\n".join([tr(loc, Msg.PAIR_HEADER), *lines])
         if action == "approve":
             code = parse_code(rest)
             if code is None:
-                return "Usage: /pair approve CODE (the XXXX-XXXX code the new user was given)."
+                return tr(loc, Msg.PAIR_APPROVE_USAGE)
             m = call.item.message
             result = await self.store.approve_pairing(
-                code, f"{m.channel}:{m.sender_id}", self.clock(), APPROVED_NOTICE
+                code, f"{m.channel}:{m.sender_id}", self.clock(), self.approved_notice
             )
             if result.outcome is ApproveOutcome.APPROVED and result.pairing is not None:
                 self.wake(result.pairing.channel)
-            return approval_text(code, result)
+            return approval_text(code, result, loc)
         if action == "revoke":
             who = parse_who(rest)
             if who is None:
-                return "Usage: /pair revoke CHANNEL:SENDER_ID (as /pair list shows it)."
+                return tr(loc, Msg.PAIR_REVOKE_USAGE)
             changed = await self.store.revoke_pairing(*who, self.clock())
             name = f"{who[0]}:{who[1]}"
-            return f"Revoked {name}." if changed else f"{name} has no pairing to revoke."
-        return PAIR_USAGE
+            return tr(loc, Msg.REVOKED if changed else Msg.NOTHING_TO_REVOKE, who=name)
+        return tr(loc, Msg.PAIR_USAGE)

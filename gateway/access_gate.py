@@ -21,6 +21,7 @@ import structlog
 from channels.base import Refusal
 from gateway.access import AccessPolicy, Reason, Verdict
 from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
+from gateway.i18n import Locale, Msg, tr
 from gateway.pairing import CODE_RULES, new_code
 from gateway.work import WorkItem
 from storage.pairings import CodeRules, IssueOutcome
@@ -60,21 +61,15 @@ def _who(message: InboundMessage) -> str:
     return f"{message.channel}:{message.sender_id}"
 
 
-def explain_text(message: InboundMessage, pairing: bool) -> str:
-    ask = (
-        "send me a private message to get a pairing code for the admin"
-        if pairing and message.chat_type is ChatType.GROUP
-        else "send it to the bot's admin if you need access"
-    )
-    return f"Sorry, I only answer people the admin has let in. Your id is {_who(message)}: {ask}."
+def explain_text(locale: Locale, message: InboundMessage, pairing: bool) -> str:
+    group = pairing and message.chat_type is ChatType.GROUP
+    ask = tr(locale, Msg.ASK_FOR_PAIRING_CODE if group else Msg.ASK_THE_ADMIN)
+    return tr(locale, Msg.REFUSAL_EXPLAIN, who=_who(message), ask=ask)
 
 
-def code_text(code: str, rules: CodeRules) -> str:
+def code_text(locale: Locale, code: str, rules: CodeRules) -> str:
     minutes = int(rules.ttl.total_seconds() // 60)
-    return (
-        f"I don't know you yet. To get access, ask the bot's admin to approve pairing code "
-        f"{code} (valid for {minutes} minutes): they send /pair approve {code}"
-    )
+    return tr(locale, Msg.PAIRING_CODE, code=code, minutes=minutes)
 
 
 class AccessGate:
@@ -125,7 +120,7 @@ class AccessGate:
         """Close the refused item's inbox row, with a reply when one is due."""
         m = item.message
         why = self.policy.why(m, verdict)
-        text = await self._reply_text(m, verdict) if verdict.chat_served else None
+        text = await self._reply_text(item, verdict) if verdict.chat_served else None
         level = log.debug if verdict.reason is Reason.NOT_ADDRESSED else log.info
         level(
             "access_refused",
@@ -145,7 +140,8 @@ class AccessGate:
         if out is not None:
             self.wake(m.channel)
 
-    async def _reply_text(self, m: InboundMessage, verdict: Verdict) -> str | None:
+    async def _reply_text(self, item: WorkItem, verdict: Verdict) -> str | None:
+        m, locale = item.message, item.locale
         settings = self.policy.settings(m.channel)
         mode = settings.refusal_mode
         key = (m.channel, m.sender_id)
@@ -153,7 +149,7 @@ class AccessGate:
         if mode is Refusal.SILENT or not self.limiter.take(key, now):
             return None
         if mode is not Refusal.PAIR or m.chat_type is not ChatType.DIRECT:
-            return explain_text(m, settings.pairing)
+            return explain_text(locale, m, settings.pairing)
         issued = await self.store.issue_pairing_code(
             m.channel, m.sender_id, m.chat_id, new_code, now, self.rules
         )
@@ -161,9 +157,9 @@ class AccessGate:
             case IssueOutcome.ISSUED:
                 assert issued.pairing is not None
                 log.info("pairing_code_issued", channel=m.channel, sender_id=m.sender_id)
-                return code_text(issued.pairing.code, self.rules)
+                return code_text(locale, issued.pairing.code, self.rules)
             case IssueOutcome.APPROVED:  # approved since this batch was judged
-                return "An admin approved your access in the meantime: send your message again."
+                return tr(locale, Msg.APPROVED_MEANWHILE)
             case IssueOutcome.FULL:
                 # no reply; the sender may try again as soon as a code is free
                 self.limiter.give_back(key)

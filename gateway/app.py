@@ -25,7 +25,7 @@ from aiohttp import web
 
 from agent.context import ContextPart
 from agent.mcp.status import McpStatusPart
-from agent.prompt_file import AgentPromptFile
+from agent.prompt_file import DEFAULT_AGENT_PROMPTS, AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.subagents.types import TASK_TOOL
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
@@ -69,6 +69,7 @@ from gateway.lifecycle import (
     StartupError,
     start_services,
 )
+from gateway.locales import LocaleResolver
 from gateway.mcp_servers import build_mcp, mcp_details, mcp_metrics
 from gateway.memory_commands import MemoryCommands
 from gateway.memory_setup import build_memory
@@ -293,6 +294,7 @@ class Gateway:
             frozenset(cfg.agents),
             profile,
         )
+        locales = LocaleResolver.from_config(cfg)
         dispatcher = OutboundDispatcher(
             store,
             by_name,
@@ -306,6 +308,7 @@ class Gateway:
             rescan_secs=cfg.gateway.outbox_rescan_secs,
             metrics=self.metrics,
             budget=self.budget,
+            locale_of=locales.for_channel,
         )
         self.dispatcher = dispatcher
         waiters = TurnWaiters()
@@ -314,13 +317,16 @@ class Gateway:
             scheduler = Scheduler(
                 cfg.scheduler,
                 store.db,
-                PipelineHost(self.bus, dispatcher, waiters),
+                PipelineHost(self.bus, dispatcher, waiters, locales.for_channel),
                 events=events,
                 default_zone=cfg.time.zone,
                 on_run_status=self.metrics.scheduler_run,
             )
         self.scheduler = scheduler
-        prompt_file = AgentPromptFile(self.loaded.agent_dir)
+        # a missing AGENT.md is written in the gateway's language (`picobot init` writes one too)
+        prompt_file = AgentPromptFile(
+            self.loaded.agent_dir, DEFAULT_AGENT_PROMPTS[locales.fallback.value]
+        )
         await prompt_file.ensure()
         opener = TurnOpener(store, prompt_file, cfg.gateway.agent_prompt_reinject_every)
         gates = ConversationGates()
@@ -376,10 +382,14 @@ class Gateway:
             compact=lambda item, sid: compactor.request(
                 item, sid, agents.resolve(item.message.channel)
             ),
-            status_line=lambda stats, ch: Compactor.status_line(stats, agents.resolve(ch)),
-            usage_line=lambda stats, ch: usage_status(stats, agents.resolve(ch)),
+            status_line=lambda stats, ch, loc: Compactor.status_line(
+                stats, agents.resolve(ch), loc
+            ),
+            usage_line=lambda stats, ch, loc: usage_status(stats, agents.resolve(ch), loc),
         )
-        AccessCommands(self.access, store, self.commands, dispatcher.wake, self.clock)
+        AccessCommands(
+            self.access, store, self.commands, dispatcher.wake, self.clock, locales.for_channel
+        )
         MemoryCommands(store.memories, memory.summary_file, self.commands)
         ApprovalCommands(approvals, sessions, self.commands)
         dead_letters = DeadLetterSink(store, self.metrics)
@@ -393,6 +403,7 @@ class Gateway:
             budget=self.budget,
             access=AccessGate(self.access, store, dispatcher.wake, self.clock),
             dead_letters=dead_letters,
+            locales=locales,
         )
         self.processor = processor
 
@@ -434,7 +445,8 @@ class Gateway:
         mount = AppMount(app)
         for channel in self.channels:
             if isinstance(channel, WebSocketChannel):
-                channel.use_directory(StoreDirectory(store, self.commands, channel.name))
+                locale = LocaleResolver.from_config(self.config).for_channel(channel.name)
+                channel.use_directory(StoreDirectory(store, self.commands, channel.name, locale))
             channel.setup(
                 GatewayChannelRuntime(
                     self.bus,

@@ -14,6 +14,7 @@ import dataclasses
 from gateway.approvals import Approvals
 from gateway.bus import Decision
 from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRegistry, CommandReply
+from gateway.i18n import Msg, tr
 from gateway.sessions import SessionManager
 
 __all__ = ["ApprovalCommands"]
@@ -25,19 +26,9 @@ class ApprovalCommands:
     ) -> None:
         self.approvals = approvals
         self.sessions = sessions
-        registry.add(
-            Command(
-                "approve", "/approve [N]: run the tool calls waiting for approval", self.approve
-            )
-        )
-        registry.add(
-            Command(
-                "deny", "/deny [N] [REASON]: refuse the tool calls waiting for approval", self.deny
-            )
-        )
-        registry.add(
-            Command("steer", "/steer TEXT: redirect the running task with TEXT", self.steer)
-        )
+        registry.add(Command("approve", Msg.HELP_APPROVE, self.approve))
+        registry.add(Command("deny", Msg.HELP_DENY, self.deny))
+        registry.add(Command("steer", Msg.HELP_STEER, self.steer))
 
     async def approve(self, call: CommandCall) -> CommandReply:
         return await self._answer(call, Decision.APPROVE)
@@ -47,19 +38,16 @@ class ApprovalCommands:
 
     async def _answer(self, call: CommandCall, decision: Decision) -> CommandReply:
         if self.approvals is None:
-            return "Nothing is waiting for approval in this chat."
-        return await self.approvals.answer(call.item.message, decision, call.args)
+            return tr(call.locale, Msg.TOOL_APPROVAL_NONE)
+        return await self.approvals.answer(call.item.message, decision, call.args, call.locale)
 
     async def steer(self, call: CommandCall) -> CommandReply:
         if not call.args:
-            return "Usage: /steer TEXT — what the running task should do instead."
+            return tr(call.locale, Msg.STEER_USAGE)
         item = call.item
         steering = dataclasses.replace(
             item, message=dataclasses.replace(item.message, text=call.args)
         )
         if not self.sessions.steer(steering):
-            return (
-                f"I'm still working on {self.sessions.max_pending} earlier messages in this "
-                "chat. This one was not queued: please wait for my reply and send it again."
-            )
+            return tr(call.locale, Msg.MESSAGES_QUEUED, count=self.sessions.max_pending)
         return ANSWERED_ELSEWHERE  # its inbox row closes with the turn that takes it

@@ -1,5 +1,6 @@
-"""What the gateway writes about approvals: the request a chat gets, and the
-tool results the model reads for calls a person did not let run."""
+"""What the gateway writes about approvals: the request a chat gets (in the
+asker's language, gateway.i18n), and the tool results the model reads for
+calls a person did not let run (English, like every text for the model)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from collections.abc import Sequence
 
 from agent.messages import ToolCall
+from gateway.i18n import Locale, Msg, tr
 from gateway.logging import redact_data, redact_text
 
 __all__ = [
@@ -45,21 +47,22 @@ def _as_code(text: str) -> str:
     return f"`{text}`" if "\n" not in text else f"\n```\n{text}\n```"
 
 
-def _duration(secs: float) -> str:
+def _duration(secs: float, locale: Locale = Locale.EN) -> str:
     if secs >= 3600 and secs % 3600 == 0:
-        return f"{secs / 3600:g} h"
+        return tr(locale, Msg.HOURS, n=f"{secs / 3600:g}")
     if secs >= 60:
-        return f"{secs / 60:g} min"
-    return f"{secs:g} s"
+        return tr(locale, Msg.MINUTES, n=f"{secs / 60:g}")
+    return tr(locale, Msg.SECONDS, n=f"{secs:g}")
 
 
-def request_text(approval_id: int, held: Sequence[ToolCall], timeout_secs: float) -> str:
-    lines = [f"Approval needed (#{approval_id}): I want to run"]
+def request_text(
+    approval_id: int, held: Sequence[ToolCall], timeout_secs: float, locale: Locale
+) -> str:
+    """What the chat reads (catalogue texts); the calls themselves as they would run."""
+    lines = [tr(locale, Msg.TOOL_APPROVAL_ASK, id=approval_id)]
     lines += [f"• {c.name}: {_as_code(_shown(c))}" for c in held]
-    lines.append(
-        f"Reply /approve {approval_id} to run it, or /deny {approval_id} [reason] to refuse. "
-        f"No answer within {_duration(timeout_secs)} refuses it."
-    )
+    timeout = _duration(timeout_secs, locale)
+    lines.append(tr(locale, Msg.TOOL_APPROVAL_HOW, id=approval_id, timeout=timeout))
     return "\n".join(lines)
 
 

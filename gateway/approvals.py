@@ -40,6 +40,7 @@ from gateway.bus import (
     OutboundMessage,
     reply_handle,
 )
+from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
 from gateway.session_reset import Clock, utc_now
 from gateway.work import ReplySink, WorkItem
@@ -68,6 +69,7 @@ class PauseRequest:
     held: tuple[ToolCall, ...]
     deferred: DeferredOpening | None
     previous: int | None  # the approval this turn carried on from
+    locale: Locale = Locale.EN  # of the request the chat gets
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class Approvals:
             return OutboundMessage(
                 m.channel,
                 m.chat_id,
-                request_text(approval_id, req.held, self.policy.timeout_secs),
+                request_text(approval_id, req.held, self.policy.timeout_secs, req.locale),
                 reply_to_message_id=reply_handle(m),
                 session_id=req.session_id,
                 metadata=ApprovalAsk(
@@ -260,7 +262,9 @@ class Approvals:
         self._closed(channel, chat_id, approval_id)
 
     # -- answers -------------------------------------------------------------------
-    async def answer(self, message: InboundMessage, decision: Decision, args: str) -> str | None:
+    async def answer(
+        self, message: InboundMessage, decision: Decision, args: str, locale: Locale
+    ) -> str | None:
         """/approve [N] or /deny [N] [reason] from `message`: None when it was
         taken (the turn that carries on answers the chat), else why not."""
         key = (message.channel, message.chat_id)
@@ -269,16 +273,16 @@ class Approvals:
         if match is not None:  # a number first names the approval (buttons send one)
             approval_id, reason = int(match[1]), (match[2] or "").strip() or None
             if approval_id not in self._open.get(key, ()):
-                return f"Approval #{approval_id} is not waiting for an answer in this chat."
+                return tr(locale, Msg.TOOL_APPROVAL_NOT_WAITING, id=approval_id)
         elif open_ids := self.open_ids(*key):
             approval_id = open_ids[-1]
         else:
-            return "Nothing is waiting for approval in this chat."
+            return tr(locale, Msg.TOOL_APPROVAL_NONE)
         record = await self.store.approvals.get(approval_id)
         if record is None or record.state is not ApprovalState.PENDING:
-            return f"Approval #{approval_id} was already answered."
+            return tr(locale, Msg.TOOL_APPROVAL_ANSWERED, id=approval_id)
         if not self._may_answer(message, record):
-            return "Only the person who asked, or an admin, can answer this approval."
+            return tr(locale, Msg.TOOL_APPROVAL_NOT_YOURS)
         approved = decision is Decision.APPROVE
         by = f"{message.channel}:{message.sender_id}"
         to = ApprovalState.APPROVED if approved else ApprovalState.DENIED
@@ -286,7 +290,7 @@ class Approvals:
             approval_id, [ApprovalState.PENDING], to,
             approved=approved, reason=None if approved else reason, decided_by=by,
         ):  # fmt: skip
-            return f"Approval #{approval_id} was already answered."
+            return tr(locale, Msg.TOOL_APPROVAL_ANSWERED, id=approval_id)
         log.info("approval_answered", approval_id=approval_id, approved=approved)
         self._queue(await self.store.approvals.get(approval_id))
         return None

@@ -174,6 +174,10 @@ class InboundMessage:
     # messages or is a command for it. What `groups.require_mention` checks in
     # a group chat (a direct message is always for the bot).
     addressed: bool = False
+    # The sender's language as the platform tells it (Telegram `from.language_code`:
+    # "zh-hans", "en"); None when it says nothing. The gateway's own texts follow it
+    # under `locale: "auto"` (gateway.locales).
+    language: str | None = None
     # Resolved by the gateway once the message is durable (or known duplicate).
     receipt: asyncio.Future[Receipt] | None = field(default=None, compare=False, repr=False)
 
@@ -211,6 +215,8 @@ def make_storable(message: InboundMessage) -> None:
         message.reply_ref = storable(message.reply_ref)
     message.mentions = tuple(storable(m) for m in message.mentions)
     message.sender_aliases = tuple(storable(a) for a in message.sender_aliases)
+    if message.language is not None:
+        message.language = storable(message.language)
     message.metadata = _storable_value(message.metadata)
     message.media = tuple(
         MediaRef(m.kind, m.path, m.mime_type, storable(m.name) if m.name else m.name)
@@ -247,6 +253,9 @@ class OutboundMessage:
     # Files to deliver with (after) the text, in order; paths the channel can read
     # on every retry (the gateway keeps its own copy: gateway.file_delivery).
     media: tuple[MediaRef, ...] = ()
+    # the language ("zh-CN", "en") of what the gateway adds at send time (the
+    # late note): the one of the message answered; None: the channel's
+    locale: str | None = None
 
 
 class EventKind(StrEnum):

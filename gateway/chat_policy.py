@@ -14,7 +14,7 @@ from datetime import datetime
 from channels.base import Channel
 from gateway.bus import Origin
 from gateway.config import Config
-from gateway.replies import SESSION_RESET_NOTICE
+from gateway.i18n import Locale, Msg, tr
 from gateway.session_reset import NEVER, ResetPolicy, reset_policy
 from gateway.tool_progress import ToolDisplay, tool_display
 from storage.turns import SessionReset
@@ -32,10 +32,13 @@ class ChatPolicy:
     reset: ResetPolicy = NEVER
     tools: ToolDisplay = ToolDisplay.OFF
 
-    def session_reset(self, origin: Origin, now: datetime) -> SessionReset | None:
-        """What a new turn asks storage to check before it opens the chat's session."""
+    def session_reset(
+        self, origin: Origin, now: datetime, locale: Locale = Locale.EN
+    ) -> SessionReset | None:
+        """What a new turn asks storage to check before it opens the chat's session
+        (with the notice the chat gets if it does start a new one)."""
         cutoff = self.reset.cutoff(now) if origin in _PEOPLE else None
-        return None if cutoff is None else SessionReset(cutoff, SESSION_RESET_NOTICE)
+        return None if cutoff is None else SessionReset(cutoff, tr(locale, Msg.SESSION_RESET))
 
 
 DEFAULT_POLICY = ChatPolicy()

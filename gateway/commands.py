@@ -9,6 +9,10 @@ TaskGroup, so a slow command (a big `/status`) never holds up the inbound
 loop and so never delays another chat's ack. Within a conversation order is
 kept: a message that arrives while that chat's commands are queued waits
 behind them (so "/new" then "hello" puts "hello" in the new session).
+
+A command is typed by its English name in every locale; its help and its
+replies are catalogue texts (gateway.i18n) in the locale of the message that
+ran it (`CommandCall.locale`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Final
 import structlog
 
 from gateway.bus import InboundMessage, OutboundMessage, reply_handle
+from gateway.i18n import Locale, Msg, tr
 from gateway.work import WorkItem
 from storage.store import Store
 
@@ -61,11 +66,15 @@ class CommandCall:
     def chat_id(self) -> str:
         return self.item.message.chat_id
 
+    @property
+    def locale(self) -> Locale:
+        return self.item.locale
+
 
 @dataclass(frozen=True, slots=True)
 class Command:
     name: str
-    help: str
+    help: Msg  # what /help says about it, in the asker's language
     handler: Callable[[CommandCall], Awaitable[CommandReply]]
     admin_only: bool = False  # for access control: only admins may run it
     # answered even for a sender without access (at most once an hour): /whoami
@@ -97,10 +106,12 @@ class CommandRegistry:
         command = self._commands.get(name)
         return (command, rest.strip()) if command is not None else None
 
-    def help_text(self) -> str:
-        return "Commands:\n" + "\n".join(
-            f"/{c.name} — {c.help}" + (" (admins only)" if c.admin_only else "") for c in self
-        )
+    def help_text(self, locale: Locale) -> str:
+        lines = [tr(locale, Msg.HELP_HEADER)]
+        for c in self:
+            line = tr(locale, Msg.HELP_LINE, name=c.name, help=tr(locale, c.help))
+            lines.append(line + (tr(locale, Msg.HELP_ADMINS_ONLY) if c.admin_only else ""))
+        return "\n".join(lines)
 
 
 @dataclass(slots=True)
@@ -196,9 +207,7 @@ class CommandLanes:
                 sender_id=m.sender_id,
                 reason="admins only (gateway.admins, PICOBOT_ADMINS)",
             )
-            await self.answer(
-                item, f"Only an admin can use /{command.name}. /whoami shows your id."
-            )
+            await self.answer(item, tr(item.locale, Msg.ADMIN_ONLY, name=command.name))
             return
         log.info("command", command=command.name, channel=m.channel)
         reply = await command.handler(CommandCall(item, args))
@@ -211,7 +220,13 @@ class CommandLanes:
         """Close the command's inbox row with `text` as its reply (if any)."""
         m = item.message
         out = (
-            OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+            OutboundMessage(
+                m.channel,
+                m.chat_id,
+                text,
+                reply_to_message_id=reply_handle(m),
+                locale=item.locale.value,
+            )
             if text
             else None
         )

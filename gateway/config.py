@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from agent.mcp.config import McpServerConfig, unset_placeholders
-from channels.base import ChannelSettings, DailyTime
+from channels.base import ChannelSettings, DailyTime, LocaleSetting
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig
 from channels.websocket import WebSocketConfig
@@ -111,6 +111,7 @@ class GatewayConfig(FrozenModel):
     show_tool_results: bool = False
     session_ttl_secs: float = Field(0.0, ge=0)  # 0: never
     session_reset_at: DailyTime | None = None  # local "HH:MM" in time.timezone
+    locale: LocaleSetting = "auto"  # the language of the gateway's own texts (gateway.locales)
 
     @model_validator(mode="before")
     @classmethod

@@ -25,6 +25,7 @@ from agent.compaction import (
 )
 from gateway.agents import AgentProfile
 from gateway.bus import OutboundMessage, reply_handle
+from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
 from gateway.sessions import ConversationGates
 from gateway.work import WorkItem
@@ -44,6 +45,10 @@ class _Job:
     chat_id: str
     profile: AgentProfile
     command: WorkItem | None = None  # a /compact waiting for its answer
+
+    @property
+    def locale(self) -> Locale:
+        return self.command.locale if self.command is not None else Locale.EN
 
 
 class Compactor:
@@ -108,9 +113,7 @@ class Compactor:
                 raise
             except Exception:
                 log.exception("compaction_failed", session_id=job.session_id)
-                reply = (
-                    "Compaction failed; the history is unchanged. The gateway log has the details."
-                )
+                reply = tr(job.locale, Msg.COMPACT_FAILED)
             finally:
                 self._queued.discard(job.session_id)
             try:
@@ -133,7 +136,7 @@ class Compactor:
         forced = job.command is not None
         record, history = await self.store.history_snapshot(job.session_id)
         if record is None:
-            return "Nothing to compact yet."
+            return tr(job.locale, Msg.NOTHING_TO_COMPACT)
         state = self._states.get(job.session_id)
         known = state[1] if state is not None and state[0] == record.segment else None
         cfg = p.compaction
@@ -151,10 +154,10 @@ class Compactor:
             timeout_secs=p.summary_timeout_secs,
         )
         if result is None:
-            return f"Nothing to compact: the history has no more than {cfg.keep_user_turns} user turns."
+            return tr(job.locale, Msg.COMPACT_TOO_SHORT, keep=cfg.keep_user_turns)
         if not result.shrunk:
             self._states[job.session_id] = (record.segment, CompactionState.after(result))
-            return "Compaction would not make the history smaller; it was left as it is."
+            return tr(job.locale, Msg.COMPACT_NO_GAIN)
         last_seq = history[-1].seq if history else None
         try:
             async with self.gates.hold((job.channel, job.chat_id)):
@@ -164,13 +167,15 @@ class Compactor:
                 self.history_changed(job.channel, job.chat_id)
         except CompactionConflict as exc:
             log.info("compaction_conflict", session_id=job.session_id, reason=str(exc))
-            return "The history changed while compacting; nothing was changed. Try again."
+            return tr(job.locale, Msg.COMPACT_CONFLICT)
         self._states[job.session_id] = (segment, CompactionState.after(result))
         self.completed += 1
-        how = "summarised" if result.summarised else "truncated (the summary call failed)"
-        return (
-            f"Compacted: about {result.estimate_before:,} → {result.estimate_after:,} tokens; "
-            f"older turns {how}, the last {cfg.keep_user_turns} kept whole."
+        return tr(
+            job.locale,
+            Msg.COMPACTED_SUMMARISED if result.summarised else Msg.COMPACTED_TRUNCATED,
+            before=result.estimate_before,
+            after=result.estimate_after,
+            keep=cfg.keep_user_turns,
         )
 
     async def _answer(self, item: WorkItem, text: str) -> None:
@@ -181,11 +186,15 @@ class Compactor:
 
     # -- /status -------------------------------------------------------------
     @staticmethod
-    def status_line(stats: SessionStats, profile: AgentProfile) -> str:
+    def status_line(stats: SessionStats, profile: AgentProfile, locale: Locale) -> str:
         tokens = tokens_for_chars(stats.chars)
         window = profile.context_window_tokens
         trigger = trigger_tokens(window, profile.compaction.trigger_ratio)
-        return (
-            f"Estimated context: {tokens:,} tokens, {tokens / window:.1%} of the {window:,}-token "
-            f"window (compaction above {trigger:,})"
+        return tr(
+            locale,
+            Msg.STATUS_CONTEXT,
+            tokens=tokens,
+            share=tokens / window,
+            window=window,
+            trigger=trigger,
         )

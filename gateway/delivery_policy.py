@@ -23,6 +23,7 @@ import structlog
 
 from channels.base import PermanentSendError, RateLimited, RecipientOffline, TransientSendError
 from gateway.bus import OutboundMessage
+from gateway.i18n import Locale, parse_locale
 from gateway.replies import late_note
 
 __all__ = [
@@ -105,10 +106,12 @@ def classify_failure(
 
 
 def with_late_note(
-    message: OutboundMessage, waited_secs: float, policy: RetryPolicy
+    message: OutboundMessage, waited_secs: float, policy: RetryPolicy, channel_locale: Locale
 ) -> OutboundMessage:
-    """`message`, written `waited_secs` ago, with the late note if that is long."""
+    """`message`, written `waited_secs` ago, with the late note if that is long: in
+    the message's locale (that of the message it answers), else the channel's."""
     notice_after = policy.stale_notice_secs
     if notice_after <= 0 or waited_secs < notice_after or not message.text.strip():
         return message
-    return dataclasses.replace(message, text=message.text + late_note(waited_secs))
+    locale = parse_locale(message.locale) or channel_locale
+    return dataclasses.replace(message, text=message.text + late_note(waited_secs, locale))

@@ -52,15 +52,8 @@ from gateway.bus import (
     reply_handle,
 )
 from gateway.chat_policy import DEFAULT_POLICY, ChatPolicy
-from gateway.replies import (
-    EMPTY_REPLY,
-    GENERIC_FAILURE,
-    STOPPED_REPLY,
-    build_user_message,
-    scheduled_failure,
-    unknown_agent,
-    user_facing_error,
-)
+from gateway.i18n import Locale, Msg, tr
+from gateway.replies import build_user_message, scheduled_failure, unknown_agent, user_facing_error
 from gateway.session_reset import Clock, utc_now
 from gateway.tool_progress import ToolDisplay, ToolProgress
 from gateway.transcription import transcribe_items
@@ -92,6 +85,11 @@ class _Plan:
     @property
     def inbox_ids(self) -> tuple[int, ...]:
         return tuple(i.inbox_id for i in self.items)
+
+    @property
+    def locale(self) -> Locale:
+        """The gateway's texts answer the latest message of the turn."""
+        return self.items[-1].locale
 
 
 @dataclass(slots=True)
@@ -301,7 +299,11 @@ class ExecutionService:
             new.append(build_user_message(plan.items, profile.supports_vision, notes))
         fresh = request.session is SessionPolicy.FRESH and not resume
         policy = self._policy(plan.channel)
-        reset = None if resume or fresh else policy.session_reset(request.origin, self.clock())
+        reset = (
+            None
+            if resume or fresh
+            else policy.session_reset(request.origin, self.clock(), plan.locale)
+        )
         turn = await self.opener.open(
             Opening(
                 plan.channel,
@@ -367,7 +369,8 @@ class ExecutionService:
             await observer.flush_deltas()  # the deltas add up to the whole reply
             await progress.flush()
             reply = result.reply
-            return reply, reply.content.strip() or EMPTY_REPLY, TurnOutcome(ok=True)
+            text = reply.content.strip() or tr(plan.locale, Msg.EMPTY_REPLY)
+            return reply, text, TurnOutcome(ok=True)
         except ApprovalRequired as held:
             await progress.flush()
             await self._pause(plan, turn, held)
@@ -382,19 +385,20 @@ class ExecutionService:
                 raise
             log.info("turn_stopped")
             self.opener.forget(plan.channel, plan.chat_id)
-            await self._finish(plan, turn, None, (plan.chat_id, STOPPED_REPLY))
+            await self._finish(plan, turn, None, (plan.chat_id, tr(plan.locale, Msg.STOPPED)))
             raise
         except StaleTurn:
             raise
         except ProviderError as exc:
             log.error("turn_failed_provider", error=str(exc), error_type=type(exc).__name__)
             await progress.flush()
-            text = user_facing_error(exc)
+            text = user_facing_error(plan.locale, exc)
             return None, text, TurnOutcome(ok=False, error=text)
         except Exception as exc:
             log.exception("turn_failed")
             await progress.flush()
-            return None, GENERIC_FAILURE, TurnOutcome(ok=False, error=type(exc).__name__)
+            failure = tr(plan.locale, Msg.GENERIC_FAILURE)
+            return None, failure, TurnOutcome(ok=False, error=type(exc).__name__)
         finally:
             await typing.stop()
 
@@ -410,6 +414,7 @@ class ExecutionService:
                 held.held,
                 turn.deferred,
                 plan.items[0].approval_id,
+                plan.locale,
             )
         )
         turn.deferred = None
@@ -420,7 +425,7 @@ class ExecutionService:
         an empty text sends nothing."""
         request = plan.request
         if request.delivery is Delivery.FAILURES_ONLY:
-            notice = "" if outcome.ok else scheduled_failure(request.job_id, text)
+            notice = "" if outcome.ok else scheduled_failure(plan.locale, request.job_id, text)
             return request.notify_chat_id or plan.chat_id, notice
         return plan.chat_id, text
 
@@ -445,6 +450,7 @@ class ExecutionService:
                 reply_to_message_id=plan.reply_to,
                 session_id=turn.session_id,
                 run_id=plan.run_id,
+                locale=plan.locale.value,
             )
             if text
             else None
@@ -481,7 +487,7 @@ class ExecutionService:
         log.error("turn_refused", reason=str(exc), chat_id=plan.chat_id)
         out = None
         if plan.channel in self.agents.channel_agents and plan.request.agent is not None:
-            outcome = TurnOutcome(ok=False, error=unknown_agent(plan.request.agent))
+            outcome = TurnOutcome(ok=False, error=unknown_agent(plan.locale, plan.request.agent))
             chat_id, text = self._deliver(plan, outcome, outcome.error or "")
             out = OutboundMessage(plan.channel, chat_id, text, reply_to_message_id=plan.reply_to)
         row_id = await self.store.answer(plan.inbox_ids, out)

@@ -8,6 +8,10 @@ refused message is closed there and goes no further. Routing
 never waits on storage for a plain message: it is handed to its session's
 queue at once; commands, and messages queued behind a chat's commands, go to
 that chat's command lane (gateway.commands), which runs off this loop.
+
+Each message's locale (gateway.locales) is resolved here, once, onto its
+`WorkItem`: every text written in answer to it (a command's reply, a refusal,
+a failed turn's notice) reads it from there.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from gateway.access_gate import AccessGate
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
 from gateway.dead_letters import DeadLetterSink
+from gateway.i18n import Msg, tr
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
+from gateway.locales import DEFAULT_LOCALES, LocaleResolver
 from gateway.sessions import SessionManager
 from gateway.work import WorkItem
 from storage import inbox
@@ -49,6 +55,7 @@ class InboundProcessor:
         budget: ShutdownBudget | None = None,
         access: AccessGate | None = None,
         dead_letters: DeadLetterSink | None = None,
+        locales: LocaleResolver = DEFAULT_LOCALES,
     ) -> None:
         """`access`: the access policy; None admits everyone (and nobody is admin).
         `dead_letters`: where a message the inbox refuses alone goes (None: the
@@ -60,6 +67,7 @@ class InboundProcessor:
         self.wake = wake
         self.access = access
         self.dead_letters = dead_letters
+        self.locales = locales
         is_admin = access.policy.is_admin_message if access is not None else None
         self.lanes = CommandLanes(registry, store, wake, self.dispatch, is_admin=is_admin)
         self.on_accepted = on_accepted  # metrics, by channel
@@ -94,7 +102,13 @@ class InboundProcessor:
             log.error("inbox_rows_unreadable", rows=unreadable, kept_in="picobot dead-letters list")
         entries = await self.store.unfinished_inbox()
         items = [
-            WorkItem(e.id, e.message, resume=e.state is InboxState.STARTED, session_id=e.session_id)
+            WorkItem(
+                e.id,
+                e.message,
+                resume=e.state is InboxState.STARTED,
+                session_id=e.session_id,
+                locale=self.locales.resolve(e.message),
+            )
             for e in entries
         ]
         # a row never started may never have been judged (a crash right after its commit)
@@ -151,7 +165,7 @@ class InboundProcessor:
                 over_cap.add(outcome)
             if receipt is not None and not receipt.done():
                 receipt.set_result(Receipt.REFUSED if full else Receipt.ACCEPTED)
-            accepted.append(WorkItem(outcome, message))
+            accepted.append(WorkItem(outcome, message, locale=self.locales.resolve(message)))
         for item in await self._admit(accepted):
             if item.inbox_id in over_cap:
                 await self._refuse_overflow(item)
@@ -238,10 +252,7 @@ class InboundProcessor:
             ):
                 return
             if not self.lanes.queue(item, command):
-                await self._refuse(item, (
-                    f"I'm still working through {self.lanes.max_queued} earlier commands in "
-                    "this chat. This one was not run: please send it again in a moment."
-                ))  # fmt: skip
+                await self._refuse(item, Msg.COMMANDS_QUEUED, self.lanes.max_queued)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -254,14 +265,13 @@ class InboundProcessor:
             await self._refuse_overflow(item)
 
     async def _refuse_overflow(self, item: WorkItem) -> None:
-        await self._refuse(item, (
-            f"I'm still working on {self.sessions.max_pending} earlier messages in this chat. "
-            "This one was not queued: please wait for my reply and send it again."
-        ))  # fmt: skip
+        await self._refuse(item, Msg.MESSAGES_QUEUED, self.sessions.max_pending)
 
-    async def _refuse(self, item: WorkItem, text: str) -> None:
+    async def _refuse(self, item: WorkItem, why: Msg, count: int) -> None:
+        """Close the row with the refusal `why` (its text says `count` are queued)."""
         m = item.message
-        log.warning("inbound_refused", channel=m.channel, chat_id=m.chat_id, reason=text[:60])
+        log.warning("inbound_refused", channel=m.channel, chat_id=m.chat_id, reason=why.value)
+        text = tr(item.locale, why, count=count)
         out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
         await self.store.answer([item.inbox_id], out)
         self.wake(m.channel)

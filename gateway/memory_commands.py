@@ -11,12 +11,12 @@ from typing import Final
 
 from agent.memory.types import MemoryScope
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
+from gateway.i18n import Msg, tr
 from gateway.memory_service import SummaryFile, scope_of
 from storage.memory_store import MemoryStore
 
 __all__ = ["MemoryCommands"]
 
-FORGET_USAGE: Final = "Usage: /forget NAMESPACE/KEY (as /memory shows it) or /forget all"
 _SHOWN: Final = 50
 _PREVIEW: Final = 120
 
@@ -27,8 +27,8 @@ class MemoryCommands:
     ) -> None:
         self.store = store
         self.summary_file = summary_file
-        registry.add(Command("memory", "what I remember about you", self.memory))
-        registry.add(Command("forget", "/forget NAMESPACE/KEY | all: delete it", self.forget))
+        registry.add(Command("memory", Msg.HELP_MEMORY, self.memory))
+        registry.add(Command("forget", Msg.HELP_FORGET, self.forget))
 
     @staticmethod
     def _scope(call: CommandCall) -> MemoryScope:
@@ -39,17 +39,18 @@ class MemoryCommands:
         scope = scope_of(self._scope(call))
         rows = await self.store.entries(scope, None)
         summary = await self.store.summary(scope)
+        loc = call.locale
         if not rows and not summary:
-            return "I keep no memories about you."
-        lines = [f"I remember {len(rows)} thing(s) about you:"]
+            return tr(loc, Msg.MEMORY_NONE)
+        lines = [tr(loc, Msg.MEMORY_HEADER, count=len(rows))]
         for row in rows[:_SHOWN]:
             text = row.content if len(row.content) <= _PREVIEW else row.content[:_PREVIEW] + "…"
             lines.append(f"- {row.namespace}/{row.memory_key}: {text}")
         if len(rows) > _SHOWN:
-            lines.append(f"… and {len(rows) - _SHOWN} more")
+            lines.append(tr(loc, Msg.MEMORY_MORE, count=len(rows) - _SHOWN))
         if summary:
-            lines += ["", "Summary:", summary]
-        lines += ["", "/forget NAMESPACE/KEY deletes one, /forget all deletes everything."]
+            lines += ["", tr(loc, Msg.MEMORY_SUMMARY), summary]
+        lines += ["", tr(loc, Msg.MEMORY_FOOTER)]
         return "\n".join(lines)
 
     async def forget(self, call: CommandCall) -> CommandReply:
@@ -58,10 +59,11 @@ class MemoryCommands:
         if target.lower() == "all":
             count = await self.store.forget(scope)
             await self.summary_file.refresh()
-            return f"Forgot everything about you ({count} memories and the summary)."
+            return tr(call.locale, Msg.FORGOT_ALL, count=count)
         namespace, sep, key = target.partition("/")
         if not sep or not namespace or not key:
-            return FORGET_USAGE
+            return tr(call.locale, Msg.FORGET_USAGE)
+        name = f"{namespace}/{key}"
         if await self.store.delete(scope, namespace, key):
-            return f"Forgot {namespace}/{key}."
-        return f"I have no memory {namespace}/{key} about you."
+            return tr(call.locale, Msg.FORGOT, name=name)
+        return tr(call.locale, Msg.FORGET_UNKNOWN, name=name)

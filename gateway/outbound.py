@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -32,6 +32,7 @@ from gateway.delivery_policy import (
     gave_up,
     with_late_note,
 )
+from gateway.i18n import Locale
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from storage import outbox
 from storage.clock import iso, parse_iso
@@ -105,7 +106,9 @@ class OutboundDispatcher:
         rescan_secs: float = 30.0,
         metrics: DeliveryMetrics | None = None,
         budget: ShutdownBudget | None = None,
+        locale_of: Callable[[str], Locale] = lambda channel: Locale.EN,
     ) -> None:
+        """`locale_of(channel)`: the language of the late note (gateway.locales)."""
         self.store = store
         self.channels = channels
         self.policy = policy
@@ -113,6 +116,7 @@ class OutboundDispatcher:
         self.rescan_secs = rescan_secs  # rows nobody handed over: `outbox retry` from the CLI
         self.metrics = metrics
         self.budget = budget or ShutdownBudget(30.0)
+        self.locale_of = locale_of
         self._tasks: list[asyncio.Task[None]] = []
         self._states = {name: _SenderState() for name in channels}
         for state in self._states.values():
@@ -310,7 +314,8 @@ class OutboundDispatcher:
                 async with asyncio.timeout(self.send_timeout_secs):
                     message = row.to_message()
                     waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
-                    await channel.send(with_late_note(message, waited, self.policy))
+                    fallback = self.locale_of(channel.name)
+                    await channel.send(with_late_note(message, waited, self.policy, fallback))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

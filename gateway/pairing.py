@@ -9,15 +9,17 @@ channel) are `CODE_RULES`; the table is storage.pairings.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 
+from gateway.i18n import Locale, Msg, tr
 from storage.pairings import Approval, ApproveOutcome, CodeRules, Pairing, PairingState
 
 __all__ = [
     "ALPHABET",
-    "APPROVED_NOTICE",
     "CODE_RULES",
     "approval_text",
+    "approved_notice",
     "describe_pairing",
     "new_code",
     "pairing_state",
@@ -27,8 +29,6 @@ __all__ = [
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_RULES = CodeRules(ttl=timedelta(minutes=10), reissue_after=timedelta(hours=1), max_pending=3)
-# Sent to the new user's chat when an admin approves their code.
-APPROVED_NOTICE = "An admin approved your access. You can talk to me now: send your message again."
 
 
 def new_code() -> str:
@@ -52,32 +52,37 @@ def parse_who(text: str) -> tuple[str, str] | None:
     return channel, sender
 
 
-def approval_text(code: str, result: Approval) -> str:
+def approved_notice(locale: Callable[[str], Locale]) -> Callable[[str], str]:
+    """What the new user's chat is sent when an admin approves their code: in
+    the locale of their channel (`locale(channel)`)."""
+    return lambda channel: tr(locale(channel), Msg.APPROVED_NOTICE)
+
+
+def approval_text(code: str, result: Approval, locale: Locale = Locale.EN) -> str:
     """What the admin is told after `/pair approve` or `picobot pairing approve`."""
     match result.outcome:
         case ApproveOutcome.APPROVED:
             assert result.pairing is not None
-            return f"Approved {result.pairing.who} (code {code}); they have been told."
+            return tr(locale, Msg.APPROVAL_APPROVED, who=result.pairing.who, code=code)
         case ApproveOutcome.ALREADY:
-            who = result.pairing.who if result.pairing is not None else "that sender"
-            return f"{who} is approved already; code {code} is spent."
-        case ApproveOutcome.EXPIRED:
-            return (
-                f"Code {code} has expired. They get a new one when they write to the bot "
-                "again (at most one an hour)."
+            who = result.pairing.who if result.pairing is not None else None
+            return tr(
+                locale, Msg.APPROVAL_ALREADY, who=who or tr(locale, Msg.THAT_SENDER), code=code
             )
+        case ApproveOutcome.EXPIRED:
+            return tr(locale, Msg.APPROVAL_EXPIRED, code=code)
         case ApproveOutcome.UNKNOWN:
-            return f"No pending pairing code {code}. Check the code (`/pair list` shows them)."
+            return tr(locale, Msg.APPROVAL_UNKNOWN, code=code)
 
 
-def pairing_state(p: Pairing) -> str:
+def pairing_state(p: Pairing, locale: Locale = Locale.EN) -> str:
     """ "approved by … on …" or "code …, pending until …"."""
     if p.state is PairingState.APPROVED:
         when = p.approved_at.strftime("%Y-%m-%d %H:%M UTC") if p.approved_at else "?"
-        return f"approved by {p.approved_by or '?'} on {when}"
-    return f"code {p.code}, pending until {p.expires_at.strftime('%H:%M UTC')}"
+        return tr(locale, Msg.PAIRING_APPROVED_BY, by=p.approved_by or "?", when=when)
+    return tr(locale, Msg.PAIRING_PENDING, code=p.code, until=p.expires_at.strftime("%H:%M UTC"))
 
 
-def describe_pairing(p: Pairing) -> str:
+def describe_pairing(p: Pairing, locale: Locale = Locale.EN) -> str:
     """One line of `/pair list` and `picobot pairing list`."""
-    return f"{p.who}  {pairing_state(p)}"
+    return f"{p.who}  {pairing_state(p, locale)}"

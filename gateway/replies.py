@@ -1,7 +1,8 @@
 """What a turn puts into the conversation besides the model's words: the user
-message built from the inbound message(s), and the gateway's own replies when
-a turn is stopped or fails (short and safe; details go to the log), and the
-note on a reply delivered late."""
+message built from the inbound message(s) (for the model: English), and the
+gateway's own replies when a turn is stopped or fails (short and safe; details
+go to the log), and the note on a reply delivered late — those in the chat's
+locale, from the catalogue (gateway.i18n)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,15 @@ from agent.providers.base import (
     ProviderAuthError,
     ProviderConfigError,
     ProviderError,
+    ProviderKeyMissing,
     ProviderRateLimited,
     ProviderUnavailable,
 )
 from gateway.bus import InboundMessage, MediaKind
+from gateway.i18n import Locale, Msg, tr
 from gateway.work import WorkItem
 
 __all__ = [
-    "EMPTY_REPLY",
-    "GENERIC_FAILURE",
-    "SESSION_RESET_NOTICE",
-    "STOPPED_REPLY",
     "build_user_message",
     "format_duration",
     "late_note",
@@ -30,11 +29,6 @@ __all__ = [
     "unknown_agent",
     "user_facing_error",
 ]
-
-STOPPED_REPLY = "Stopped. The running task was cancelled; send a new message to continue."
-GENERIC_FAILURE = "Sorry, something went wrong while answering. The gateway log has the details."
-EMPTY_REPLY = "(the model returned an empty reply)"
-SESSION_RESET_NOTICE = "New session: the previous one is archived (/sessions lists it)."
 
 
 def _user_text(
@@ -75,45 +69,46 @@ def build_user_message(
     return ChatMessage.user("\n\n".join(chunks), tuple(all_images))
 
 
-def user_facing_error(exc: ProviderError) -> str:
+def user_facing_error(locale: Locale, exc: ProviderError) -> str:
     """Short, safe text for the chat; details go to the log."""
+    if isinstance(exc, ProviderKeyMissing):
+        return tr(locale, Msg.NO_API_KEY, provider=exc.provider, setting=exc.setting)
     if isinstance(exc, ProviderConfigError):
-        return f"The gateway is not set up to answer yet: {exc}"
+        return tr(locale, Msg.NOT_SET_UP, detail=exc)
     if isinstance(exc, ProviderAuthError):
-        return "The model provider rejected the gateway's API key. Ask the operator to check it."
+        return tr(locale, Msg.PROVIDER_AUTH)
     if isinstance(exc, ProviderRateLimited | ProviderUnavailable):
-        return "The model provider is unavailable right now, even after retrying. Please try again later."
-    return "The model provider could not answer this request. The gateway log has the details."
+        return tr(locale, Msg.PROVIDER_UNAVAILABLE)
+    return tr(locale, Msg.PROVIDER_FAILED)
 
 
-def unknown_agent(name: str) -> str:
-    return f"This request asks for agent {name!r}, which this gateway does not have."
+def unknown_agent(locale: Locale, name: str) -> str:
+    return tr(locale, Msg.UNKNOWN_AGENT, name=name)
 
 
-def scheduled_failure(job_id: str | None, text: str) -> str:
+def scheduled_failure(locale: Locale, job_id: str | None, text: str) -> str:
     """What a silent scheduled task's notify chat gets when the task fails."""
-    return f"Scheduled task {job_id or '?'} failed: {text}"
+    return tr(locale, Msg.SCHEDULED_FAILED, job=job_id or "?", reason=text)
 
 
-def format_duration(secs: float) -> str:
-    """Two units at most: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`."""
+def format_duration(secs: float, locale: Locale = Locale.EN) -> str:
+    """Two units at most: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h` (in English)."""
     total = max(0, int(secs))
     days, rest = divmod(total, 86_400)
     hours, rest = divmod(rest, 3_600)
     minutes, seconds = divmod(rest, 60)
     if days:
-        return f"{days} d {hours} h" if hours else f"{days} d"
-    if hours:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    if minutes:
-        return f"{minutes} min"
-    return f"{seconds} s"
+        units = [(days, Msg.DAYS), (hours, Msg.HOURS)]
+    elif hours:
+        units = [(hours, Msg.HOURS), (minutes, Msg.MINUTES)]
+    elif minutes:
+        units = [(minutes, Msg.MINUTES)]
+    else:
+        units = [(seconds, Msg.SECONDS)]
+    return " ".join(tr(locale, key, n=n) for i, (n, key) in enumerate(units) if n or i == 0)
 
 
-def late_note(waited_secs: float) -> str:
+def late_note(waited_secs: float, locale: Locale = Locale.EN) -> str:
     """Appended to a reply that waited long in the outbox (at the end, so the
     parts of a long reply sent by an earlier attempt stay the same)."""
-    return (
-        f"\n\n(Sent late: this reply was written {format_duration(waited_secs)} ago "
-        "and could not be delivered until now.)"
-    )
+    return "\n\n" + tr(locale, Msg.LATE_NOTE, waited=format_duration(waited_secs, locale))

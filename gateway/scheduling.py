@@ -4,9 +4,10 @@ agent turns that the caller can await to their end."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
+from gateway.i18n import Locale, Msg, tr
 from gateway.outbound import OutboundDispatcher
 from gateway.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
 
@@ -37,14 +38,24 @@ class TurnWaiters:
 
 class PipelineHost:
     def __init__(
-        self, bus: MessageBus, dispatcher: OutboundDispatcher, waiters: TurnWaiters
+        self,
+        bus: MessageBus,
+        dispatcher: OutboundDispatcher,
+        waiters: TurnWaiters,
+        locale_of: Callable[[str], Locale] = lambda channel: Locale.EN,
     ) -> None:
+        """`locale_of(channel)`: the language of a failure notice (gateway.locales)."""
         self.bus = bus
+        self.locale_of = locale_of
         self.dispatcher = dispatcher
         self.waiters = waiters
 
     async def send_message(self, channel: str, chat_id: str, text: str) -> None:
         await self.dispatcher.enqueue(OutboundMessage(channel, chat_id, text))
+
+    async def notify_failure(self, channel: str, chat_id: str, job_id: str) -> None:
+        text = tr(self.locale_of(channel), Msg.SCHEDULED_TIMED_OUT, job=job_id)
+        await self.send_message(channel, chat_id, text)
 
     async def run_agent_task(self, message: InboundMessage) -> None:
         if message.channel not in self.dispatcher.channels:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRegistry, CommandReply
+from gateway.i18n import Locale, Msg, tr
 from gateway.sessions import SessionManager
 from gateway.work import WorkItem, session_base_id
 from storage.conversations import SessionStats
@@ -18,19 +19,34 @@ __all__ = ["SessionCommands"]
 # A compact hook queues the work and answers the command itself when done;
 # False means it could not be queued.
 CompactHook = Callable[[WorkItem, str], bool]
-StatusHook = Callable[[SessionStats, str], str]  # (stats, channel) → one more /status line
+# (stats, channel, locale) → one more /status line
+StatusHook = Callable[[SessionStats, str, Locale], str]
 
 
-def _describe(records: list[SessionRecord], active: SessionRecord | None) -> str:
+def _title(locale: Locale, title: str | None) -> str:
+    return tr(locale, Msg.TITLE, title=title) if title else ""
+
+
+def _describe(locale: Locale, records: list[SessionRecord], active: SessionRecord | None) -> str:
     if not records:
-        return "No sessions yet in this chat. Send a message to start one."
-    lines = ["Sessions in this chat:"]
+        return tr(locale, Msg.NO_SESSIONS)
+    lines = [tr(locale, Msg.SESSIONS_HEADER)]
     for n, r in enumerate(records, 1):
-        title = f' "{r.title}"' if r.title else ""
-        status = " (archived)" if r.status is SessionStatus.ARCHIVED else ""
-        current = " ← current" if active is not None and r.id == active.id else ""
-        lines.append(f"{n}. {r.id}{title} — {r.message_count} messages{status}{current}")
-    lines.append("Switch with /use N.")
+        archived = r.status is SessionStatus.ARCHIVED
+        current = active is not None and r.id == active.id
+        lines.append(
+            tr(
+                locale,
+                Msg.SESSIONS_LINE,
+                n=n,
+                id=r.id,
+                title=_title(locale, r.title),
+                count=r.message_count,
+                archived=tr(locale, Msg.SESSIONS_ARCHIVED) if archived else "",
+                current=tr(locale, Msg.SESSIONS_CURRENT) if current else "",
+            )
+        )
+    lines.append(tr(locale, Msg.SESSIONS_FOOTER))
     return "\n".join(lines)
 
 
@@ -54,63 +70,58 @@ class SessionCommands:
         self.status_hook = status_line
         self.usage_hook = usage_line  # tokens and cost of the session
         for name, help_, handler in (
-            ("help", "list the commands", self.help),
-            ("new", "/new [TITLE]: start a new session and switch to it", self.new),
-            ("sessions", "list this chat's sessions", self.list),
-            ("use", "/use N (or an id or title): switch to another session", self.use),
-            ("rename", "/rename TITLE: rename the current session", self.rename),
-            ("archive", "archive the current session and start a new one", self.archive),
-            (
-                "delete",
-                "/delete [N or id]: delete a session (default: the current one) for good",
-                self.delete,
-            ),
-            ("stop", "cancel the running task", self.stop),
-            ("status", "show the session's size, context use and tokens", self.status),
-            ("compact", "compact the current session's history now", self.compact),
+            ("help", Msg.HELP_HELP, self.help),
+            ("new", Msg.HELP_NEW, self.new),
+            ("sessions", Msg.HELP_SESSIONS, self.list),
+            ("use", Msg.HELP_USE, self.use),
+            ("rename", Msg.HELP_RENAME, self.rename),
+            ("archive", Msg.HELP_ARCHIVE, self.archive),
+            ("delete", Msg.HELP_DELETE, self.delete),
+            ("stop", Msg.HELP_STOP, self.stop),
+            ("status", Msg.HELP_STATUS, self.status),
+            ("compact", Msg.HELP_COMPACT, self.compact),
         ):
             registry.add(Command(name, help_, handler))
 
     async def help(self, call: CommandCall) -> CommandReply:
-        return self.registry.help_text()
+        return self.registry.help_text(call.locale)
 
     async def stop(self, call: CommandCall) -> CommandReply:
         # the stopped turn confirms it itself
-        return (
-            None if self.sessions.stop_turn(call.channel, call.chat_id) else "Nothing is running."
-        )
+        if self.sessions.stop_turn(call.channel, call.chat_id):
+            return None
+        return tr(call.locale, Msg.NOTHING_RUNNING)
 
     async def new(self, call: CommandCall) -> CommandReply:
         base = session_base_id(call.channel, call.chat_id)
         record = await self.store.new_session(call.channel, call.chat_id, base, call.args or None)
         self.history_changed(call.channel, call.chat_id)
-        title = f' "{call.args}"' if call.args else ""
-        return f"Started new session {record.id}{title}."
+        return tr(call.locale, Msg.NEW_SESSION, id=record.id, title=_title(call.locale, call.args))
 
     async def list(self, call: CommandCall) -> CommandReply:
         records, active = await self.store.list_sessions(call.channel, call.chat_id)
-        return _describe(records, active)
+        return _describe(call.locale, records, active)
 
     async def use(self, call: CommandCall) -> CommandReply:
         if not call.args:
-            return "Usage: /use N, or a session id or title (see /sessions)."
+            return tr(call.locale, Msg.USE_USAGE)
         target = await self.store.switch_session(call.channel, call.chat_id, call.args)
         if target is None:
-            return f"No session {call.args!r} in this chat. See /sessions."
+            return tr(call.locale, Msg.NO_SUCH_SESSION, name=call.args)
         self.history_changed(call.channel, call.chat_id)
-        return f"Switched to session {target.id}."
+        return tr(call.locale, Msg.SWITCHED, id=target.id)
 
     async def rename(self, call: CommandCall) -> CommandReply:
         if not call.args:
-            return "Usage: /rename TITLE."
+            return tr(call.locale, Msg.RENAME_USAGE)
         base = session_base_id(call.channel, call.chat_id)
         record = await self.store.rename_active(call.channel, call.chat_id, base, call.args)
         self.history_changed(call.channel, call.chat_id)
-        return f'Renamed session {record.id} to "{call.args}".'
+        return tr(call.locale, Msg.RENAMED, id=record.id, title=call.args)
 
     def _busy(self, call: CommandCall) -> str | None:
         if self.sessions.is_busy(call.channel, call.chat_id):
-            return "A task is running in this chat; /stop it or wait, then try again."
+            return tr(call.locale, Msg.BUSY)
         return None
 
     async def archive(self, call: CommandCall) -> CommandReply:
@@ -120,8 +131,8 @@ class SessionCommands:
         replaced = await self.store.archive_active(call.channel, call.chat_id, base)
         self.history_changed(call.channel, call.chat_id)
         if replaced is None or replaced.fresh is None:
-            return "No session to archive."
-        return f"Archived session {replaced.old.id}; now in new session {replaced.fresh.id}."
+            return tr(call.locale, Msg.NOTHING_TO_ARCHIVE)
+        return tr(call.locale, Msg.ARCHIVED, old=replaced.old.id, new=replaced.fresh.id)
 
     async def delete(self, call: CommandCall) -> CommandReply:
         if busy := self._busy(call):
@@ -133,36 +144,42 @@ class SessionCommands:
         self.history_changed(call.channel, call.chat_id)
         if replaced is None:
             if call.args:
-                return f"No session {call.args!r} in this chat. See /sessions."
-            return "No session to delete."
+                return tr(call.locale, Msg.NO_SUCH_SESSION, name=call.args)
+            return tr(call.locale, Msg.NOTHING_TO_DELETE)
         if replaced.fresh is not None:
-            return f"Deleted session {replaced.old.id}; now in new session {replaced.fresh.id}."
-        return f"Deleted session {replaced.old.id}."
+            return tr(call.locale, Msg.DELETED_NOW_IN, old=replaced.old.id, new=replaced.fresh.id)
+        return tr(call.locale, Msg.DELETED, old=replaced.old.id)
 
     async def compact(self, call: CommandCall) -> CommandReply:
         if self.compact_hook is None:
-            return "Compaction is not available in this gateway."
+            return tr(call.locale, Msg.COMPACT_UNAVAILABLE)
         record = await self.store.active_session(call.channel, call.chat_id)
         if record is None:
-            return "Nothing to compact yet."
+            return tr(call.locale, Msg.NOTHING_TO_COMPACT)
         if not self.compact_hook(call.item, record.id):
-            return "Compaction is busy right now; try again in a minute."
+            return tr(call.locale, Msg.COMPACT_BUSY)
         return ANSWERED_ELSEWHERE
 
     async def status(self, call: CommandCall) -> CommandReply:
         stats = await self.store.session_stats(call.channel, call.chat_id)
+        loc = call.locale
         if stats is None:
-            return "No session yet in this chat. Send a message to start one."
-        busy = "running a task" if self.sessions.is_busy(call.channel, call.chat_id) else "idle"
+            return tr(loc, Msg.STATUS_NO_SESSION)
+        running = self.sessions.is_busy(call.channel, call.chat_id)
         r = stats.record
         lines = [
-            f"Session {r.id}" + (f' "{r.title}"' if r.title else ""),
-            f"Messages in the active history: {stats.message_count} (segment {r.segment})",
-            f"User turns: {r.user_turns}; state: {busy}",
-            f"Last compaction: {r.compacted_at or 'never'}",
+            tr(loc, Msg.STATUS_SESSION, id=r.id, title=_title(loc, r.title)),
+            tr(loc, Msg.STATUS_MESSAGES, count=stats.message_count, segment=r.segment),
+            tr(
+                loc,
+                Msg.STATUS_TURNS,
+                turns=r.user_turns,
+                state=tr(loc, Msg.STATE_RUNNING if running else Msg.STATE_IDLE),
+            ),
+            tr(loc, Msg.STATUS_COMPACTED, when=r.compacted_at or tr(loc, Msg.NEVER)),
         ]
         if self.status_hook is not None:
-            lines.append(self.status_hook(stats, call.channel))
+            lines.append(self.status_hook(stats, call.channel, loc))
         if self.usage_hook is not None:
-            lines.append(self.usage_hook(stats, call.channel))
+            lines.append(self.usage_hook(stats, call.channel, loc))
         return "\n".join(lines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from agent.messages import Usage
 from gateway.agents import AgentProfile
 from gateway.config import ModelPrices
+from gateway.i18n import Locale, Msg, tr
 from storage.conversations import SessionStats
 
 __all__ = ["estimate_cost", "usage_status"]
@@ -31,21 +32,32 @@ def estimate_cost(tokens: Usage, prices: ModelPrices) -> float:
     ) / _PER
 
 
-def usage_status(stats: SessionStats, profile: AgentProfile) -> str:
+def usage_status(stats: SessionStats, profile: AgentProfile, locale: Locale) -> str:
     """The /status lines about tokens (and cost, when the model has prices)."""
     tokens = stats.tokens
     if not tokens.input_tokens and not tokens.output_tokens:
-        return "Tokens in this session: none reported yet"
+        return tr(locale, Msg.USAGE_NONE)
     share = tokens.cache_read_tokens / tokens.input_tokens if tokens.input_tokens else 0.0
     lines = [
-        f"Tokens in this session: {tokens.input_tokens:,} in, {tokens.output_tokens:,} out; "
-        f"{share:.1%} of the input read from the prompt cache "
-        f"({tokens.cache_read_tokens:,} read, {tokens.cache_write_tokens:,} written)"
+        tr(
+            locale,
+            Msg.USAGE_TOKENS,
+            input=tokens.input_tokens,
+            output=tokens.output_tokens,
+            share=share,
+            read=tokens.cache_read_tokens,
+            written=tokens.cache_write_tokens,
+        )
     ]
     if profile.prices is not None:
         cost = estimate_cost(tokens, profile.prices)
         lines.append(
-            f"Estimated cost: {cost:,.4f} {profile.prices.currency} "
-            f"(at the prices of {profile.loop.model})"
+            tr(
+                locale,
+                Msg.USAGE_COST,
+                cost=cost,
+                currency=profile.prices.currency,
+                model=profile.loop.model,
+            )
         )
     return "\n".join(lines)

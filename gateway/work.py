@@ -1,6 +1,7 @@
 """The shared types of the turn pipeline: what the inbound side hands a turn
 (`WorkItem`), how a turn ended (`TurnOutcome`), and where replies go
-(`ReplySink`). A leaf of the runtime: it imports only `gateway.bus`."""
+(`ReplySink`). A leaf of the runtime: it imports only `gateway.bus` and the
+catalogue's `Locale`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.bus import ChannelEvent, InboundMessage, OutboundMessage
+from gateway.i18n import Locale
 
 __all__ = ["PAUSED_OUTCOME", "ReplySink", "TurnOutcome", "WorkItem", "session_base_id"]
 
@@ -24,6 +26,9 @@ class WorkItem:
     resume: bool = False  # the user message is already in the transcript
     session_id: str | None = None  # known when resuming
     approval_id: int | None = None  # carries on from this answered approval (gateway.approvals)
+    # the language of the gateway's own texts in answer to it (gateway.locales),
+    # resolved once by the inbound processor
+    locale: Locale = Locale.EN
 
     @property
     def conversation(self) -> tuple[str, str]:

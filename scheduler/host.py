@@ -20,6 +20,11 @@ class SchedulerHost(Protocol):
         """Queue `text` for `chat_id` durably (an outbox row) and return."""
         ...
 
+    async def notify_failure(self, channel: str, chat_id: str, job_id: str) -> None:
+        """Queue the notice that silent task `job_id` failed (it timed out) for
+        `chat_id`, durably, in the chat's language; never the internal error."""
+        ...
+
     async def run_agent_task(self, message: InboundMessage) -> None:
         """Run a synthetic message through the pipeline; return when its turn has finished.
 

@@ -22,7 +22,7 @@ from scheduler.jobs import (
 )
 from storage.jobs import to_db_time
 
-__all__ = ["build_agent_message", "execute_job", "failure_notice", "run_message_id"]
+__all__ = ["build_agent_message", "execute_job", "run_message_id"]
 
 
 def run_message_id(job_id: str, scheduled_at: datetime) -> str:
@@ -55,11 +55,6 @@ def build_agent_message(
         request=request,
         received_at=now,
     )
-
-
-def failure_notice(job_id: str) -> str:
-    """The text a chat gets when a silent task fails (never the internal error)."""
-    return f"Scheduled background task {job_id!r} failed. The operator can see the details in the logs."
 
 
 async def execute_job(

@@ -40,7 +40,7 @@ from scheduler.events import EventRegistry
 from scheduler.host import SchedulerHost
 from scheduler.jobs import JobValidationError, SilentAgentTaskJob
 from scheduler.manage import check_runtime_job, manage_action
-from scheduler.runner import execute_job, failure_notice
+from scheduler.runner import execute_job
 from storage import jobs as store
 from storage.db import Database
 from storage.jobs import RunStatus
@@ -291,9 +291,7 @@ class Scheduler:
     async def _notify_failure(self, spec: SilentAgentTaskJob) -> None:
         """The pipeline reports a silent task's own failures; a timeout is ours to report."""
         try:
-            await self.host.send_message(
-                spec.target.channel, spec.target.chat_id, failure_notice(spec.id)
-            )
+            await self.host.notify_failure(spec.target.channel, spec.target.chat_id, spec.id)
         except Exception:
             log.exception("scheduler_failure_notice_failed", job_id=spec.id)
 

@@ -81,6 +81,7 @@ def inbound_to_json(message: InboundMessage, *, ensure_ascii: bool = False) -> s
             "reply_ref": message.reply_ref,
             "sender_aliases": list(message.sender_aliases),
             "addressed": message.addressed,
+            "language": message.language,
         },
         ensure_ascii=ensure_ascii,
         default=str,
@@ -131,6 +132,7 @@ def inbound_from_json(text: str) -> InboundMessage:
         sender_aliases=tuple(d.get("sender_aliases", ())),
         # rows from before access control passed the adapters' mention filter
         addressed=bool(d.get("addressed", True)),
+        language=d.get("language"),
     )
 
 

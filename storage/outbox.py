@@ -64,6 +64,7 @@ class OutboxRow:
     session_id: str | None
     run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    locale: str | None = None
     next_attempt_at: str | None = None
     requeued_at: str | None = None
     idempotency_key: str = ""  # "" only for a row written before schema v9
@@ -88,6 +89,7 @@ class OutboxRow:
             created_at=parse_iso(self.created_at),
             idempotency_key=self.idempotency_key or f"outbox-{self.id}",
             media=self.media,
+            locale=self.locale,
         )
 
     @classmethod
@@ -108,6 +110,7 @@ class OutboxRow:
             metadata=dict(message.metadata),
             idempotency_key=message.idempotency_key,
             media=message.media,
+            locale=message.locale,
         )
 
 
@@ -121,9 +124,10 @@ class Scan:
 
 
 def _row(r: sqlite3.Row) -> OutboxRow:
-    # the metadata column also carries the run id (see `enqueue`)
+    # the metadata column also carries the run id and the locale (see `enqueue`)
     metadata: dict[str, Any] = json.loads(r["metadata"]) if r["metadata"] else {}
     run_id = metadata.pop("run_id", None)
+    locale = metadata.pop("locale", None)
     return OutboxRow(
         id=r["id"],
         channel=r["channel"],
@@ -137,6 +141,7 @@ def _row(r: sqlite3.Row) -> OutboxRow:
         session_id=r["session_id"],
         run_id=run_id if isinstance(run_id, str) else None,
         metadata=metadata,
+        locale=locale if isinstance(locale, str) else None,
         next_attempt_at=r["next_attempt_at"],
         requeued_at=r["requeued_at"],
         idempotency_key=r["idempotency_key"] or "",
@@ -166,6 +171,8 @@ def _metadata_json(message: OutboundMessage) -> str | None:
     stored = dict(message.metadata)
     if message.run_id is not None:
         stored["run_id"] = message.run_id
+    if message.locale is not None:
+        stored["locale"] = message.locale
     return json.dumps(stored) if stored else None
 
 

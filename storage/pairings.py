@@ -166,9 +166,15 @@ def issue_code(
 
 
 def approve(
-    conn: sqlite3.Connection, *, code: str, approved_by: str, now: datetime, notice: str | None
+    conn: sqlite3.Connection,
+    *,
+    code: str,
+    approved_by: str,
+    now: datetime,
+    notice: Callable[[str], str] | None,
 ) -> Approval:
-    """Approve the live code `code`; `notice` (if any) is queued to the sender's chat."""
+    """Approve the live code `code`; `notice(channel)` (if given) is the text
+    queued to the sender's chat (in the language of their channel)."""
     row = conn.execute(
         "SELECT * FROM pairings WHERE code = ? ORDER BY state = 'pending' DESC, id DESC LIMIT 1",
         (code,),
@@ -190,7 +196,7 @@ def approve(
         (approved_by, iso(now), found.id),
     )
     if notice is not None:
-        outbox.enqueue(conn, OutboundMessage(found.channel, found.chat_id, notice))
+        outbox.enqueue(conn, OutboundMessage(found.channel, found.chat_id, notice(found.channel)))
     row = conn.execute("SELECT * FROM pairings WHERE id = ?", (found.id,)).fetchone()
     return Approval(ApproveOutcome.APPROVED, _row(row))
 

@@ -367,7 +367,7 @@ class Store:
         )
 
     async def approve_pairing(
-        self, code: str, approved_by: str, now: datetime, notice: str | None
+        self, code: str, approved_by: str, now: datetime, notice: Callable[[str], str] | None
     ) -> Approval:
         return await self.db.write(
             functools.partial(

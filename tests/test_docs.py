@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import typing
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from agent.mcp.config import McpServerConfig
@@ -52,7 +55,54 @@ def test_example_config_has_every_section_and_channel() -> None:
     assert set(example["channels"]) == {"websocket", "telegram", "feishu", "wechat", "wecom_kf"}
 
 
-def test_readme_keeps_the_quick_start() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "make run" in readme
-    assert "make test" in readme
+# each README's quick-start heading; both must give the same two commands
+QUICK_STARTS = {"README.md": "## Quick start", "README.zh-CN.md": "## 快速开始"}
+
+
+def quick_start_commands(readme: str, heading: str) -> list[str]:
+    """The commands of the first ```sh block under `heading`, comments dropped."""
+    section = readme.split(f"\n{heading}\n", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository as `git clone` gives it: committed files only, no .venv."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: nothing to clone")
+    clone = tmp_path_factory.mktemp("clone") / "picobot"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+    return clone
+
+
+@pytest.mark.parametrize(("name", "heading"), QUICK_STARTS.items())
+def test_readme_quick_start_works_on_a_fresh_clone(
+    name: str, heading: str, fresh_clone: Path
+) -> None:
+    """The README's two commands (English, and the Chinese README's) are
+    `make run` and `make test`, and on a fresh clone make has a plan for each
+    that bootstraps .venv from the lock and then runs the gateway / the tests
+    (`make -n`: what it would run; the real run is the quick-start e2e test)."""
+    readme = (ROOT / name).read_text(encoding="utf-8")
+    assert quick_start_commands(readme, heading) == ["make run", "make test"]
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    for command, runs in (("make run", "picobot gateway"), ("make test", "-m pytest")):
+        plan = subprocess.run(
+            [*command.split(), "-n"], cwd=fresh_clone, env=env, capture_output=True, text=True
+        )
+        assert plan.returncode == 0, plan.stderr
+        assert "-m venv .venv" in plan.stdout
+        assert "--require-hashes -r requirements.lock" in plan.stdout
+        assert runs in plan.stdout.splitlines()[-1]
+    for needed in ("config.example.json", "requirements.lock", "pyproject.toml"):
+        assert (fresh_clone / needed).is_file(), needed
+
+
+def test_the_readme_links_the_chinese_readme_at_the_top() -> None:
+    top = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0]
+    assert "(README.zh-CN.md)" in top
+    zh = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    for page in ("README.md", "docs/channels/feishu.md", "docs/channels/wechat.md"):
+        assert f"({page})" in zh
+    assert "(docs/channels/wecom_kf.md)" in zh

@@ -30,6 +30,7 @@ __all__ = [
     "ProviderAuthError",
     "ProviderConfigError",
     "ProviderError",
+    "ProviderKeyMissing",
     "ProviderRateLimited",
     "ProviderSettings",
     "ProviderUnavailable",
@@ -47,6 +48,15 @@ class ProviderError(Exception):
 
 class ProviderConfigError(ProviderError):
     pass
+
+
+class ProviderKeyMissing(ProviderConfigError):
+    """The provider has no API key; `setting` names what to set."""
+
+    def __init__(self, provider: str, setting: str) -> None:
+        super().__init__(f"provider '{provider}' has no API key: set {setting}")
+        self.provider = provider
+        self.setting = setting
 
 
 class ProviderAuthError(ProviderError):

@@ -14,8 +14,8 @@ from typing import Generic, Protocol, TypeVar
 from agent.providers.base import (
     DeltaSink,
     LLMResponse,
-    ProviderConfigError,
     ProviderError,
+    ProviderKeyMissing,
     ProviderSettings,
 )
 from agent.providers.retry import Sleep, with_retries
@@ -23,10 +23,10 @@ from agent.providers.retry import Sleep, with_retries
 __all__ = ["SdkProvider", "missing_key_error"]
 
 
-def missing_key_error(settings: ProviderSettings) -> ProviderConfigError:
+def missing_key_error(settings: ProviderSettings) -> ProviderKeyMissing:
     where = f"providers.{settings.name}.api_key"
-    hint = f"set {settings.api_key_hint} ({where})" if settings.api_key_hint else f"set {where}"
-    return ProviderConfigError(f"provider '{settings.name}' has no API key: {hint}")
+    setting = f"{settings.api_key_hint} ({where})" if settings.api_key_hint else where
+    return ProviderKeyMissing(settings.name, setting)
 
 
 class _Closable(Protocol):

@@ -320,6 +320,7 @@ class TelegramChannel(Channel):
             metadata=parsed.metadata,
             sender_aliases=tuple(i for i in parsed.sender_ids if i != parsed.sender_id),
             addressed=parsed.addressed,
+            language=parsed.language,
         )
 
     # -- outbound ---------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class ParsedMessage:
     attachments: tuple[Attachment, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
     thread_id: int | None = None  # forum topic (replies must go back there)
+    language: str | None = None  # from.language_code: "zh-hans", "en"
 
 
 def sender_ids(user_id: int, username: str | None) -> tuple[str, ...]:
@@ -136,6 +137,7 @@ def parse_update(update: Update, me: BotIdentity, *, edits: bool = False) -> Par
         attachments=attachments,
         metadata=metadata,
         thread_id=thread_id,
+        language=user.language_code,
     )
 
 

@@ -1,10 +1,12 @@
-"""`picobot init`: write a starter $PICOBOT_HOME/config.json.
+"""`picobot init`: write a starter $PICOBOT_HOME/config.json and agent/AGENT.md.
 
 The file is a complete, valid configuration (checked with the real config
 models before it is written) whose secrets are `${ENV_VAR}` placeholders, never
 values: the key itself belongs in the environment (or /etc/picobot/env for the
 service). On a TTY without flags it asks; otherwise it takes flags. It never replaces an
 existing file without --force, and the file is created with mode 0600.
+`--locale` (or the last question) picks the language of the default AGENT.md,
+which is written only when there is none: an AGENT.md is the user's to edit.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from agent.prompt_file import AGENT_PROMPT_FILENAME, DEFAULT_AGENT_PROMPTS
 from gateway.config import ChannelsConfig, ConfigError, parse_config, picobot_home
 
 __all__ = ["CHANNELS", "DEFAULT_MODELS", "add_init_arguments", "build_config", "run_init"]
 
 PROVIDERS: Final = ("openai", "anthropic")
+LOCALES: Final = tuple(DEFAULT_AGENT_PROMPTS)  # "en", "zh-CN"
 DEFAULT_KEY_ENV: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 DEFAULT_MODELS: Final = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 CHANNELS: Final = ("websocket", "telegram", "feishu", "wechat")
@@ -56,6 +60,12 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         choices=CHANNELS,
         help="enable this channel (repeatable; default: websocket only)",
+    )
+    parser.add_argument(
+        "--locale",
+        choices=LOCALES,
+        help="language of the default AGENT.md (default en); the gateway's own texts "
+        "follow gateway.locale",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing config.json")
 
@@ -116,16 +126,17 @@ def run_init(
     try:
         flags_given = any(
             getattr(args, name, None)
-            for name in ("provider", "api_key_env", "model", "base_url", "channel")
+            for name in ("provider", "api_key_env", "model", "base_url", "channel", "locale")
         )
         asking = interactive and not flags_given
         answers = _ask_all(args, ask, out) if asking else _from_flags(args)
-        raw = build_config(*answers)
+        raw = build_config(*answers[:5])
         # Never write an invalid file. The variables need not be set yet: check
         # the structure with stand-in values.
         stand_ins = dict.fromkeys(_placeholders(raw), "stand-in-value")
         parse_config(raw, stand_ins, source="generated config")
         _write(path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n", force=force)
+        prompt_written = _write_agent_prompt(path.parent, answers[5])
     except (InitError, ConfigError) as exc:
         print(f"init failed: {exc}", file=out)
         return 1
@@ -139,14 +150,31 @@ def run_init(
         print(f"init failed: cannot write {path}: {exc.strerror}", file=out)
         return 1
     _print_next_steps(path, answers, out)
+    prompt = path.parent / "agent" / AGENT_PROMPT_FILENAME
+    if prompt_written:
+        print(f"wrote {prompt} ({answers[5]}): the agent's persona, yours to edit", file=out)
+    else:
+        print(f"kept {prompt}: it exists (delete it to get the {answers[5]} default)", file=out)
     return 0
+
+
+def _write_agent_prompt(home: Path, locale: str) -> bool:
+    """The default AGENT.md of `locale`, unless there is one; whether it was written."""
+    agent_dir = home / "agent"
+    agent_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        with (agent_dir / AGENT_PROMPT_FILENAME).open("x", encoding="utf-8") as handle:
+            handle.write(DEFAULT_AGENT_PROMPTS[locale])
+    except FileExistsError:
+        return False
+    return True
 
 
 def _placeholders(raw: dict[str, Any]) -> list[str]:
     return re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", json.dumps(raw))
 
 
-Answers = tuple[str, str, str, str | None, list[str]]
+Answers = tuple[str, str, str, str | None, list[str], str]
 
 
 def _from_flags(args: argparse.Namespace) -> Answers:
@@ -162,7 +190,9 @@ def _from_flags(args: argparse.Namespace) -> Answers:
     for name in channels:
         if name not in CHANNELS:
             raise InitError(f"unknown channel {name!r} ({', '.join(CHANNELS)})")
-    return provider, env, model, base_url, channels
+    locale = getattr(args, "locale", None) or "en"
+    _check_locale(locale)
+    return provider, env, model, base_url, channels, locale
 
 
 def _ask_all(args: argparse.Namespace, ask: Callable[[str], str], out: TextIO) -> Answers:
@@ -180,7 +210,10 @@ def _ask_all(args: argparse.Namespace, ask: Callable[[str], str], out: TextIO) -
         ",".join(defaults[4]),
         _check_channels,
     )
-    return provider, env, model, base_url or None, _split(channels_text)
+    locale = _ask(
+        ask, out, f"language of AGENT.md ({'/'.join(LOCALES)})", defaults[5], _check_locale
+    )
+    return provider, env, model, base_url or None, _split(channels_text), locale
 
 
 def _ask(
@@ -234,6 +267,11 @@ def _check_channels(value: str) -> None:
         raise InitError(f"unknown channel(s) {', '.join(unknown)} ({', '.join(CHANNELS)})")
 
 
+def _check_locale(value: str) -> None:
+    if value not in LOCALES:
+        raise InitError(f"unknown locale {value!r} ({', '.join(LOCALES)})")
+
+
 def _write(path: Path, text: str, *, force: bool) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not force:
@@ -254,7 +292,7 @@ def _write(path: Path, text: str, *, force: bool) -> None:
 
 
 def _print_next_steps(path: Path, answers: Answers, out: TextIO) -> None:
-    provider, env, model, base_url, channels = answers
+    provider, env, model, base_url, channels, _ = answers
     print(f"wrote {path} (mode 0600): {provider} model {model}", file=out)
     if base_url:
         print(f"  endpoint {base_url}", file=out)

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from gateway.config import LoadedConfig
-from gateway.pairing import APPROVED_NOTICE, approval_text, describe_pairing, parse_code, parse_who
+from gateway.locales import LocaleResolver
+from gateway.pairing import approval_text, approved_notice, describe_pairing, parse_code, parse_who
 from storage.db import Database
 from storage.pairings import ApproveOutcome
 from storage.store import Store
@@ -51,7 +52,10 @@ async def run_pairing_command(
             if code is None:
                 print(f"error: {args.code!r} is not a pairing code (XXXX-XXXX)", file=sys.stderr)
                 return 2
-            result = await store.approve_pairing(code, HOST, now(), APPROVED_NOTICE)
+            # the new user's notice speaks the language of their channel, as the gateway would
+            locales = LocaleResolver.from_config(loaded.config)
+            notice = approved_notice(locales.for_channel)
+            result = await store.approve_pairing(code, HOST, now(), notice)
             print(approval_text(code, result))
             return 0 if result.outcome is ApproveOutcome.APPROVED else 1
         if args.pairing_command == "revoke":

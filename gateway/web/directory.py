@@ -19,6 +19,7 @@ from channels.base import (
     ToolCallInfo,
 )
 from gateway.commands import CommandRegistry
+from gateway.i18n import Locale, tr
 from storage.sessions import SessionStatus
 from storage.store import Store
 
@@ -53,13 +54,16 @@ def _entry(message: ChatMessage, run_id: str | None) -> HistoryEntry | None:
 
 
 class StoreDirectory:
-    def __init__(self, store: Store, commands: CommandRegistry, channel: str) -> None:
+    def __init__(
+        self, store: Store, commands: CommandRegistry, channel: str, locale: Locale = Locale.EN
+    ) -> None:
         self.store = store
         self.registry = commands
         self.channel = channel
+        self.locale = locale  # of the commands' help
 
     def commands(self) -> Sequence[CommandInfo]:
-        return [CommandInfo(c.name, c.help) for c in self.registry]
+        return [CommandInfo(c.name, tr(self.locale, c.help)) for c in self.registry]
 
     async def sessions(self, chat_id: str) -> SessionList:
         records, active = await self.store.list_sessions(self.channel, chat_id)

@@ -273,6 +273,17 @@ async def test_every_sender_is_recorded_with_their_username(
     ]
 
 
+async def test_the_senders_language_code_is_the_messages_language(
+    tg: FakeTelegram, tmp_path: Path
+) -> None:
+    channel = make_channel(tg)
+    async with channel_runtime(channel, tmp_path) as rt:
+        await tg.add_message("你好", user_id=42, chat_id=42, language_code="zh-hans")
+        await tg.add_message("hi", user_id=7, chat_id=7)
+        received = await rt.wait_for_messages(2)
+    assert [m.language for m in received] == ["zh-hans", None]
+
+
 async def test_bad_token_is_reported_not_ready_and_never_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

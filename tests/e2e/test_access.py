@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from gateway.bus import InboundMessage
 from gateway.cli.pairing import add_pairing_parser, run_pairing_command
 from gateway.config import LoadedConfig
-from gateway.pairing import APPROVED_NOTICE
+from gateway.i18n import Locale, Msg, tr
 from storage import inbox
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
@@ -142,7 +142,7 @@ async def test_a_pairing_code_approved_by_the_admin_lets_the_sender_in_until_rev
         await say(tg, ADMIN, f"/pair approve {code.lower().replace('-', '')}")
         [approved] = await replies(tg, ADMIN, 1)
         assert approved.startswith(f"Approved telegram:42 (code {code})")
-        assert (await replies(tg, STRANGER, 2))[1] == APPROVED_NOTICE
+        assert (await replies(tg, STRANGER, 2))[1] == tr(Locale.EN, Msg.APPROVED_NOTICE)
         await say(tg, STRANGER, "what can you do?")
         assert (await replies(tg, STRANGER, 3))[2] == "echo: what can you do?"
     async with running_gateway(loaded, clock=clock.now):  # the pairing is in the database

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.pairing import APPROVED_NOTICE
+from gateway.i18n import Locale, Msg, tr
 from tests.channels.test_wechat_support import write_credentials
 from tests.e2e.test_feishu import feishu_config
 from tests.e2e.test_wechat import wechat_config
@@ -83,6 +83,6 @@ async def test_websocket_sender_paired_by_an_admin_on_another_chat(
         approved = await admin.ask(f"/pair approve {match.group(1)}")
         assert approved.startswith("Approved websocket:chat-new")
         notice = await new.recv_type("message")
-        assert notice["text"] == APPROVED_NOTICE
+        assert notice["text"] == tr(Locale.EN, Msg.APPROVED_NOTICE)
         assert await new.ask("now?") == "echo: now?"
     assert asked(llm) == ["now?"]

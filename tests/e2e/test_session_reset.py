@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from gateway.replies import SESSION_RESET_NOTICE
+from gateway.i18n import Locale, Msg, tr
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
@@ -60,7 +60,7 @@ async def test_a_message_after_the_ttl_starts_a_new_session(home: Path, llm: Fak
         clock.advance(seconds=3)  # 3 s idle
         notice, reply = await exchange(ws, "third")
         listing = await ws.ask("/sessions")
-    assert (notice["text"], notice["reply_to"]) == (SESSION_RESET_NOTICE, None)
+    assert (notice["text"], notice["reply_to"]) == (tr(Locale.EN, Msg.SESSION_RESET), None)
     assert notice["session_id"] == reply["session_id"] == "chat-1#2"
     assert reply["text"] == "echo: third"
     # the model's request carries no earlier history
@@ -100,7 +100,8 @@ async def test_the_first_message_after_the_daily_reset_time_starts_a_new_session
         assert [f["text"] for f in await exchange(ws, "two")] == ["echo: two"]
         clock.advance(minutes=90)  # past it
         notice, reply = await exchange(ws, "three")
-    assert (notice["text"], reply["text"]) == (SESSION_RESET_NOTICE, "echo: three")
+    # in a Shanghai time zone the gateway's own texts are Chinese (gateway.locale "auto")
+    assert (notice["text"], reply["text"]) == (tr(Locale.ZH_CN, Msg.SESSION_RESET), "echo: three")
     assert [m["content"] for m in conversation(llm.requests[1])] == ["one", "echo: one", "two"]
     assert [m["content"] for m in conversation(llm.requests[2])] == ["three"]
     assert await session_rows(loaded.storage_path) == [

@@ -32,8 +32,17 @@ def wechat_section(fake: FakeWechat, **extra: Any) -> dict[str, Any]:
     }
 
 
-def wechat_config(home: Path, llm: FakeOpenAI, fake: FakeWechat, **extra: Any) -> LoadedConfig:
-    return make_config(home, llm.base_url, channels={"wechat": wechat_section(fake, **extra)})
+def wechat_config(
+    home: Path,
+    llm: FakeOpenAI,
+    fake: FakeWechat,
+    *,
+    sections: dict[str, Any] | None = None,
+    **extra: Any,
+) -> LoadedConfig:
+    """`extra`: keys of the wechat section; `sections`: other top-level sections."""
+    channels = {"wechat": wechat_section(fake, **extra)}
+    return make_config(home, llm.base_url, channels=channels, **(sections or {}))
 
 
 async def test_a_wechat_message_gets_one_reply_with_its_context_token(

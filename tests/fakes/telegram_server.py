@@ -156,6 +156,7 @@ class FakeTelegram:
         username: str | None = "alice",
         chat_type: str = "private",
         message_id: int | None = None,
+        language_code: str | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
         """Build a Message object as Telegram sends it."""
@@ -167,6 +168,8 @@ class FakeTelegram:
         sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": "Alice"}
         if username:
             sender["username"] = username
+        if language_code:
+            sender["language_code"] = language_code
         msg: dict[str, Any] = {
             "message_id": message_id if message_id is not None else self._message_id(chat_id),
             "date": int(time.time()),

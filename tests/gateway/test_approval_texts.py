@@ -6,11 +6,12 @@ import json
 
 from agent.messages import ToolCall
 from gateway.approval_texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
+from gateway.i18n import Locale
 
 
 def test_the_request_shows_the_command_as_code_and_how_to_answer() -> None:
     calls = [ToolCall("c1", "bash", json.dumps({"command": "rm -rf build/*_old"}))]
-    text = request_text(7, calls, 3600)
+    text = request_text(7, calls, 3600, Locale.EN)
     assert text.splitlines() == [
         "Approval needed (#7): I want to run",
         "• bash: `rm -rf build/*_old`",
@@ -21,7 +22,7 @@ def test_the_request_shows_the_command_as_code_and_how_to_answer() -> None:
 
 def test_secrets_in_arguments_are_masked() -> None:
     args = {"url": "https://x.test", "headers": {"Authorization": "Bearer sk-abcdefghijklmnop123"}}
-    text = request_text(1, [ToolCall("c1", "http_request", json.dumps(args))], 90)
+    text = request_text(1, [ToolCall("c1", "http_request", json.dumps(args))], 90, Locale.EN)
     assert "sk-abcdefghijklmnop123" not in text
     assert "https://x.test" in text
     assert "1.5 min" in text

@@ -18,6 +18,7 @@ from gateway.delivery_policy import (
     classify_failure,
     with_late_note,
 )
+from gateway.i18n import Locale, Msg, tr
 
 POLICY = RetryPolicy(base_secs=1.0, max_secs=300.0, give_up_after_secs=3_600.0)
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -111,11 +112,25 @@ def test_an_answer_ends_the_episode_and_says_how_long_it_lasted() -> None:
 def test_a_reply_that_waited_long_says_so_unless_the_note_is_off() -> None:
     message = OutboundMessage(channel="tg", chat_id="42", text="the answer")
     policy = RetryPolicy(stale_notice_secs=600.0)
-    assert with_late_note(message, 599.0, policy) is message
-    late = with_late_note(message, 3_900.0, policy).text
+    en = Locale.EN
+    assert with_late_note(message, 599.0, policy, en) is message
+    late = with_late_note(message, 3_900.0, policy, en).text
     assert late == "the answer\n\n(Sent late: this reply was written 1 h 5 min ago" + (
         " and could not be delivered until now.)"
     )
-    assert with_late_note(message, 3_900.0, RetryPolicy(stale_notice_secs=0)) is message
+    assert with_late_note(message, 3_900.0, RetryPolicy(stale_notice_secs=0), en) is message
     empty = OutboundMessage(channel="tg", chat_id="42", text="  ")
-    assert with_late_note(empty, 3_900.0, policy) is empty
+    assert with_late_note(empty, 3_900.0, policy, en) is empty
+
+
+def test_the_late_note_speaks_the_language_of_the_reply_else_the_channels() -> None:
+    policy = RetryPolicy(stale_notice_secs=600.0)
+    chinese = OutboundMessage(channel="tg", chat_id="42", text="答案", locale="zh-CN")
+    note = tr(Locale.ZH_CN, Msg.LATE_NOTE, waited="1 小时 5 分钟")
+    assert with_late_note(chinese, 3_900.0, policy, Locale.EN).text == f"答案\n\n{note}"
+    plain = OutboundMessage(channel="tg", chat_id="42", text="答案")  # no locale: the channel's
+    assert with_late_note(plain, 3_900.0, policy, Locale.ZH_CN).text == f"答案\n\n{note}"
+    odd = OutboundMessage(
+        channel="tg", chat_id="42", text="x", locale="fr"
+    )  # unknown: the channel's
+    assert "Sent late" in with_late_note(odd, 3_900.0, policy, Locale.EN).text

@@ -32,6 +32,7 @@ WAIT = 5.0  # bound on awaiting an event that must happen
 class RecordingHost:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, str]] = []
+        self.failures: list[tuple[str, str, str]] = []  # (channel, chat, job id)
         self.agent_messages: list[InboundMessage] = []
         self.agent_started = asyncio.Event()
         self.hold: asyncio.Event | None = None  # agent tasks wait for it when set
@@ -39,6 +40,9 @@ class RecordingHost:
 
     async def send_message(self, channel: str, chat_id: str, text: str) -> None:
         self.sent.append((channel, chat_id, text))
+
+    async def notify_failure(self, channel: str, chat_id: str, job_id: str) -> None:
+        self.failures.append((channel, chat_id, job_id))
 
     async def run_agent_task(self, message: InboundMessage) -> None:
         self.agent_messages.append(message)

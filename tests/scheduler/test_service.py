@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from gateway.bus import Delivery, Origin, SessionPolicy, TurnRequest
 from scheduler.events import EventRegistry, InternalEvent
-from scheduler.runner import failure_notice
 from storage.jobs import JobRecord, JobSource, RunCause, get_job, save_job
 from tests.scheduler.conftest import START, WAIT, Harness, interval_job, statuses
 
@@ -114,7 +113,7 @@ async def test_a_silent_task_that_times_out_notifies_the_main_chat(harness: Harn
     runs = await harness.runs("bg")
     assert statuses(runs) == ["timed_out"]
     assert runs[0].error == "timed out after 0.05s"
-    assert harness.host.sent == [("feishu", "oc_main", failure_notice("bg"))]
+    assert harness.host.failures == [("feishu", "oc_main", "bg")]
 
 
 async def test_a_run_still_running_makes_the_next_fire_time_skip(harness: Harness) -> None:

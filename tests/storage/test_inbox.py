@@ -35,6 +35,7 @@ def _message(**overrides: object) -> InboundMessage:
         "reply_ref": "om_123",
         "sender_aliases": ("on_1", "un_1"),
         "addressed": True,
+        "language": "zh-hans",
     }
     fields.update(overrides)
     return InboundMessage(**fields)  # type: ignore[arg-type]
@@ -67,6 +68,7 @@ async def test_record_is_unique_and_round_trips(tmp_path: Path) -> None:
         "request",
         "sender_aliases",
         "addressed",
+        "language",
     ):
         assert getattr(restored, name) == getattr(original, name), name
     assert reply_handle(restored) == "om_123"

@@ -35,7 +35,9 @@ async def issue(store: Store, sender: str, at: datetime = T0, channel: str = "te
 async def test_an_approved_code_admits_the_sender_and_queues_a_notice(store: Store) -> None:
     code = await issue(store, "42")
     assert await store.approved_senders([("telegram", "42")]) == set()
-    result = await store.approve_pairing(code, "telegram:1", T0 + timedelta(minutes=9), "welcome")
+    result = await store.approve_pairing(
+        code, "telegram:1", T0 + timedelta(minutes=9), lambda channel: f"welcome to {channel}"
+    )
     assert result.outcome is ApproveOutcome.APPROVED
     assert result.pairing is not None
     assert (result.pairing.who, result.pairing.approved_by) == ("telegram:42", "telegram:1")
@@ -44,7 +46,11 @@ async def test_an_approved_code_admits_the_sender_and_queues_a_notice(store: Sto
     }
     assert await store.approved_senders([("feishu", "42")]) == set()  # per channel
     [row] = await store.db.read(lambda c: c.execute("SELECT * FROM outbox").fetchall())
-    assert (row["channel"], row["chat_id"], row["text"]) == ("telegram", "42", "welcome")
+    assert (row["channel"], row["chat_id"], row["text"]) == (
+        "telegram",
+        "42",
+        "welcome to telegram",
+    )
     again = await store.approve_pairing(code, "telegram:1", T0, None)
     assert again.outcome is ApproveOutcome.ALREADY
 

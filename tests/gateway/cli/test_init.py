@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.prompt_file import DEFAULT_AGENT_PROMPTS
 from gateway.cli.init import add_init_arguments, run_init
 from gateway.config import load_config
 
@@ -101,7 +102,7 @@ def test_never_overwrites_without_force(tmp_path: Path) -> None:
     )
     assert json.loads(path.read_text())["providers"]["default"]["type"] == "anthropic"
     assert mode(path) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]  # no temp file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent", "config.json"]  # no temp file
 
 
 def test_interactive_asks_and_re_asks_on_bad_answers(tmp_path: Path) -> None:
@@ -114,11 +115,12 @@ def test_interactive_asks_and_re_asks_on_bad_answers(tmp_path: Path) -> None:
         "",  # no base URL
         "websocket, irc",  # rejected: unknown channel
         "websocket,telegram",
+        "",  # AGENT.md in the default language
     )
     out = io.StringIO()
     assert run_init(parse(), env, interactive=True, out=out, ask=answers) == 0
 
-    assert len(answers.questions) == 7
+    assert len(answers.questions) == 8
     assert "not an environment variable name" in out.getvalue()
     assert "irc" in out.getvalue()
     raw = json.loads((tmp_path / "config.json").read_text())
@@ -165,3 +167,37 @@ def test_flags_on_a_terminal_answer_the_questions(tmp_path: Path) -> None:
     assert answers.questions == []
     raw = json.loads((tmp_path / "config.json").read_text())
     assert raw["providers"]["default"]["type"] == "anthropic"
+
+
+def test_locale_zh_cn_writes_the_chinese_agent_md(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    out = io.StringIO()
+    assert run_init(parse("--locale", "zh-CN"), env, interactive=False, out=out) == 0
+    prompt = tmp_path / "agent" / "AGENT.md"
+    assert prompt.read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPTS["zh-CN"]
+    assert "用用户所用的语言回复" in prompt.read_text(encoding="utf-8")
+    assert f"wrote {prompt} (zh-CN)" in out.getvalue()
+    load_config(None, {**env, "OPENAI_API_KEY": "k"}, cwd=tmp_path)  # the config still loads
+
+
+def test_the_default_agent_md_is_english_and_an_edited_one_is_kept(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    assert run_init(parse(), env, interactive=False, out=io.StringIO()) == 0
+    prompt = tmp_path / "agent" / "AGENT.md"
+    assert prompt.read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPTS["en"]
+    prompt.write_text("my own persona", encoding="utf-8")
+    out = io.StringIO()
+    args = parse("--locale", "zh-CN", "--force")
+    assert run_init(args, env, interactive=False, out=out) == 0
+    assert prompt.read_text(encoding="utf-8") == "my own persona"
+    assert "kept" in out.getvalue()
+
+
+def test_interactive_asks_the_agent_md_language(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    answers = Answers("", "", "", "", "", "fr", "zh-CN")  # "fr" is asked again
+    out = io.StringIO()
+    assert run_init(parse(), env, interactive=True, out=out, ask=answers) == 0
+    assert "unknown locale 'fr'" in out.getvalue()
+    prompt = (tmp_path / "agent" / "AGENT.md").read_text(encoding="utf-8")
+    assert prompt == DEFAULT_AGENT_PROMPTS["zh-CN"]
