@@ -30,6 +30,7 @@ from typing import Protocol
 
 from agent.messages import ChatMessage, Marker, Role
 from agent.prompt_file import agent_prompt_message, needs_injection
+from agent.window import fit
 
 __all__ = [
     "AgentPromptPolicy",
@@ -119,15 +120,20 @@ class PreparedContext:
     tail: tuple[ChatMessage, ...] = ()
     cache_key: str | None = None
 
-    def messages(self, history: Sequence[ChatMessage], turn_start: int) -> list[ChatMessage]:
+    def messages(
+        self, history: Sequence[ChatMessage], turn_start: int, budget_tokens: int | None = None
+    ) -> list[ChatMessage]:
         """The cacheable part of a request: the head, earlier turns with long
-        tool results trimmed, then this turn (from `turn_start`) whole."""
+        tool results trimmed, then this turn (from `turn_start`) whole; with
+        `budget_tokens`, fitted to it with the tail (`agent.window.fit`)."""
         limit = self.trim_chars
         tool = Role.TOOL
         older = [
             _trimmed(m, limit) if m.role is tool and len(m.content) > limit else m
             for m in history[:turn_start]
         ]
+        if budget_tokens is not None:
+            return fit(self.head, older, history[turn_start:], self.tail, budget_tokens)
         return [*self.head, *older, *history[turn_start:]]
 
 

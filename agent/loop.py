@@ -11,16 +11,32 @@ around the history is `agent.context`'s business (`PreparedContext`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
+from agent.compaction import CompactionResult, estimate_tokens
 from agent.context import PreparedContext, cut_tool_result
 from agent.messages import CANCELLED_RESULT, ChatMessage, Role
-from agent.providers.base import LLMProvider, LLMRequest
+from agent.providers.base import (
+    DeltaSink,
+    LLMProvider,
+    LLMRequest,
+    LLMResponse,
+    ProviderContextOverflow,
+    ToolSpec,
+)
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
+from agent.window import request_budget
 
-__all__ = ["AgentLoop", "LoopSettings", "TurnObserver", "TurnResult"]
+__all__ = ["AgentLoop", "LoopSettings", "Rescue", "TurnObserver", "TurnResult"]
+
+log = structlog.get_logger(__name__)
+
+# Compacts a history that the provider refused as too long (agent.compaction.compact)
+Rescue = Callable[[Sequence[ChatMessage]], Awaitable[CompactionResult | None]]
 
 
 class TurnObserver(ToolCallWatcher, Protocol):
@@ -43,19 +59,49 @@ class LoopSettings:
     max_tool_iterations: int = 100
     tool_result_max_chars: int = 20_000
     stream: bool = False
+    context_window_tokens: int | None = None  # every request is fitted to it (agent.window)
 
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     reply: ChatMessage
     tool_rounds: int
+    # made when the provider refused the request as too long; the caller commits it
+    compaction: CompactionResult | None = None
+
+
+@dataclass(slots=True)
+class _Window:
+    """What each request is built from: `[*prefix, *history[start:]]` within
+    `budget` tokens. A compaction after an overflow moves it forward."""
+
+    budget: int | None
+    prefix: tuple[ChatMessage, ...] = ()
+    start: int = 0
+    compaction: CompactionResult | None = None
+    rescued: bool = False
+
+    def view(self, history: list[ChatMessage], turn_start: int) -> tuple[list[ChatMessage], int]:
+        if not self.prefix:
+            return history, turn_start
+        return [*self.prefix, *history[self.start :]], len(self.prefix) + turn_start - self.start
 
 
 class AgentLoop:
-    def __init__(self, provider: LLMProvider, tools: ToolRegistry, settings: LoopSettings) -> None:
+    def __init__(
+        self,
+        provider: LLMProvider,
+        tools: ToolRegistry,
+        settings: LoopSettings,
+        *,
+        rescue: Rescue | None = None,
+    ) -> None:
+        """`rescue`: how to compact when the provider refuses a request as too
+        long (then the call is retried once); without it the retry only trims."""
         self.provider = provider
         self.tools = tools
         self.settings = settings
+        self.rescue = rescue
 
     async def run(
         self,
@@ -75,17 +121,13 @@ class AgentLoop:
         specs = self.tools.specs()
         s = self.settings
         on_delta = observer.on_delta if s.stream else None
+        window = _Window(
+            request_budget(s.context_window_tokens, s.max_tokens, specs)
+            if s.context_window_tokens
+            else None
+        )
         for round_ in range(s.max_tool_iterations + 1):
-            request = LLMRequest(
-                model=s.model,
-                messages=context.messages(history, turn_start),
-                tools=specs,
-                temperature=s.temperature,
-                max_tokens=s.max_tokens,
-                tail=context.tail,
-                cache_key=context.cache_key,
-            )
-            response = await self.provider.complete(request, on_delta)
+            response = await self._call(history, turn_start, context, specs, window, on_delta)
             assistant = ChatMessage(
                 Role.ASSISTANT,
                 response.content,
@@ -95,7 +137,7 @@ class AgentLoop:
             )
             if not response.tool_calls:
                 history.append(assistant)
-                return TurnResult(assistant, round_)
+                return TurnResult(assistant, round_, window.compaction)
             if round_ == s.max_tool_iterations:
                 break
             history.append(assistant)
@@ -121,4 +163,46 @@ class AgentLoop:
             "answer. Tell me how to continue, or narrow the request.",
         )
         history.append(reply)
-        return TurnResult(reply, s.max_tool_iterations)
+        return TurnResult(reply, s.max_tool_iterations, window.compaction)
+
+    async def _call(
+        self,
+        history: list[ChatMessage],
+        turn_start: int,
+        context: PreparedContext,
+        specs: Sequence[ToolSpec],
+        window: _Window,
+        on_delta: DeltaSink | None,
+    ) -> LLMResponse:
+        """One provider call; a request refused as too long is compacted (or,
+        failing that, trimmed to half) and sent once more, once per turn."""
+        s = self.settings
+        while True:
+            messages, start = window.view(history, turn_start)
+            request = LLMRequest(
+                model=s.model,
+                messages=context.messages(messages, start, window.budget),
+                tools=specs,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                tail=context.tail,
+                cache_key=context.cache_key,
+            )
+            try:
+                return await self.provider.complete(request, on_delta)
+            except ProviderContextOverflow as exc:
+                if window.rescued:
+                    raise
+                window.rescued = True
+                sent = estimate_tokens(request.messages)
+                log.warning("context_overflow", error=str(exc), estimate=sent)
+                await self._shrink(history, window, sent)
+
+    async def _shrink(self, history: list[ChatMessage], window: _Window, sent: int) -> None:
+        result = await self.rescue(history) if self.rescue is not None else None
+        if result is not None and result.shrunk:
+            window.prefix = (*result.kept_system, result.summary)
+            window.start = len(history) - len(result.recent)
+            window.compaction = result
+        else:  # nothing to fold: send half of what was refused
+            window.budget = min(window.budget or sent, sent) // 2

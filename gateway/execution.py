@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agent.compaction import CompactionResult
 from agent.context import TurnFacts
 from agent.loop import AgentLoop, TurnObserver
-from agent.messages import ChatMessage, Marker, ToolCall
+from agent.messages import ChatMessage, HistorySize, Marker, ToolCall
 from agent.providers.base import ProviderError
 from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices, ToolSettings
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
@@ -65,13 +66,27 @@ from gateway.work import ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.store import Store
 from storage.turns import Opening
 
-__all__ = ["ExecutionService"]
+__all__ = ["AfterTurn", "ExecutionService", "TurnEnd"]
 
 log = structlog.get_logger(__name__)
 
 _DELTA_INTERVAL_SECS = 0.05  # streamed pieces closer together than this go out joined
 
-AfterTurn = Callable[[str, str, str, AgentProfile], None]  # session, channel, chat, profile
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """A turn that ended whole, for what runs after it (compaction)."""
+
+    session_id: str
+    segment: int  # the active segment the turn ran in
+    channel: str
+    chat_id: str
+    profile: AgentProfile
+    size: HistorySize  # of that whole segment, counted as the turn ran
+    compaction: CompactionResult | None = None  # made in the turn (a refused request)
+
+
+AfterTurn = Callable[[TurnEnd], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +259,12 @@ class ExecutionService:
             self.turn_latency(plan.channel, elapsed)
         log.info("turn_done", ok=outcome.ok, secs=round(elapsed, 3), messages=len(items))
         if self.after_turn is not None and outcome.ok:
-            self.after_turn(turn.session_id, plan.channel, plan.chat_id, profile)
+            self.after_turn(
+                TurnEnd(
+                    turn.session_id, turn.segment, plan.channel, plan.chat_id, profile,
+                    turn.size_now(), turn.compaction,
+                )
+            )  # fmt: skip
         return outcome
 
     # -- phases ------------------------------------------------------------------
@@ -272,6 +292,7 @@ class ExecutionService:
                 plan.inbox_ids,
                 plan.run_id,
                 reset,
+                profile.open_budget_chars,
             )
         )
         structlog.contextvars.bind_contextvars(session_id=turn.session_id)
@@ -328,8 +349,9 @@ class ExecutionService:
                     private=first.chat_type is ChatType.DIRECT,
                 )
             )
-            loop = AgentLoop(profile.provider, profile.tools, profile.loop)
+            loop = AgentLoop(profile.provider, profile.tools, profile.loop, rescue=profile.rescue)
             result = await loop.run(turn.history, ctx, observer, context)
+            turn.compaction = result.compaction
             await observer.flush_deltas()  # the deltas add up to the whole reply
             await progress.flush()
             reply = result.reply

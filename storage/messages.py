@@ -18,6 +18,7 @@ __all__ = [
     "load_recent",
     "load_segment",
     "mark_failed_run",
+    "message_from_row",
     "message_row",
 ]
 
@@ -106,7 +107,7 @@ def append_messages(
     return seqs
 
 
-def _message(row: sqlite3.Row) -> ChatMessage:
+def message_from_row(row: sqlite3.Row) -> ChatMessage:
     usage = json.loads(row["usage"]) if row["usage"] else None
     return ChatMessage(
         role=Role(row["role"]),
@@ -130,7 +131,7 @@ def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> lis
         "AND marker IS NOT ? ORDER BY seq",
         (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
-    return [_message(r) for r in rows]
+    return [message_from_row(r) for r in rows]
 
 
 def load_recent(
@@ -143,7 +144,7 @@ def load_recent(
         "AND marker IS NOT ? ORDER BY seq DESC LIMIT ?",
         (session_id, segment, Marker.FAILED_TURN.value, limit + 1),
     ).fetchall()
-    return [(_message(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
+    return [(message_from_row(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
 
 
 def mark_failed_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:
