@@ -19,7 +19,7 @@ import structlog
 
 from agent.compaction import CompactionResult, estimate_tokens
 from agent.context import PreparedContext, cut_tool_result
-from agent.messages import CANCELLED_RESULT, ChatMessage, Role
+from agent.messages import CANCELLED_RESULT, ChatMessage, Role, message_chars
 from agent.providers.base import (
     DeltaSink,
     LLMProvider,
@@ -80,6 +80,14 @@ class _Window:
     start: int = 0
     compaction: CompactionResult | None = None
     rescued: bool = False
+    known: tuple[int, int] | None = None  # (chars, of history[:n]) as the caller counted
+
+    def known_chars(self, history: list[ChatMessage]) -> int | None:
+        """At least the request history's size, counted only from where the caller stopped."""
+        if self.known is None:
+            return None
+        chars, counted = self.known
+        return chars + sum(message_chars(m) for m in history[counted:])
 
     def view(self, history: list[ChatMessage], turn_start: int) -> tuple[list[ChatMessage], int]:
         if not self.prefix:
@@ -109,10 +117,14 @@ class AgentLoop:
         ctx: ToolContext,
         observer: TurnObserver,
         context: PreparedContext,
+        *,
+        history_chars: int | None = None,
     ) -> TurnResult:
         """Run one turn on `history` (which ends with the new user message).
 
         `history` is extended in place with the messages of this turn.
+        `history_chars`: at least its size now (`message_chars`), when the
+        caller keeps it: fitting the requests then costs nothing per message.
         """
         turn_start = next(
             (i for i in range(len(history) - 1, -1, -1) if history[i].role is Role.USER),
@@ -124,7 +136,8 @@ class AgentLoop:
         window = _Window(
             request_budget(s.context_window_tokens, s.max_tokens, specs)
             if s.context_window_tokens
-            else None
+            else None,
+            known=(history_chars, len(history)) if history_chars is not None else None,
         )
         for round_ in range(s.max_tool_iterations + 1):
             response = await self._call(history, turn_start, context, specs, window, on_delta)
@@ -181,7 +194,9 @@ class AgentLoop:
             messages, start = window.view(history, turn_start)
             request = LLMRequest(
                 model=s.model,
-                messages=context.messages(messages, start, window.budget),
+                messages=context.messages(
+                    messages, start, window.budget, window.known_chars(history)
+                ),
                 tools=specs,
                 temperature=s.temperature,
                 max_tokens=s.max_tokens,

@@ -43,10 +43,15 @@ def fit(
     current: Sequence[ChatMessage],
     tail: Sequence[ChatMessage],
     budget_tokens: int,
+    known_chars: int | None = None,
 ) -> list[ChatMessage]:
     """`[*head, *older, *current]`, shortened from the front of `older` until
-    it fits `budget_tokens` together with `tail` (see the module docstring)."""
+    it fits `budget_tokens` together with `tail` (see the module docstring).
+    `known_chars`: an upper bound of `older` and `current`'s size (the
+    history's running size): when that fits, nothing is measured."""
     fixed = sum(message_chars(m) for m in head) + sum(message_chars(m) for m in tail)
+    if known_chars is not None and tokens_for_chars(fixed + known_chars) <= budget_tokens:
+        return [*head, *older, *current]
     sizes = [message_chars(m) for m in older]
     now = sum(message_chars(m) for m in current)
     if tokens_for_chars(fixed + sum(sizes) + now) <= budget_tokens:

@@ -350,7 +350,9 @@ class ExecutionService:
                 )
             )
             loop = AgentLoop(profile.provider, profile.tools, profile.loop, rescue=profile.rescue)
-            result = await loop.run(turn.history, ctx, observer, context)
+            result = await loop.run(
+                turn.history, ctx, observer, context, history_chars=turn.size_now().chars
+            )
             turn.compaction = result.compaction
             await observer.flush_deltas()  # the deltas add up to the whole reply
             await progress.flush()

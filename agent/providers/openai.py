@@ -35,6 +35,7 @@ from agent.providers.base import (
     ToolSpec,
 )
 from agent.providers.media import load_media, mention_files
+from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, classify_status, server_message
 from agent.providers.sdk import SdkProvider
 
@@ -42,6 +43,7 @@ __all__ = [
     "OpenAIProvider",
     "parse_usage",
     "prompt_cache_key",
+    "to_openai_message",
     "to_openai_messages",
     "to_openai_tools",
 ]
@@ -49,13 +51,15 @@ __all__ = [
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
-# Requests and responses stay plain JSON: the body is posted as it is built
-# (`client.post`, the SDK's documented way to make custom requests) and chunks
-# are read as dicts (`cast_to=object`). The typed `chat.completions.create`
+# Requests and responses stay plain JSON: the body is posted as bytes built
+# once per message (`client.post(content=...)`, the SDK's documented way to
+# make custom requests; agent.providers.openai_body) and chunks are read as
+# dicts (`cast_to=object`). The typed `chat.completions.create`
 # walks every message and tool schema again to transform it, and building a
 # model per streamed chunk costs more still: milliseconds of CPU per call on a
 # small machine, which bounds how many turns run at once.
 _PATH = "/chat/completions"
+_STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 async def _user_message(message: ChatMessage) -> dict[str, Any]:
@@ -82,20 +86,20 @@ def _assistant_message(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
+async def to_openai_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role is Role.SYSTEM:
+        return {"role": "system", "content": message.content}
+    if message.role is Role.USER:
+        if not message.media:
+            return {"role": "user", "content": message.content}
+        return await _user_message(message)
+    if message.role is Role.ASSISTANT:
+        return _assistant_message(message)
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+
+
 async def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role is Role.SYSTEM:
-            out.append({"role": "system", "content": message.content})
-        elif message.role is Role.USER:
-            out.append(await _user_message(message))
-        elif message.role is Role.ASSISTANT:
-            out.append(_assistant_message(message))
-        else:
-            out.append(
-                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-            )
-    return out
+    return [await to_openai_message(m) for m in messages]
 
 
 def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -263,40 +267,43 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 http_client=openai.DefaultAioHttpClient(timeout=settings.timeout_secs),
             )
         super().__init__(settings, client, sleep=sleep)
+        self._bodies = BodyEncoder(to_openai_message)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         client = self._client_for_call()
-        messages = await to_openai_messages(request.messages)
-        messages += await to_openai_messages(request.tail)  # after the cacheable prefix
-        params: dict[str, Any] = {"model": request.model, "messages": messages}
+        messages = [*request.messages, *request.tail]  # the tail after the cacheable prefix
+        tools = request.tools
+        params: dict[str, Any] = {"model": request.model}
         cache = self._settings.prompt_cache
         if cache.enabled and cache.send_key and request.cache_key:
             params["prompt_cache_key"] = prompt_cache_key(request.cache_key)
-        if request.tools:
-            params["tools"] = to_openai_tools(request.tools)
         if request.temperature is not None:
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
 
         async def once(sink: DeltaSink | None) -> LLMResponse:
+            extra = params if sink is None else {**params, **_STREAMED}
+            body = await self._bodies.body(
+                request.cache_key, messages, tools, lambda: to_openai_tools(tools), extra
+            )
             try:
                 if sink is None:
-                    completion = await client.post(_PATH, body=params, cast_to=object)
+                    completion = await client.post(_PATH, content=body, cast_to=object)
                     return _parse_completion(completion, self.name)
-                return await self._stream(client, params, sink)
+                return await self._stream(client, body, sink)
             except (openai.OpenAIError, httpx2.TransportError) as exc:
                 raise map_openai_error(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
 
     async def _stream(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any], sink: DeltaSink
+        self, client: openai.AsyncOpenAI, body: bytes, sink: DeltaSink
     ) -> LLMResponse:
         assembler = _StreamAssembler(sink)
         stream = await client.post(
             _PATH,
-            body={**params, "stream": True, "stream_options": {"include_usage": True}},
+            content=body,
             cast_to=object,
             stream=True,
             stream_cls=openai.AsyncStream[object],
