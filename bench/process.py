@@ -25,6 +25,9 @@ from typing import Any
 import aiohttp
 
 _TICK = os.sysconf("SC_CLK_TCK")
+# a directory holding another checkout of the code: its gateway is the one run
+# (compare a change with its base in the same minutes; the machine drifts)
+OTHER_CODE = "BENCH_GATEWAY_CODE"
 
 
 def shipped_config(base_url: str, **gateway: Any) -> dict[str, Any]:
@@ -158,12 +161,16 @@ async def gateway_process(
         where = home or Path(tmp)
         path = where / "config.json"
         path.write_text(json.dumps(config))
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TMPDIR", "PYTHONPATH")}
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TMPDIR")}
         env.update({"PICOBOT_HOME": str(where), "NO_PROXY": "127.0.0.1,localhost"})
+        code = os.environ.get(OTHER_CODE)
+        if code:  # another checkout's gateway, for a before/after in one run
+            env["PYTHONPATH"] = code
         t0 = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "gateway.cli", "gateway", "--config", str(path),
-            env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            env=env, cwd=code or None,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert proc.stderr is not None
         try:

@@ -44,7 +44,9 @@ async def _two_turns(url: str) -> None:
         await ws.close()
 
 
-async def sustained(clients: int = 8, seconds: float = 10.0) -> dict[str, Any]:
+async def sustained(
+    clients: int = 8, seconds: float = 10.0, floor_calls: int = 2_000
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         async with fake_llm(0.0, Path(tmp), record=2) as llm:
             async with gateway_process(shipped_config(llm.base_url)) as gw:
@@ -56,9 +58,10 @@ async def sustained(clients: int = 8, seconds: float = 10.0) -> dict[str, Any]:
                 rss_after = rss_mib(gw.pid)
             (hello, again) = (r["body"] for r in llm.recorded()[:2])
             wire = llm.recorded()[0]["wire_bytes"]
-            bare_llm = await floor.run(llm.base_url, hello, clients, 2_000)
+            bare_llm = await floor.run(llm.base_url, hello, clients, floor_calls)
     bare_ws = await ceiling.run(clients, min(seconds, 3.0))
-    base = bare_llm["cpu_ms_per_call"] + bare_ws["server_cpu_ms_per_message"]
+    calls = bare_llm["cpu_ms_per_call"]
+    base = calls + bare_ws["server_cpu_ms_per_message"]
     return {
         "scenario": "real_sustained",
         "path": "picobot gateway process, shipped defaults, OpenAI SDK → fake LLM process (HTTP)",
