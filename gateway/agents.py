@@ -16,7 +16,7 @@ from agent.compaction import CompactionResult, compact
 from agent.context import ContextBuilder, ContextPart, ContextSettings
 from agent.loop import LoopSettings
 from agent.messages import ChatMessage
-from agent.providers import create_provider
+from agent.providers import deferred_provider
 from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
@@ -135,8 +135,9 @@ def provider_settings(loaded: LoadedConfig, name: str) -> ProviderSettings:
 
 
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
+    """Each built on first use or when warmed: start-up does not wait for an SDK's import."""
     return {
-        name: create_provider(p.type, provider_settings(loaded, name))
+        name: deferred_provider(p.type, provider_settings(loaded, name))
         for name, p in loaded.config.providers.items()
     }
 
