@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -211,6 +212,20 @@ class _StreamAssembler:
         )
 
 
+async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> None:
+    """One server-sent event's data: a chunk, the end, or an error (as the SDK raises it)."""
+    if payload.startswith("[DONE]"):
+        return
+    chunk = json.loads(payload)
+    error = chunk.get("error") if isinstance(chunk, dict) else None
+    if error:
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"
+        raise openai.APIError(message, request, body=error)
+    await assembler.feed(chunk)
+
+
 def _parse_completion(raw: object, provider: str) -> LLMResponse:
     choices = _obj(raw).get("choices")
     if not isinstance(choices, list) or not choices:
@@ -239,7 +254,7 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     prefix = f"provider '{provider}'"
     if isinstance(exc, openai.APIStatusError):
         return classify_status(provider, exc.status_code, dict(exc.response.headers), exc.body)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
         return ProviderUnavailable(f"{prefix}: request timed out")
     if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
         return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
@@ -308,7 +323,18 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             stream=True,
             stream_cls=openai.AsyncStream[object],
         )
+        # The events are read here, to the end of the body: the SDK's own
+        # iterator stops at [DONE] and leaves three async generators for the
+        # event loop to finalise, a task and a self-pipe write each, per call.
         async with stream:
-            async for chunk in stream:
-                await assembler.feed(chunk)
+            response = stream.response
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                elif not line and data:
+                    await _dispatch("\n".join(data), assembler, response.request)
+                    data.clear()
+            if data:
+                await _dispatch("\n".join(data), assembler, response.request)
         return assembler.response()
