@@ -474,3 +474,5 @@ async def _warm(provider: DeferredProvider) -> None:
         await provider.warm()
     except Exception:
         log.exception("provider_warm_failed", provider=provider.name)
+    else:
+        log.info("provider_warmed", provider=provider.name)
