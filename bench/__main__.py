@@ -49,7 +49,7 @@ def per_calibration(result: dict[str, Any], calibration_ms: float) -> dict[str, 
                 ms = node * 1000 if name.endswith("_secs") else node
                 out[name] = round(ms / calibration_ms, 4)
 
-    walk("", {k: v for k, v in result.items() if k != "targets"})
+    walk("", {k: v for k, v in result.items() if k not in ("targets", "machine")})
     return out
 
 
