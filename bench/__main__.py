@@ -75,9 +75,9 @@ async def main(args: argparse.Namespace) -> None:
     quiet_logs()
     RESULTS.mkdir(exist_ok=True)
     names = SCENARIOS if args.scenario == "all" else (args.scenario,)
-    calibration = machine()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     for name in names:
+        calibration = machine()  # just before: the machine's speed drifts within minutes
         for result in await _run(name, args):
             result.update({"measured_at": stamp, "machine": calibration})
             result["per_calibration"] = per_calibration(result, calibration["calibration_ms"])
