@@ -72,6 +72,7 @@ class Compactor:
         self._states: dict[str, tuple[int, CompactionState]] = {}
         self._task: asyncio.Task[None] | None = None
         self.completed = 0
+        self._progress = asyncio.Condition()
         self.queued = 0  # jobs taken: each reads the history (a turn's end only when due)
 
     # -- scheduling ----------------------------------------------------------
@@ -148,6 +149,12 @@ class Compactor:
         """Wait until every queued compaction has finished."""
         await self._queue.join()
 
+    async def committed(self, count: int) -> None:
+        """Wait until `count` compactions have been committed in all (a turn's
+        reply can reach its chat before the turn has offered its compaction)."""
+        async with self._progress:
+            await self._progress.wait_for(lambda: self.completed >= count)
+
     # -- the work ------------------------------------------------------------
     async def _compact(self, job: _Job) -> str:
         p = job.profile
@@ -197,6 +204,8 @@ class Compactor:
             return "The history changed while compacting; nothing was changed. Try again."
         self._states[job.session_id] = (segment, CompactionState.after(result))
         self.completed += 1
+        async with self._progress:
+            self._progress.notify_all()
         how = "summarised" if result.summarised else "truncated (the summary call failed)"
         return (
             f"Compacted: about {result.estimate_before:,} → {result.estimate_after:,} tokens; "
