@@ -292,7 +292,7 @@ class ExecutionService:
                 plan.inbox_ids,
                 plan.run_id,
                 reset,
-                profile.open_budget_chars,
+                budget_chars=profile.open_budget_chars,
             )
         )
         structlog.contextvars.bind_contextvars(session_id=turn.session_id)

@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from agent.messages import ChatMessage, HistorySize, Marker, Role, message_chars
-from storage.messages import load_segment, message_from_row
+from storage.messages import load_segment, message_from_row, messages_from_rows
 
 __all__ = ["load_window"]
 
@@ -64,7 +64,7 @@ def load_window(
         f"SELECT * FROM messages WHERE {_IN_SEGMENT} AND seq >= ? ORDER BY seq",
         (*args, scan.start),
     ).fetchall()
-    tail = [message_from_row(r) for r in rows]
+    tail = messages_from_rows(rows)
     called = {call.id for m in tail for call in m.tool_calls}
     tail = [m for m in tail if m.role is not Role.TOOL or m.tool_call_id in called]
     size = HistorySize(scan.chars + sum(message_chars(m) for m in head), scan.user_turns)

@@ -20,6 +20,7 @@ __all__ = [
     "mark_failed_run",
     "message_from_row",
     "message_row",
+    "messages_from_rows",
 ]
 
 INSERT_MESSAGE = (
@@ -131,6 +132,11 @@ def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> lis
         "AND marker IS NOT ? ORDER BY seq",
         (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
+    return messages_from_rows(rows)
+
+
+def messages_from_rows(rows: Sequence[sqlite3.Row]) -> list[ChatMessage]:
+    """A run of a segment's rows, in seq order, as the history holds them."""
     return [message_from_row(r) for r in rows]
 
 
