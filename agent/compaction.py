@@ -35,7 +35,15 @@ from agent.compaction_prompt import (
     summary_request_text,
     with_prefix,
 )
-from agent.messages import ChatMessage, Marker, Role, Usage
+from agent.messages import (
+    ChatMessage,
+    HistorySize,
+    Marker,
+    Role,
+    Usage,
+    message_chars,
+    tokens_for_chars,
+)
 from agent.providers.base import LLMProvider, LLMRequest, ProviderError
 
 __all__ = [
@@ -47,6 +55,7 @@ __all__ = [
     "CompactionState",
     "HistorySplit",
     "compact",
+    "compaction_due",
     "count_user_turns",
     "estimate_tokens",
     "fallback_budget_chars",
@@ -81,16 +90,7 @@ def estimate_tokens(messages: Sequence[ChatMessage]) -> int:
 
     Counts content, reasoning and tool calls (name + arguments); no tokenizer.
     """
-    chars = 0
-    for message in messages:
-        chars += len(message.content) + len(message.reasoning_content or "")
-        chars += sum(len(call.name) + len(call.arguments) for call in message.tool_calls)
-    return tokens_for_chars(chars)
-
-
-def tokens_for_chars(chars: int) -> int:
-    """The estimate for a character count: ceil(chars / 4 × 1.2), in integers."""
-    return -(-chars * 3 // 10)
+    return tokens_for_chars(sum(message_chars(m) for m in messages))
 
 
 def count_user_turns(history: Sequence[ChatMessage]) -> int:
@@ -157,6 +157,24 @@ class CompactionState:
         return cls(result.estimate_after, count_user_turns(result.recent))
 
 
+def compaction_due(
+    size: HistorySize,
+    window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
+    ratio: float = DEFAULT_TRIGGER_RATIO,
+    keep_user_turns: int = DEFAULT_KEEP_USER_TURNS,
+    state: CompactionState | None = None,
+) -> bool:
+    """The cheap part of the decision, from the history's running size alone:
+    over the trigger, more user turns than are kept, and not an attempt that
+    already failed to get below the trigger with no new user turn since."""
+    limit = trigger_tokens(window_tokens, ratio)
+    if size.tokens <= limit or size.user_turns <= keep_user_turns:
+        return False
+    if state is not None and state.last_estimate_after > limit:
+        return size.user_turns > state.turns_at_last  # wait for a new turn
+    return True
+
+
 def should_compact(
     history: Sequence[ChatMessage],
     window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
@@ -165,14 +183,9 @@ def should_compact(
     state: CompactionState | None = None,
 ) -> bool:
     """Whether the active history should be compacted now."""
-    limit = trigger_tokens(window_tokens, ratio)
-    if estimate_tokens(history) <= limit:
+    size = HistorySize.of(history)
+    if not compaction_due(size, window_tokens, ratio, keep_user_turns, state):
         return False
-    turns = count_user_turns(history)
-    if turns <= keep_user_turns:
-        return False
-    if state is not None and state.last_estimate_after > limit and turns <= state.turns_at_last:
-        return False  # the last attempt could not get below the trigger; wait for a new turn
     return plan_boundary(history, keep_user_turns) is not None
 
 

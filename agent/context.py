@@ -25,11 +25,12 @@ gateway, channels or storage.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.messages import ChatMessage, Marker, Role
 from agent.prompt_file import agent_prompt_message, needs_injection
+from agent.window import fit
 
 __all__ = [
     "AgentPromptPolicy",
@@ -37,6 +38,7 @@ __all__ = [
     "ContextPart",
     "ContextSettings",
     "PreparedContext",
+    "TrimmedCopies",
     "TurnFacts",
 ]
 
@@ -108,6 +110,29 @@ def _trimmed(message: ChatMessage, limit: int) -> ChatMessage:
     )
 
 
+_TRIMMED_KEPT = 4_096
+
+
+class TrimmedCopies:
+    """The trimmed copy of an old tool result, the same object every time:
+    a conversation's requests then share their messages as the same objects
+    turn after turn, which is what lets the provider reuse their encoding
+    (agent.providers.openai_body)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[ChatMessage, ChatMessage]] = {}
+
+    def of(self, message: ChatMessage, limit: int) -> ChatMessage:
+        hit = self._by_id.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        if len(self._by_id) >= _TRIMMED_KEPT:
+            self._by_id.clear()
+        copy = _trimmed(message, limit)
+        self._by_id[id(message)] = (message, copy)  # the original kept: its id stays its own
+        return copy
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedContext:
     """A turn's fixed parts: `head` goes in front of the history on each
@@ -118,16 +143,29 @@ class PreparedContext:
     trim_chars: int
     tail: tuple[ChatMessage, ...] = ()
     cache_key: str | None = None
+    trimmed: TrimmedCopies = field(default_factory=TrimmedCopies)
 
-    def messages(self, history: Sequence[ChatMessage], turn_start: int) -> list[ChatMessage]:
+    def messages(
+        self,
+        history: Sequence[ChatMessage],
+        turn_start: int,
+        budget_tokens: int | None = None,
+        known_chars: int | None = None,
+    ) -> list[ChatMessage]:
         """The cacheable part of a request: the head, earlier turns with long
-        tool results trimmed, then this turn (from `turn_start`) whole."""
+        tool results trimmed, then this turn (from `turn_start`) whole; with
+        `budget_tokens`, fitted to it with the tail (`agent.window.fit`;
+        `known_chars`, at least the history's size, spares it measuring)."""
         limit = self.trim_chars
         tool = Role.TOOL
+        copies = self.trimmed
         older = [
-            _trimmed(m, limit) if m.role is tool and len(m.content) > limit else m
+            copies.of(m, limit) if m.role is tool and len(m.content) > limit else m
             for m in history[:turn_start]
         ]
+        if budget_tokens is not None:
+            current = history[turn_start:]
+            return fit(self.head, older, current, self.tail, budget_tokens, known_chars)
         return [*self.head, *older, *history[turn_start:]]
 
 
@@ -137,6 +175,7 @@ class ContextBuilder:
         self.parts = tuple(parts)
         base = [ChatMessage.system(settings.system_prompt)] if settings.system_prompt else []
         self._head = tuple(base)
+        self._trimmed = TrimmedCopies()
 
     async def prepare(self, turn: TurnFacts) -> PreparedContext:
         """Render the injected blocks once for the turn."""
@@ -146,5 +185,9 @@ class ContextBuilder:
             if text:
                 tail.append(ChatMessage.system(text, part.marker))
         return PreparedContext(
-            self._head, self.settings.tool_result_trim_chars, tuple(tail), turn.session_id
+            self._head,
+            self.settings.tool_result_trim_chars,
+            tuple(tail),
+            turn.session_id,
+            self._trimmed,
         )

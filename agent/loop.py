@@ -11,17 +11,40 @@ around the history is `agent.context`'s business (`PreparedContext`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
+from agent.compaction import CompactionResult, estimate_tokens
 from agent.context import PreparedContext, cut_tool_result
-from agent.messages import CANCELLED_RESULT, ChatMessage, Role, ToolCall, pending_tool_calls
-from agent.providers.base import LLMProvider, LLMRequest
+from agent.messages import (
+    CANCELLED_RESULT,
+    ChatMessage,
+    Role,
+    ToolCall,
+    message_chars,
+    pending_tool_calls,
+)
+from agent.providers.base import (
+    DeltaSink,
+    LLMProvider,
+    LLMRequest,
+    LLMResponse,
+    ProviderContextOverflow,
+    ToolSpec,
+)
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 from agent.turn_control import APPROVAL_REFUSED, ApprovalRequired, TurnControl, TurnSteered
+from agent.window import request_budget
 
-__all__ = ["AgentLoop", "LoopSettings", "TurnObserver", "TurnResult"]
+__all__ = ["AgentLoop", "LoopSettings", "Rescue", "TurnObserver", "TurnResult"]
+
+log = structlog.get_logger(__name__)
+
+# Compacts a history that the provider refused as too long (agent.compaction.compact)
+Rescue = Callable[[Sequence[ChatMessage]], Awaitable[CompactionResult | None]]
 
 
 class TurnObserver(ToolCallWatcher, Protocol):
@@ -44,19 +67,57 @@ class LoopSettings:
     max_tool_iterations: int = 100
     tool_result_max_chars: int = 20_000
     stream: bool = False
+    context_window_tokens: int | None = None  # every request is fitted to it (agent.window)
 
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     reply: ChatMessage
     tool_rounds: int
+    # made when the provider refused the request as too long; the caller commits it
+    compaction: CompactionResult | None = None
+
+
+@dataclass(slots=True)
+class _Window:
+    """What each request is built from: `[*prefix, *history[start:]]` within
+    `budget` tokens. A compaction after an overflow moves it forward."""
+
+    budget: int | None
+    prefix: tuple[ChatMessage, ...] = ()
+    start: int = 0
+    compaction: CompactionResult | None = None
+    rescued: bool = False
+    known: tuple[int, int] | None = None  # (chars, of history[:n]) as the caller counted
+
+    def known_chars(self, history: list[ChatMessage]) -> int | None:
+        """At least the request history's size, counted only from where the caller stopped."""
+        if self.known is None:
+            return None
+        chars, counted = self.known
+        return chars + sum(message_chars(m) for m in history[counted:])
+
+    def view(self, history: list[ChatMessage], turn_start: int) -> tuple[list[ChatMessage], int]:
+        if not self.prefix:
+            return history, turn_start
+        return [*self.prefix, *history[self.start :]], len(self.prefix) + turn_start - self.start
 
 
 class AgentLoop:
-    def __init__(self, provider: LLMProvider, tools: ToolRegistry, settings: LoopSettings) -> None:
+    def __init__(
+        self,
+        provider: LLMProvider,
+        tools: ToolRegistry,
+        settings: LoopSettings,
+        *,
+        rescue: Rescue | None = None,
+    ) -> None:
+        """`rescue`: how to compact when the provider refuses a request as too
+        long (then the call is retried once); without it the retry only trims."""
         self.provider = provider
         self.tools = tools
         self.settings = settings
+        self.rescue = rescue
 
     async def run(
         self,
@@ -66,6 +127,7 @@ class AgentLoop:
         context: PreparedContext,
         *,
         control: TurnControl | None = None,
+        history_chars: int | None = None,
     ) -> TurnResult:
         """Run one turn on `history` (which ends with the new user message, or
         with the results of a batch a person answered).
@@ -73,7 +135,9 @@ class AgentLoop:
         `history` is extended in place with the messages of this turn.
         `control` (agent.turn_control) may end it at a safe boundary:
         `ApprovalRequired` before a held batch runs, `TurnSteered` before a
-        model call.
+        model call. `history_chars`: at least its size now (`message_chars`),
+        when the caller keeps it: fitting the requests then costs nothing per
+        message.
         """
         turn_start = next(
             (i for i in range(len(history) - 1, -1, -1) if history[i].role is Role.USER),
@@ -82,22 +146,19 @@ class AgentLoop:
         specs = self.tools.specs()
         s = self.settings
         on_delta = observer.on_delta if s.stream else None
+        window = _Window(
+            request_budget(s.context_window_tokens, s.max_tokens, specs)
+            if s.context_window_tokens
+            else None,
+            known=(history_chars, len(history)) if history_chars is not None else None,
+        )
         pending = pending_tool_calls(history)
         if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
             await self._batch(pending, history, ctx, observer)
         for round_ in range(s.max_tool_iterations + 1):
             if round_ and control is not None and control.steer_requested():
                 raise TurnSteered(round_)
-            request = LLMRequest(
-                model=s.model,
-                messages=context.messages(history, turn_start),
-                tools=specs,
-                temperature=s.temperature,
-                max_tokens=s.max_tokens,
-                tail=context.tail,
-                cache_key=context.cache_key,
-            )
-            response = await self.provider.complete(request, on_delta)
+            response = await self._call(history, turn_start, context, specs, window, on_delta)
             assistant = ChatMessage(
                 Role.ASSISTANT,
                 response.content,
@@ -107,7 +168,7 @@ class AgentLoop:
             )
             if not response.tool_calls:
                 history.append(assistant)
-                return TurnResult(assistant, round_)
+                return TurnResult(assistant, round_, window.compaction)
             if round_ == s.max_tool_iterations:
                 break
             history.append(assistant)
@@ -122,7 +183,7 @@ class AgentLoop:
             "answer. Tell me how to continue, or narrow the request.",
         )
         history.append(reply)
-        return TurnResult(reply, s.max_tool_iterations)
+        return TurnResult(reply, s.max_tool_iterations, window.compaction)
 
     async def _batch(
         self,
@@ -161,3 +222,47 @@ class AgentLoop:
         ]
         history.extend(messages)
         await observer.on_messages(messages)
+
+    async def _call(
+        self,
+        history: list[ChatMessage],
+        turn_start: int,
+        context: PreparedContext,
+        specs: Sequence[ToolSpec],
+        window: _Window,
+        on_delta: DeltaSink | None,
+    ) -> LLMResponse:
+        """One provider call; a request refused as too long is compacted (or,
+        failing that, trimmed to half) and sent once more, once per turn."""
+        s = self.settings
+        while True:
+            messages, start = window.view(history, turn_start)
+            request = LLMRequest(
+                model=s.model,
+                messages=context.messages(
+                    messages, start, window.budget, window.known_chars(history)
+                ),
+                tools=specs,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                tail=context.tail,
+                cache_key=context.cache_key,
+            )
+            try:
+                return await self.provider.complete(request, on_delta)
+            except ProviderContextOverflow as exc:
+                if window.rescued:
+                    raise
+                window.rescued = True
+                sent = estimate_tokens(request.messages)
+                log.warning("context_overflow", error=str(exc), estimate=sent)
+                await self._shrink(history, window, sent)
+
+    async def _shrink(self, history: list[ChatMessage], window: _Window, sent: int) -> None:
+        result = await self.rescue(history) if self.rescue is not None else None
+        if result is not None and result.shrunk:
+            window.prefix = (*result.kept_system, result.summary)
+            window.start = len(history) - len(result.recent)
+            window.compaction = result
+        else:  # nothing to fold: send half of what was refused
+            window.budget = min(window.budget or sent, sent) // 2

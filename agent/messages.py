@@ -7,7 +7,7 @@ value object; persistence and wire mapping live elsewhere.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -16,13 +16,16 @@ __all__ = [
     "CANCELLED_RESULT",
     "INTERRUPTED_RESULT",
     "ChatMessage",
+    "HistorySize",
     "Marker",
     "Role",
     "ToolCall",
     "Usage",
+    "message_chars",
     "pending_tool_calls",
     "repair_dangling_tool_calls",
     "settle_session_messages",
+    "tokens_for_chars",
 ]
 
 INTERRUPTED_RESULT = "[interrupted]"
@@ -141,6 +144,49 @@ class ChatMessage:
         if not text:
             return ()
         return tuple(ToolCall(d["id"], d["name"], d["arguments"]) for d in json.loads(text))
+
+
+def message_chars(message: ChatMessage) -> int:
+    """What the token estimate counts of a message: content, reasoning and
+    tool calls (name + arguments)."""
+    chars = len(message.content)
+    if message.reasoning_content:
+        chars += len(message.reasoning_content)
+    for call in message.tool_calls:
+        chars += len(call.name) + len(call.arguments)
+    return chars
+
+
+def tokens_for_chars(chars: int) -> int:
+    """The token estimate for a character count: ceil(chars / 4 × 1.2), in integers."""
+    return -(-chars * 3 // 10)
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySize:
+    """A running measure of an active history, kept as a turn runs so that the
+    compaction decision never has to reload the history."""
+
+    chars: int = 0
+    user_turns: int = 0
+
+    @classmethod
+    def of(cls, messages: Sequence[ChatMessage]) -> HistorySize:
+        return cls().plus(messages)
+
+    def plus(self, messages: Sequence[ChatMessage]) -> HistorySize:
+        if not messages:
+            return self
+        chars, turns = self.chars, self.user_turns
+        for message in messages:
+            chars += message_chars(message)
+            if message.role is Role.USER:
+                turns += 1
+        return HistorySize(chars, turns)
+
+    @property
+    def tokens(self) -> int:
+        return tokens_for_chars(self.chars)
 
 
 def repair_dangling_tool_calls(

@@ -1,21 +1,49 @@
 """The fake OpenAI server in its own process for benchmarks, so its CPU does
-not count against the gateway: `python -m bench.fake_llm DELAY_SECS`.
-Prints its base URL on the first line, then serves until stdin closes."""
+not count against the gateway: `python -m bench.fake_llm DELAY_SECS [RECORD
+COUNT]`. Prints its base URL on the first line, then serves until stdin
+closes. With RECORD, the first COUNT request bodies are written there, one
+JSON line each; no body is kept in memory past its answer (a long run with
+a long history would otherwise grow without bound)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
 
 from tests.fakes.openai_server import FakeOpenAI
 
 
-async def main(delay: float) -> None:
-    async with FakeOpenAI() as llm:
+class BenchLLM(FakeOpenAI):
+    def __init__(self, record: Path | None, count: int) -> None:
+        super().__init__()
+        self.record = record
+        self.count = count
+        self.seen = 0
+
+    async def _record(self, request: web.Request) -> dict[str, Any]:
+        body = await super()._record(request)
+        self.seen += 1
+        if self.record is not None and self.seen <= self.count:
+            with self.record.open("a") as f:  # with the size it had on the wire
+                f.write(json.dumps({"wire_bytes": request.content_length, "body": body}) + "\n")
+        self.requests.clear()
+        self.request_headers.clear()
+        self.billed.clear()
+        return body
+
+
+async def main(delay: float, record: Path | None, count: int) -> None:
+    async with BenchLLM(record, count) as llm:
         llm.delay = delay
         print(llm.base_url, flush=True)
         await asyncio.to_thread(sys.stdin.read)  # until the parent closes our stdin
 
 
 if __name__ == "__main__":
-    asyncio.run(main(float(sys.argv[1])))
+    path = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    asyncio.run(main(float(sys.argv[1]), path, int(sys.argv[3]) if len(sys.argv) > 3 else 0))

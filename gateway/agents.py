@@ -8,13 +8,15 @@ filter), so profiles are built per (agent, channel) on first use and kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from agent.compaction import CompactionResult, compact
 from agent.context import ContextBuilder, ContextPart, ContextSettings
 from agent.loop import LoopSettings
-from agent.providers import create_provider
+from agent.messages import ChatMessage
+from agent.providers import deferred_provider
 from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
@@ -52,6 +54,24 @@ class AgentProfile:
     summary_timeout_secs: float = 120.0
     prices: ModelPrices | None = None  # for the /status cost estimate
     transcriber: Transcriber | None = None  # voice notes to text (gateway.transcription)
+
+    @property
+    def open_budget_chars(self) -> int:
+        """How much of a long segment a turn opening from storage reads: up to
+        the compaction trigger (which then compacts it), else the window."""
+        ratio = self.compaction.trigger_ratio if self.compaction.enabled else 1.0
+        return int(self.context_window_tokens * ratio * 10 / 3)  # 1 token ≈ 10/3 chars
+
+    def rescue(self, history: Sequence[ChatMessage]) -> Awaitable[CompactionResult | None]:
+        """The compaction an overflowing request gets before its one retry (AgentLoop)."""
+        return compact(
+            history,
+            self.provider,
+            self.summary_model or self.loop.model,
+            self.context_window_tokens,
+            self.compaction.keep_user_turns,
+            timeout_secs=self.summary_timeout_secs,
+        )
 
 
 ProfileFactory = Callable[[str, str], AgentProfile]  # (agent name, channel) → profile
@@ -117,8 +137,9 @@ def provider_settings(loaded: LoadedConfig, name: str) -> ProviderSettings:
 
 
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
+    """Each built on first use or when warmed: start-up does not wait for an SDK's import."""
     return {
-        name: create_provider(p.type, provider_settings(loaded, name))
+        name: deferred_provider(p.type, provider_settings(loaded, name))
         for name, p in loaded.config.providers.items()
     }
 
@@ -146,6 +167,7 @@ def build_profile(
         max_tool_iterations=agent.max_tool_iterations,
         tool_result_max_chars=agent.tool_result_max_chars,
         stream=stream,
+        context_window_tokens=model.context_window_tokens,
     )
     context = ContextBuilder(
         ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars), parts

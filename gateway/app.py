@@ -27,6 +27,7 @@ from agent.context import ContextPart
 from agent.mcp.status import McpStatusPart
 from agent.prompt_file import DEFAULT_AGENT_PROMPTS, AgentPromptFile
 from agent.providers.base import LLMProvider
+from agent.providers.deferred import DeferredProvider
 from agent.subagents.types import TASK_TOOL
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from agent.tools.builtin import build_registry
@@ -126,6 +127,7 @@ class Gateway:
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
+        self._deferred: list[DeferredProvider] = []
         self.clock = clock
         self.access = AccessPolicy(loaded.admins, self.config.channels.enabled())
         self._stop = asyncio.Event()
@@ -176,6 +178,8 @@ class Gateway:
                 log.info(
                     "gateway_started", host=self.config.gateway.host, port=self.port, channels=names
                 )
+                for provider in self._deferred:  # the SDKs' import, off the event loop
+                    tg.create_task(_warm(provider), name=f"provider-warm-{provider.name}")
                 await self._stop.wait()
                 log.info("gateway_stopping")
                 self.budget.begin()
@@ -188,6 +192,7 @@ class Gateway:
 
     async def _providers(self, stack: AsyncExitStack) -> dict[str, LLMProvider]:
         built = dict(self._providers_override or build_providers(self.loaded))
+        self._deferred = [p for p in built.values() if isinstance(p, DeferredProvider)]
         providers: dict[str, LLMProvider] = {
             name: MeteredProvider(p, self.metrics) for name, p in built.items()
         }
@@ -513,3 +518,13 @@ class Gateway:
 
 async def _job_views(store: Store, zone: tzinfo) -> list[dict[str, Any]]:
     return [JobView(job, last).to_dict(zone) for job, last in await store.scheduled_jobs()]
+
+
+async def _warm(provider: DeferredProvider) -> None:
+    """A failed import is only logged here: the first turn meets the same error."""
+    try:
+        await provider.warm()
+    except Exception:
+        log.exception("provider_warm_failed", provider=provider.name)
+    else:
+        log.info("provider_warmed", provider=provider.name)

@@ -1,13 +1,13 @@
-"""Builds the enabled channels from configuration."""
+"""Builds the enabled channels from configuration.
+
+A channel's module (and its SDK) is imported only when that channel is
+enabled: a WebSocket-only gateway never loads python-telegram-bot or lark-oapi.
+"""
 
 from __future__ import annotations
 
 from channels.base import Channel
-from channels.feishu import FeishuChannel
-from channels.telegram import TelegramChannel
 from channels.websocket import WebSocketChannel
-from channels.wechat import WechatChannel
-from channels.wecom_kf import WecomKfChannel
 from gateway.chat_policy import show_tool_results
 from gateway.config import Config
 
@@ -27,11 +27,19 @@ def build_channels(config: Config) -> list[Channel]:
             )
         )
     if section.telegram.enabled:
+        from channels.telegram.channel import TelegramChannel
+
         channels.append(TelegramChannel(section.telegram))
     if section.feishu.enabled:
+        from channels.feishu.channel import FeishuChannel
+
         channels.append(FeishuChannel(section.feishu))
     if section.wechat.enabled:
+        from channels.wechat.channel import WechatChannel
+
         channels.append(WechatChannel(section.wechat))
     if section.wecom_kf.enabled:
+        from channels.wecom_kf.channel import WecomKfChannel
+
         channels.append(WecomKfChannel(section.wecom_kf))
     return channels

@@ -17,14 +17,19 @@ from dataclasses import dataclass
 import structlog
 
 from agent.compaction import (
+    CompactionResult,
     CompactionState,
     compact,
+    compaction_due,
+    count_user_turns,
+    estimate_tokens,
     should_compact,
     tokens_for_chars,
     trigger_tokens,
 )
 from gateway.agents import AgentProfile
 from gateway.bus import OutboundMessage, reply_handle
+from gateway.execution import TurnEnd
 from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
 from gateway.sessions import ConversationGates
@@ -45,6 +50,8 @@ class _Job:
     chat_id: str
     profile: AgentProfile
     command: WorkItem | None = None  # a /compact waiting for its answer
+    made: CompactionResult | None = None  # already summarised in the turn: commit it
+    segment: int = 0  # the segment `made` was made from
 
     @property
     def locale(self) -> Locale:
@@ -70,13 +77,27 @@ class Compactor:
         self._states: dict[str, tuple[int, CompactionState]] = {}
         self._task: asyncio.Task[None] | None = None
         self.completed = 0
+        self._progress = asyncio.Condition()
+        self.queued = 0  # jobs taken: each reads the history (a turn's end only when due)
 
     # -- scheduling ----------------------------------------------------------
-    def after_turn(
-        self, session_id: str, channel: str, chat_id: str, profile: AgentProfile
-    ) -> None:
-        if profile.compaction.enabled:
-            self._offer(_Job(session_id, channel, chat_id, profile))
+    def after_turn(self, end: TurnEnd) -> None:
+        """Decided from the size the turn kept (O(1)); the history is read
+        only when a compaction is due."""
+        cfg = end.profile.compaction
+        if not cfg.enabled:
+            return
+        job = _Job(
+            end.session_id, end.channel, end.chat_id, end.profile, None, end.compaction, end.segment
+        )
+        if end.compaction is not None:
+            self._offer(job)
+            return
+        state = self._states.get(end.session_id)
+        known = state[1] if state is not None and state[0] == end.segment else None
+        window = end.profile.context_window_tokens
+        if compaction_due(end.size, window, cfg.trigger_ratio, cfg.keep_user_turns, known):
+            self._offer(job)
 
     def request(self, item: WorkItem, session_id: str, profile: AgentProfile) -> bool:
         """Queue a forced compaction answering the /compact in `item`."""
@@ -92,6 +113,7 @@ class Compactor:
             log.warning("compaction_queue_full", session_id=job.session_id)
             return False
         self._queued.add(job.session_id)
+        self.queued += 1
         return True
 
     name = "compaction"
@@ -130,39 +152,54 @@ class Compactor:
         """Wait until every queued compaction has finished."""
         await self._queue.join()
 
+    async def committed(self, count: int) -> None:
+        """Wait until `count` compactions have been committed in all (a turn's
+        reply can reach its chat before the turn has offered its compaction)."""
+        async with self._progress:
+            await self._progress.wait_for(lambda: self.completed >= count)
+
     # -- the work ------------------------------------------------------------
     async def _compact(self, job: _Job) -> str:
         p = job.profile
-        forced = job.command is not None
-        record, history = await self.store.history_snapshot(job.session_id)
-        if record is None:
-            return tr(job.locale, Msg.NOTHING_TO_COMPACT)
-        state = self._states.get(job.session_id)
-        known = state[1] if state is not None and state[0] == record.segment else None
         cfg = p.compaction
-        window = p.context_window_tokens
-        if not forced and not should_compact(
-            history, window, cfg.trigger_ratio, cfg.keep_user_turns, known
-        ):
-            return ""
-        result = await compact(
-            history,
-            p.provider,
-            p.summary_model,
-            window,
-            cfg.keep_user_turns,
-            timeout_secs=p.summary_timeout_secs,
-        )
+        if job.made is not None:  # summarised in the turn: nothing to read
+            result: CompactionResult | None = job.made
+            segment = job.segment
+            kept = [*job.made.kept_system, *job.made.recent]
+            last_seq = kept[-1].seq if kept else None
+        else:
+            record, history = await self.store.history_snapshot(job.session_id)
+            if record is None:
+                return tr(job.locale, Msg.NOTHING_TO_COMPACT)
+            segment = record.segment
+            state = self._states.get(job.session_id)
+            known = state[1] if state is not None and state[0] == segment else None
+            window = p.context_window_tokens
+            if job.command is None and not should_compact(
+                history, window, cfg.trigger_ratio, cfg.keep_user_turns, known
+            ):
+                # due by size but nothing to fold (no boundary): wait for a new user turn
+                size = CompactionState(estimate_tokens(history), count_user_turns(history))
+                self._states[job.session_id] = (segment, size)
+                return ""
+            result = await compact(
+                history,
+                p.provider,
+                p.summary_model,
+                window,
+                cfg.keep_user_turns,
+                timeout_secs=p.summary_timeout_secs,
+            )
+            last_seq = history[-1].seq if history else None
         if result is None:
             return tr(job.locale, Msg.COMPACT_TOO_SHORT, keep=cfg.keep_user_turns)
         if not result.shrunk:
-            self._states[job.session_id] = (record.segment, CompactionState.after(result))
+            self._states[job.session_id] = (segment, CompactionState.after(result))
             return tr(job.locale, Msg.COMPACT_NO_GAIN)
-        last_seq = history[-1].seq if history else None
         try:
             async with self.gates.hold((job.channel, job.chat_id)):
                 segment = await self.store.commit_compaction(
-                    job.session_id, record.segment, result.new_history, last_seq
+                    job.session_id, segment, result.new_history, last_seq
                 )
                 self.history_changed(job.channel, job.chat_id)
         except CompactionConflict as exc:
@@ -170,6 +207,8 @@ class Compactor:
             return tr(job.locale, Msg.COMPACT_CONFLICT)
         self._states[job.session_id] = (segment, CompactionState.after(result))
         self.completed += 1
+        async with self._progress:
+            self._progress.notify_all()
         return tr(
             job.locale,
             Msg.COMPACTED_SUMMARISED if result.summarised else Msg.COMPACTED_TRUNCATED,

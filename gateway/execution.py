@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agent.compaction import CompactionResult
 from agent.context import TurnFacts
 from agent.loop import AgentLoop, TurnObserver
-from agent.messages import ChatMessage, Marker, ToolCall
+from agent.messages import ChatMessage, HistorySize, Marker, ToolCall
 from agent.providers.base import ProviderError
 from agent.subagents.types import TASK_TOOL
 from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices, ToolSettings
@@ -62,13 +63,27 @@ from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, sessi
 from storage.store import Store
 from storage.turns import Opening
 
-__all__ = ["ExecutionService"]
+__all__ = ["AfterTurn", "ExecutionService", "TurnEnd"]
 
 log = structlog.get_logger(__name__)
 
 _DELTA_INTERVAL_SECS = 0.05  # streamed pieces closer together than this go out joined
 
-AfterTurn = Callable[[str, str, str, AgentProfile], None]  # session, channel, chat, profile
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """A turn that ended whole, for what runs after it (compaction)."""
+
+    session_id: str
+    segment: int  # the active segment the turn ran in
+    channel: str
+    chat_id: str
+    profile: AgentProfile
+    size: HistorySize  # of that whole segment, counted as the turn ran
+    compaction: CompactionResult | None = None  # made in the turn (a refused request)
+
+
+AfterTurn = Callable[[TurnEnd], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +282,12 @@ class ExecutionService:
             self.turn_latency(plan.channel, elapsed)
         log.info("turn_done", ok=outcome.ok, secs=round(elapsed, 3), messages=len(items))
         if self.after_turn is not None and outcome.ok:
-            self.after_turn(turn.session_id, plan.channel, plan.chat_id, profile)
+            self.after_turn(
+                TurnEnd(
+                    turn.session_id, turn.segment, plan.channel, plan.chat_id, profile,
+                    turn.size_now(), turn.compaction,
+                )
+            )  # fmt: skip
         return outcome
 
     # -- phases ------------------------------------------------------------------
@@ -317,6 +337,7 @@ class ExecutionService:
                 reset,
                 # a sub-agent the crash interrupted runs again, from its transcript
                 rerun=frozenset({TASK_TOOL}) if resume else frozenset(),
+                budget_chars=profile.open_budget_chars,
             )
         )
         structlog.contextvars.bind_contextvars(session_id=turn.session_id)
@@ -364,8 +385,16 @@ class ExecutionService:
                     private=first.chat_type is ChatType.DIRECT,
                 )
             )
-            loop = AgentLoop(profile.provider, profile.tools, profile.loop)
-            result = await loop.run(turn.history, ctx, observer, context, control=controls)
+            loop = AgentLoop(profile.provider, profile.tools, profile.loop, rescue=profile.rescue)
+            result = await loop.run(
+                turn.history,
+                ctx,
+                observer,
+                context,
+                control=controls,
+                history_chars=turn.size_now().chars,
+            )
+            turn.compaction = result.compaction
             await observer.flush_deltas()  # the deltas add up to the whole reply
             await progress.flush()
             reply = result.reply

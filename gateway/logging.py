@@ -14,6 +14,7 @@ rendered line. This module must never log, store or return a registered secret.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -65,11 +66,33 @@ _PAIR_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
         rf"\1\2\1\3\4{MASK}\4",
     ),
 )
+# Every pattern above needs one of these words: a string without any of them
+# is only checked for registered secrets (most of what is logged).
+_HINT: Final = re.compile(
+    r"bearer|basic|sk-|\d{5,}:|key|token|secret|passw|authori[sz]ation|credential", re.I
+)
+# Short strings found clean, so that the channel names, event names and ids
+# logged again and again cost a set lookup (emptied when a secret is added)
+_CLEAN: Final[set[str]] = set()
+_CLEAN_MAX_CHARS: Final = 200
+_CLEAN_CAPACITY: Final = 4_096
+# added by the pipeline itself from values that are never secret
+_OWN_KEYS: Final = frozenset({"timestamp", "level", "logger"})
 _OUR_HANDLER: Final = "_picobot_handler"
 # Libraries that log every HTTP request at INFO (the LLM SDKs use httpx; the MCP
 # SDK logs session ids and stream reconnects): shown at debug only, so that
 # info stays one line per turn.
-_CHATTY_LOGGERS: Final = ("httpx", "mcp")
+# The SDKs' httpx is vendored as `httpx2` (with `httpcore2`) in the versions
+# the lock pins: naming only `httpx` let a line per LLM call through.
+_CHATTY_LOGGERS: Final = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "openai",
+    "anthropic",
+    "mcp",
+)
 
 
 class _SecretRegistry:
@@ -88,11 +111,13 @@ class _SecretRegistry:
                     self._values.add(value)
             self._pattern = _alternation(self._values)
             self._plain = _alternation(v for v in self._values if json.dumps(v)[1:-1] == v)
+            _CLEAN.clear()  # what was clean may hold a new secret
 
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
             self._pattern = self._plain = None
+            _CLEAN.clear()
 
     def scrub(self, text: str, *, rendered: bool = False) -> str:
         pattern = self._plain if rendered else self._pattern
@@ -119,10 +144,17 @@ def clear_secrets() -> None:
 
 def redact_text(text: str) -> str:
     """Registered secrets and credential patterns in free text replaced by the mask."""
-    text = _SECRETS.scrub(text)
-    for pattern, replacement in (*_PATTERNS, *_PAIR_PATTERNS):
-        text = pattern.sub(replacement, text)
-    return text
+    if text in _CLEAN:
+        return text
+    scrubbed = _SECRETS.scrub(text)
+    if _HINT.search(scrubbed) is not None:  # only then can a pattern match
+        for pattern, replacement in (*_PATTERNS, *_PAIR_PATTERNS):
+            scrubbed = pattern.sub(replacement, scrubbed)
+    if scrubbed == text and len(text) <= _CLEAN_MAX_CHARS:
+        if len(_CLEAN) >= _CLEAN_CAPACITY:
+            _CLEAN.clear()
+        _CLEAN.add(text)
+    return scrubbed
 
 
 def _redact_value(value: Any, *, masked: bool) -> Any:
@@ -150,13 +182,18 @@ def redact_data(value: Any) -> Any:
 
 
 def _is_secret_key(key: object) -> bool:
-    return isinstance(key, str) and _SECRET_KEY.search(key) is not None
+    return isinstance(key, str) and _secret_key_name(key)
+
+
+@functools.lru_cache(maxsize=1_024)  # a program logs the same few keys over and over
+def _secret_key_name(key: str) -> bool:
+    return _SECRET_KEY.search(key) is not None
 
 
 def redact_event(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
     """structlog processor: mask secret-looking keys, scrub every string."""
     for key in list(event_dict):
-        if key.startswith("_") or key == "exc_info":
+        if key.startswith("_") or key == "exc_info" or key in _OWN_KEYS:
             continue  # structlog/stdlib internals, rendered (and scrubbed) elsewhere
         event_dict[key] = _redact_value(event_dict[key], masked=_is_secret_key(key))
     return event_dict
@@ -166,8 +203,9 @@ def _scrub_rendered(_logger: WrappedLogger, _method: str, rendered: Any) -> str:
     """Last pass over the rendered line; must keep a JSON line valid JSON."""
     # Typed Any: structlog's Processor type says EventDict, but after a renderer it is a str.
     line = _SECRETS.scrub(str(rendered), rendered=True)
-    for pattern, replacement in _PATTERNS:
-        line = pattern.sub(replacement, line)
+    if _HINT.search(line) is not None:
+        for pattern, replacement in _PATTERNS:
+            line = pattern.sub(replacement, line)
     return line
 
 

@@ -30,11 +30,12 @@ import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from agent.compaction import CompactionResult
 from agent.context import AgentPromptPolicy
-from agent.messages import ChatMessage, Role
+from agent.messages import ChatMessage, HistorySize, Role
 from agent.prompt_file import AgentPromptFile
 from gateway.bus import OutboundMessage
 from storage.clock import iso
@@ -52,6 +53,7 @@ class _Cached:
     prompt_turn: int | None
     at: float  # time.monotonic() when cached
     last_active: datetime  # of the last message, as storage's updated_at counts it
+    size: HistorySize  # of the whole active segment
 
 
 @dataclass(slots=True)
@@ -68,6 +70,18 @@ class OpenedTurn:
     deferred: DeferredOpening | None = None
     archived: str | None = None  # the idle session this turn's new one replaced
     notice: tuple[OutboundMessage, int] | None = None  # telling the chat so: its outbox row
+    # the whole active segment's size when `history[:sized]` was counted: the
+    # compaction decision is made from it (`size_now`), never by reloading
+    size: HistorySize = field(default_factory=HistorySize)
+    sized: int = 0
+    compaction: CompactionResult | None = None  # made when a request overflowed
+
+    def size_now(self) -> HistorySize:
+        """The segment's size with what the turn appended since it was last counted."""
+        if self.sized < len(self.history):
+            self.size = self.size.plus(self.history[self.sized :])
+            self.sized = len(self.history)
+        return self.size
 
 
 def user_message_seq(turn: OpenedTurn) -> int | None:
@@ -131,6 +145,8 @@ class TurnOpener:
                 cached.prompt_turn,
                 opened_at,
                 DeferredOpening(opening, position),
+                size=cached.size,
+                sized=len(position.history),
             )
         # off the cache the turn may well need AGENT.md (a new session, a due
         # re-injection): read it first, so the opening is one transaction
@@ -143,6 +159,10 @@ class TurnOpener:
         )
         record = begun.record
         user_turns = record.user_turns + _user_turns(opening.new)
+        size, sized = begun.size, len(begun.history)
+        if size is None:  # storage took the cached history: its size is known here
+            assert cached is not None
+            size, sized = cached.size, len(cached.position.history)
         return OpenedTurn(
             record.id,
             record.segment,
@@ -153,6 +173,8 @@ class TurnOpener:
             opened_at,
             archived=begun.archived.id if begun.archived is not None else None,
             notice=begun.notice,
+            size=size,
+            sized=sized,
         )
 
     def _opens_in_memory(self, opening: Opening, cached: _Cached) -> bool:
@@ -179,7 +201,12 @@ class TurnOpener:
             return
         position = CachedHistory(turn.session_id, turn.segment, history[-1].seq + 1, history)
         self._cache[key] = _Cached(
-            position, turn.user_turns, turn.prompt_turn, time.monotonic(), history[-1].created_at
+            position,
+            turn.user_turns,
+            turn.prompt_turn,
+            time.monotonic(),
+            history[-1].created_at,
+            turn.size_now(),
         )
         self._cache.move_to_end(key)
         while len(self._cache) > self.capacity:

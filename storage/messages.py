@@ -18,7 +18,9 @@ __all__ = [
     "load_recent",
     "load_segment",
     "mark_failed_run",
+    "message_from_row",
     "message_row",
+    "messages_from_rows",
 ]
 
 INSERT_MESSAGE = (
@@ -106,7 +108,7 @@ def append_messages(
     return seqs
 
 
-def _message(row: sqlite3.Row) -> ChatMessage:
+def message_from_row(row: sqlite3.Row) -> ChatMessage:
     usage = json.loads(row["usage"]) if row["usage"] else None
     return ChatMessage(
         role=Role(row["role"]),
@@ -132,7 +134,13 @@ def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> lis
         "AND marker IS NOT ? ORDER BY seq",
         (session_id, segment, Marker.FAILED_TURN.value),
     ).fetchall()
-    return settle_session_messages([_message(r) for r in rows])
+    return messages_from_rows(rows)
+
+
+def messages_from_rows(rows: Sequence[sqlite3.Row]) -> list[ChatMessage]:
+    """A run of a segment's rows, in seq order, as the history holds them (a
+    session message sent during a tool batch after the batch's results)."""
+    return settle_session_messages([message_from_row(r) for r in rows])
 
 
 def load_recent(
@@ -145,7 +153,7 @@ def load_recent(
         "AND marker IS NOT ? ORDER BY seq DESC LIMIT ?",
         (session_id, segment, Marker.FAILED_TURN.value, limit + 1),
     ).fetchall()
-    return [(_message(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
+    return [(message_from_row(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
 
 
 def mark_failed_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:

@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.messages import ChatMessage, repair_dangling_tool_calls
+from agent.messages import ChatMessage, HistorySize, repair_dangling_tool_calls
 from gateway.bus import OutboundMessage
 from storage import inbox, messages, outbox, sessions
 from storage.clock import iso
+from storage.history_window import load_window
 from storage.sessions import SessionRecord
 
 __all__ = [
@@ -75,6 +76,8 @@ class Opening:
     # tools whose dangling calls (in the last tool-calling message) are left for
     # the resumed turn to run again rather than answered "[interrupted]"
     rerun: frozenset[str] = frozenset()
+    # read no more of a long segment than this (storage.history_window); None: all
+    budget_chars: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,9 @@ class Begun:
     injected: bool
     archived: SessionRecord | None = None  # the session the reset replaced
     notice: tuple[OutboundMessage, int] | None = None  # its outbox row, to hand over
+    # the whole segment's size with the added messages; None when the history
+    # came from the cache (whose owner knows its size)
+    size: HistorySize | None = None
 
 
 def begin_turn(
@@ -135,8 +141,9 @@ def begin_turn(
     if cached is not None and (cached.session_id, cached.segment, cached.next_seq) == current:
         history = list(cached.history)
         added: list[ChatMessage] = []  # cached only after a turn that ended whole
+        size = None
     else:
-        history = messages.load_segment(conn, record.id, record.segment)
+        history, size = load_window(conn, record.id, record.segment, opening.budget_chars)
         added = repair_dangling_tool_calls(history, rerun=opening.rerun)
     repaired = len(added)
     injected = False
@@ -150,7 +157,9 @@ def begin_turn(
         messages.append_messages(conn, record.id, added, opening.run_id, user_turn_prompt=injected)
     if opening.new:
         inbox.mark_started(conn, opening.inbox_ids, record.id)
-    return Begun(record, history + added, repaired, injected, archived, notice)
+    if size is not None:
+        size = size.plus(added)
+    return Begun(record, history + added, repaired, injected, archived, notice, size)
 
 
 def _queue_notice(

@@ -4,7 +4,8 @@ was answered and the results hang together."""
 
 from __future__ import annotations
 
-from bench import fanout, memory_search, sustained
+from bench import fanout, history, memory_search, real_path, startup, sustained
+from bench.__main__ import per_calibration
 
 
 async def test_sustained_scenario_answers_every_message_and_measures_the_ceiling() -> None:
@@ -27,3 +28,45 @@ async def test_memory_search_scenario_times_every_search() -> None:
     result = await memory_search.run(memories=200, rounds=2)
     assert result["searches"] == 16
     assert result["p50_ms"] > 0
+
+
+async def test_real_sustained_scenario_measures_the_gateway_process_and_its_floors() -> None:
+    result = await real_path.sustained(clients=2, seconds=0.5, floor_calls=20)
+    assert result["answered_in_all"] >= result["messages"] > 0
+    by_thread = result["cpu_ms_per_message_by_thread"]
+    assert "event_loop" in by_thread
+    assert abs(sum(by_thread.values()) - result["cpu_ms_per_message"]) < 0.01
+    assert result["bare_llm_call"]["calls"] == 20
+    assert result["bare_websocket"]["messages_per_sec"] > 0
+    assert result["hello_request_bytes"] > 0
+    assert result["hello_tools"] > 0
+    assert result["prefix_byte_stable"] is True
+
+
+async def test_real_fanout_scenario_runs_at_both_caps() -> None:
+    result = await real_path.fanout(chats=3, llm_latency=0.1)
+    assert result["replies"] == 3
+    assert result["default_cap"]["replies"] == 3
+
+
+async def test_history_scenarios_answer_in_long_chats() -> None:
+    scaling = await history.scaling(sizes=(10, 200), turns=2, chats=1)
+    assert set(scaling["by_history_messages"]) == {"10", "200"}
+    big = await history.big_session(count=2_000, later_turns=2)
+    assert big["first_request_estimated_tokens"] <= big["window_tokens"]
+
+
+async def test_startup_scenario_reports_help_ready_and_rss() -> None:
+    result = await startup.run(starts=1, load_secs=0.5)
+    assert result["help_secs"] > 0
+    assert result["start_to_ready_secs"] > 0
+    assert result["idle_rss_mib"] > 0
+
+
+def test_every_figure_is_also_given_per_calibration() -> None:
+    result = {"cpu_ms_per_message": 2.0, "by": {"p50_ms": 4.0}, "wall_secs": 1.0, "n": 3}
+    assert per_calibration(result, 20.0) == {
+        "cpu_ms_per_message": 0.1,
+        "by.p50_ms": 0.2,
+        "wall_secs": 50.0,
+    }

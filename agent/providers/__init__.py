@@ -7,10 +7,12 @@ only when its provider kind is used.
 from __future__ import annotations
 
 from agent.providers.base import LLMProvider, ProviderConfigError, ProviderSettings
+from agent.providers.deferred import DeferredProvider
 
-__all__ = ["PROVIDER_KINDS", "create_provider"]
+__all__ = ["PROVIDER_KINDS", "create_provider", "deferred_provider"]
 
 PROVIDER_KINDS = ("openai", "anthropic")
+_MODULES = {"openai": "agent.providers.openai", "anthropic": "agent.providers.anthropic"}
 
 
 def create_provider(kind: str, settings: ProviderSettings) -> LLMProvider:
@@ -26,3 +28,11 @@ def create_provider(kind: str, settings: ProviderSettings) -> LLMProvider:
     raise ProviderConfigError(
         f"provider '{settings.name}' has unknown type {kind!r} (expected one of {PROVIDER_KINDS})"
     )
+
+
+def deferred_provider(kind: str, settings: ProviderSettings) -> DeferredProvider:
+    """`create_provider`'s provider, built on first use or `warm()`
+    (agent.providers.deferred); an unknown kind is refused at once."""
+    if kind not in _MODULES:
+        create_provider(kind, settings)  # raises ProviderConfigError
+    return DeferredProvider(settings.name, _MODULES[kind], lambda: create_provider(kind, settings))

@@ -8,7 +8,9 @@ user something short and the log something precise:
     ├── ProviderConfigError   (missing key, unknown model: not retried)
     ├── ProviderAuthError     (401/403: not retried)
     ├── ProviderRateLimited   (429, retry_after)
-    └── ProviderUnavailable   (5xx, timeouts, connection errors)
+    ├── ProviderUnavailable   (5xx, timeouts, connection errors)
+    └── ProviderContextOverflow (413, or a context-length error: the request
+                                 must shrink; the loop compacts and retries once)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "PromptCacheSettings",
     "ProviderAuthError",
     "ProviderConfigError",
+    "ProviderContextOverflow",
     "ProviderError",
     "ProviderKeyMissing",
     "ProviderRateLimited",
@@ -61,6 +64,10 @@ class ProviderKeyMissing(ProviderConfigError):
 
 class ProviderAuthError(ProviderError):
     pass
+
+
+class ProviderContextOverflow(ProviderError):
+    """The request is larger than the model or the service accepts."""
 
 
 class ProviderRateLimited(ProviderError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from agent.providers.base import (
     ToolSpec,
 )
 from agent.providers.media import load_media, mention_files
+from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, classify_status, server_message
 from agent.providers.sdk import SdkProvider
 
@@ -42,6 +44,7 @@ __all__ = [
     "OpenAIProvider",
     "parse_usage",
     "prompt_cache_key",
+    "to_openai_message",
     "to_openai_messages",
     "to_openai_tools",
 ]
@@ -49,13 +52,15 @@ __all__ = [
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
-# Requests and responses stay plain JSON: the body is posted as it is built
-# (`client.post`, the SDK's documented way to make custom requests) and chunks
-# are read as dicts (`cast_to=object`). The typed `chat.completions.create`
+# Requests and responses stay plain JSON: the body is posted as bytes built
+# once per message (`client.post(content=...)`, the SDK's documented way to
+# make custom requests; agent.providers.openai_body) and chunks are read as
+# dicts (`cast_to=object`). The typed `chat.completions.create`
 # walks every message and tool schema again to transform it, and building a
 # model per streamed chunk costs more still: milliseconds of CPU per call on a
 # small machine, which bounds how many turns run at once.
 _PATH = "/chat/completions"
+_STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 async def _user_message(message: ChatMessage) -> dict[str, Any]:
@@ -82,20 +87,20 @@ def _assistant_message(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
+async def to_openai_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role is Role.SYSTEM:
+        return {"role": "system", "content": message.content}
+    if message.role is Role.USER:
+        if not message.media:
+            return {"role": "user", "content": message.content}
+        return await _user_message(message)
+    if message.role is Role.ASSISTANT:
+        return _assistant_message(message)
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+
+
 async def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role is Role.SYSTEM:
-            out.append({"role": "system", "content": message.content})
-        elif message.role is Role.USER:
-            out.append(await _user_message(message))
-        elif message.role is Role.ASSISTANT:
-            out.append(_assistant_message(message))
-        else:
-            out.append(
-                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-            )
-    return out
+    return [await to_openai_message(m) for m in messages]
 
 
 def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -207,6 +212,20 @@ class _StreamAssembler:
         )
 
 
+async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> None:
+    """One server-sent event's data: a chunk, the end, or an error (as the SDK raises it)."""
+    if payload.startswith("[DONE]"):
+        return
+    chunk = json.loads(payload)
+    error = chunk.get("error") if isinstance(chunk, dict) else None
+    if error:
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"
+        raise openai.APIError(message, request, body=error)
+    await assembler.feed(chunk)
+
+
 def _parse_completion(raw: object, provider: str) -> LLMResponse:
     choices = _obj(raw).get("choices")
     if not isinstance(choices, list) or not choices:
@@ -235,7 +254,7 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     prefix = f"provider '{provider}'"
     if isinstance(exc, openai.APIStatusError):
         return classify_status(provider, exc.status_code, dict(exc.response.headers), exc.body)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
         return ProviderUnavailable(f"{prefix}: request timed out")
     if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
         return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
@@ -263,45 +282,59 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 http_client=openai.DefaultAioHttpClient(timeout=settings.timeout_secs),
             )
         super().__init__(settings, client, sleep=sleep)
+        self._bodies = BodyEncoder(to_openai_message)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         client = self._client_for_call()
-        messages = await to_openai_messages(request.messages)
-        messages += await to_openai_messages(request.tail)  # after the cacheable prefix
-        params: dict[str, Any] = {"model": request.model, "messages": messages}
+        messages = [*request.messages, *request.tail]  # the tail after the cacheable prefix
+        tools = request.tools
+        params: dict[str, Any] = {"model": request.model}
         cache = self._settings.prompt_cache
         if cache.enabled and cache.send_key and request.cache_key:
             params["prompt_cache_key"] = prompt_cache_key(request.cache_key)
-        if request.tools:
-            params["tools"] = to_openai_tools(request.tools)
         if request.temperature is not None:
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
 
         async def once(sink: DeltaSink | None) -> LLMResponse:
+            extra = params if sink is None else {**params, **_STREAMED}
+            body = await self._bodies.body(
+                request.cache_key, messages, tools, lambda: to_openai_tools(tools), extra
+            )
             try:
                 if sink is None:
-                    completion = await client.post(_PATH, body=params, cast_to=object)
+                    completion = await client.post(_PATH, content=body, cast_to=object)
                     return _parse_completion(completion, self.name)
-                return await self._stream(client, params, sink)
+                return await self._stream(client, body, sink)
             except (openai.OpenAIError, httpx2.TransportError) as exc:
                 raise map_openai_error(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
 
     async def _stream(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any], sink: DeltaSink
+        self, client: openai.AsyncOpenAI, body: bytes, sink: DeltaSink
     ) -> LLMResponse:
         assembler = _StreamAssembler(sink)
         stream = await client.post(
             _PATH,
-            body={**params, "stream": True, "stream_options": {"include_usage": True}},
+            content=body,
             cast_to=object,
             stream=True,
             stream_cls=openai.AsyncStream[object],
         )
+        # The events are read here, to the end of the body: the SDK's own
+        # iterator stops at [DONE] and leaves three async generators for the
+        # event loop to finalise, a task and a self-pipe write each, per call.
         async with stream:
-            async for chunk in stream:
-                await assembler.feed(chunk)
+            response = stream.response
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                elif not line and data:
+                    await _dispatch("\n".join(data), assembler, response.request)
+                    data.clear()
+            if data:
+                await _dispatch("\n".join(data), assembler, response.request)
         return assembler.response()

@@ -23,6 +23,7 @@ import structlog
 
 from agent.providers.base import (
     ProviderAuthError,
+    ProviderContextOverflow,
     ProviderError,
     ProviderRateLimited,
     ProviderSettings,
@@ -102,9 +103,34 @@ def classify_status(
     detail = f"{prefix}: HTTP {status} {server_message(body)}".rstrip()
     if status == 429:
         return ProviderRateLimited(detail, parse_retry_after(headers))
+    if status == 413 or (status == 400 and _context_length_error(body)):
+        return ProviderContextOverflow(detail)
     if status >= 500 or status in (408, 409):
         return ProviderUnavailable(detail, parse_retry_after(headers))
     return ProviderError(detail)
+
+
+# how OpenAI(-compatible) and Anthropic services word "the prompt is too long"
+_OVERFLOW_CODES = frozenset({"context_length_exceeded", "request_too_large"})
+_OVERFLOW_PHRASES = (
+    "context length",
+    "context window",
+    "context_length",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "request too large",
+)
+
+
+def _context_length_error(body: object) -> bool:
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return False
+    if inner.get("code") in _OVERFLOW_CODES or inner.get("type") in _OVERFLOW_CODES:
+        return True
+    message = server_message(body).lower()
+    return any(phrase in message for phrase in _OVERFLOW_PHRASES)
 
 
 def _always() -> bool:

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import structlog
-
-from gateway.config import Config, ConfigError, LoadedConfig, load_config, picobot_home
+# Everything else is imported by the command that needs it: `picobot --help`
+# loads no config model, SDK or logging pipeline.
+if TYPE_CHECKING:
+    from gateway.config import Config, LoadedConfig
 
 __all__ = ["main"]
 
@@ -54,10 +57,14 @@ def _secret_values(config: Config) -> list[str]:
 
 
 def _load(args: argparse.Namespace) -> LoadedConfig:
+    from gateway.config import load_config
+
     return load_config(getattr(args, "config", None))
 
 
 async def _serve(loaded: LoadedConfig) -> int:
+    import structlog
+
     from gateway.app import Gateway
 
     gateway = Gateway(loaded)
@@ -84,6 +91,8 @@ async def _serve(loaded: LoadedConfig) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
+    import structlog
+
     from gateway.lifecycle import StartupError
     from gateway.logging import configure_logging, register_secrets
     from storage.db import SchemaTooNew
@@ -120,6 +129,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from gateway.cli.client import ClientState, run_client
+    from gateway.config import picobot_home
 
     home = picobot_home(os.environ)
     state = ClientState.load(home / "client.json")
@@ -237,7 +247,31 @@ def cmd_channels_login(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+AddParser = Callable[
+    [
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
+    ],
+    None,
+]
+
+# name (module gateway.cli.<name>, function add_<name>_parser), its --help line, its command
+FAMILIES: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
+    ("outbox", "inspect or retry undelivered replies", cmd_outbox),
+    ("dead-letters", "inbound events that could not be recorded", cmd_dead_letters),
+    ("jobs", "list and control scheduler jobs", cmd_jobs),
+    ("pairing", "let new users in with pairing codes", cmd_pairing),
+    ("memory", "long-term memories, per user", cmd_memory),
+    ("mcp", "check and call the configured MCP servers", cmd_mcp),
+    ("skills", "the skills found, and their usage events", cmd_skills),
+    ("sessions", "stored sessions and their transcripts", cmd_sessions),
+)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser; with `command`, only that one's in full
+    (the others by name and help line), so that what it does not need is
+    never imported."""
     parser = argparse.ArgumentParser(
         prog="picobot", description="A self-hosted chat gateway for an LLM agent."
     )
@@ -269,10 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.set_defaults(func=cmd_doctor)
 
-    from gateway.cli.init import add_init_arguments
-
     init = sub.add_parser("init", help="write a starter config")
-    add_init_arguments(init)
+    if command in (None, "init"):
+        from gateway.cli.init import add_init_arguments
+
+        add_init_arguments(init)
     init.set_defaults(func=cmd_init)
 
     backup = with_config(sub.add_parser("backup", help="online copy of the database"))
@@ -283,27 +318,15 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--force", action="store_true")
     restore.set_defaults(func=cmd_restore)
 
-    from gateway.cli.dead_letters import add_dead_letters_parser
-    from gateway.cli.jobs import add_jobs_parser
-    from gateway.cli.mcp import add_mcp_parser
-    from gateway.cli.memory import add_memory_parser
-    from gateway.cli.outbox import add_outbox_parser
-    from gateway.cli.pairing import add_pairing_parser
-    from gateway.cli.sessions import add_sessions_parser
-    from gateway.cli.skills import add_skills_parser
-
-    # the command families, each with its parser in its own module
-    for add, name, func in (
-        (add_outbox_parser, "outbox", cmd_outbox),
-        (add_dead_letters_parser, "dead-letters", cmd_dead_letters),
-        (add_jobs_parser, "jobs", cmd_jobs),
-        (add_pairing_parser, "pairing", cmd_pairing),
-        (add_memory_parser, "memory", cmd_memory),
-        (add_mcp_parser, "mcp", cmd_mcp),
-        (add_skills_parser, "skills", cmd_skills),
-        (add_sessions_parser, "sessions", cmd_sessions),
-    ):
-        add(sub, with_config)
+    # the command families, each with its parser in its own module, loaded
+    # only for the command about to run (the top-level help needs their names)
+    for name, summary, func in FAMILIES:
+        if command is None or command == name:
+            module = importlib.import_module(f"gateway.cli.{name.replace('-', '_')}")
+            add: AddParser = getattr(module, f"add_{name.replace('-', '_')}_parser")
+            add(sub, with_config)
+        else:
+            sub.add_parser(name, help=summary)
         sub.choices[name].set_defaults(func=func)
 
     channels = sub.add_parser("channels", help="channel set-up")
@@ -315,7 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), "")
+    args = build_parser(command).parse_args(argv)
+    from gateway.config import ConfigError
+
     try:
         code: int = args.func(args)
     except ConfigError as exc:

@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from agent.providers.base import (
     ProviderAuthError,
     ProviderConfigError,
+    ProviderContextOverflow,
     ProviderError,
     ProviderRateLimited,
     ProviderSettings,
@@ -189,6 +190,7 @@ def test_parse_retry_after_http_date() -> None:
         (400, ProviderError),
         (404, ProviderError),
         (422, ProviderError),
+        (413, ProviderContextOverflow),
     ],
 )
 def test_classify_status(status: int, kind: type[ProviderError]) -> None:
@@ -198,3 +200,21 @@ def test_classify_status(status: int, kind: type[ProviderError]) -> None:
         assert error.retry_after == 3.0
     if kind is not ProviderAuthError:
         assert str(error) == f"provider 'p': HTTP {status} why"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": "x", "code": "context_length_exceeded"},  # OpenAI
+        {"message": "This model's maximum context length is 8192 tokens."},
+        {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens"},
+        {"type": "request_too_large", "message": "Request exceeds the maximum size"},
+    ],
+)
+def test_a_context_length_error_is_an_overflow(error: dict[str, str]) -> None:
+    assert type(classify_status("p", 400, {}, {"error": error})) is ProviderContextOverflow
+
+
+def test_other_bad_requests_are_not_an_overflow() -> None:
+    body = {"error": {"message": "Invalid value for 'temperature'", "code": None}}
+    assert type(classify_status("p", 400, {}, body)) is ProviderError

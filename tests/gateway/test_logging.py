@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 import structlog
 
+from agent.messages import ChatMessage
+from agent.providers.base import LLMRequest, ProviderSettings
+from agent.providers.openai import OpenAIProvider
 from gateway.logging import MASK, clear_secrets, configure_logging, register_secrets
+from tests.fakes.openai_server import FakeOpenAI
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -32,8 +36,8 @@ def _restore_logging() -> Iterator[None]:
         if handler not in handlers:
             root.removeHandler(handler)
     root.setLevel(level)
-    logging.getLogger("httpx").setLevel(logging.NOTSET)
-    logging.getLogger("mcp").setLevel(logging.NOTSET)
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic", "mcp"):
+        logging.getLogger(name).setLevel(logging.NOTSET)
     structlog.contextvars.clear_contextvars()
     structlog.reset_defaults()
     clear_secrets()
@@ -129,6 +133,42 @@ def test_per_request_library_lines_only_at_debug() -> None:
     configure_logging("debug", "json", stream=out)
     logging.getLogger("httpx").info("HTTP Request: POST http://x/v1/chat/completions 200")
     assert len(json_lines(out)) == 1
+
+
+def _client_lines(out: io.StringIO) -> list[dict[str, Any]]:
+    """Leaving out the fake server's own access log."""
+    return [line for line in json_lines(out) if line["logger"] != "aiohttp.access"]
+
+
+async def test_the_sdk_http_client_logs_nothing_per_call_at_info(llm: FakeOpenAI) -> None:
+    """The OpenAI SDK's own HTTP client (whatever its logger is named in the
+    pinned version) adds no line per request at info; at debug it does."""
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    llm.add_text("one")
+    provider = OpenAIProvider(ProviderSettings("p", "key-123456", llm.base_url, max_retries=0))
+    try:
+        request = LLMRequest("fake-model", [ChatMessage.user("hi")])
+        await provider.complete(request)
+        assert _client_lines(out) == []
+        configure_logging("debug", "json", stream=out)
+        await provider.complete(request)
+        assert any("HTTP Request" in line["event"] for line in _client_lines(out))
+    finally:
+        await provider.aclose()
+
+
+def test_a_clean_string_seen_before_a_secret_was_registered_is_masked_after() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    value = "token=later-registered-value"
+    structlog.get_logger("a").info("first", note="later-registered-value")
+    register_secrets(["later-registered-value"])
+    structlog.get_logger("a").info("second", note="later-registered-value", other=value)
+    first, second = json_lines(out)
+    assert first["note"] == "later-registered-value"
+    assert second["note"] == MASK
+    assert "later-registered-value" not in second["other"]
 
 
 def test_reconfiguring_replaces_the_handler() -> None:

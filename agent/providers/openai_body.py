@@ -1,0 +1,94 @@
+"""The JSON body of a chat-completions request, built once per message.
+
+A conversation's request is its previous request plus a few messages: the
+history is append-only and the same `ChatMessage` objects come back turn
+after turn (gateway.turns keeps them). Converting every message to its wire
+dict and JSON-encoding the whole body again on every call is the one cost of
+a turn that grows with the history; here the messages a request shares with
+the conversation's last one (`LLMRequest.cache_key`), the same objects from
+the start, keep their encoded pieces, only the rest is converted and
+encoded, and the body is the joined pieces. The SDK takes the bytes as they are (`client.post(content=...)`, its
+documented raw-body option).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent.messages import ChatMessage
+
+__all__ = ["BodyEncoder"]
+
+Convert = Callable[[ChatMessage], Awaitable[dict[str, Any]]]
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_CONVERSATIONS: Final = 32  # kept: the warm ones; a colder one is encoded afresh
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A conversation's last request: its messages and their JSON pieces."""
+
+    messages: list[ChatMessage]
+    pieces: list[bytes]
+
+
+class BodyEncoder:
+    def __init__(self, convert: Convert, *, capacity: int = _CONVERSATIONS) -> None:
+        """`convert`: one message → its wire dict (e.g. with its images loaded)."""
+        self._convert = convert
+        self._capacity = capacity
+        self._sent: OrderedDict[str, _Sent] = OrderedDict()
+        self._tools: tuple[tuple[object, ...], bytes] | None = None
+
+    async def body(
+        self,
+        conversation: str | None,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[object],
+        encode_tools: Callable[[], list[dict[str, Any]]],
+        params: dict[str, Any],
+    ) -> bytes:
+        """`{"messages": [...], "tools": [...], **params}` as JSON bytes."""
+        messages = list(messages)
+        last = self._sent.pop(conversation, None) if conversation is not None else None
+        same = 0
+        if last is not None:
+            # the messages shared with the last request, compared in C (is, not ==)
+            matches = list(map(operator.is_, messages, last.messages))
+            same = matches.index(False) if False in matches else len(matches)
+        pieces = last.pieces[:same] if last is not None else []
+        for message in messages[same:]:
+            pieces.append(_encode(await self._convert(message)).encode())
+        if conversation is not None:
+            self._sent[conversation] = _Sent(messages, pieces)
+            while len(self._sent) > self._capacity:
+                self._sent.popitem(last=False)
+        out = [b'{"messages":[', b",".join(pieces), b"]"]
+        if tools:
+            out += [b',"tools":', self._tools_json(tools, encode_tools)]
+        if params:
+            out += [b",", _encode(params).encode()[1:-1]]
+        out.append(b"}")
+        return b"".join(out)
+
+    def _tools_json(
+        self, tools: Sequence[object], encode_tools: Callable[[], list[dict[str, Any]]]
+    ) -> bytes:
+        """The same tool list (the same spec objects) is encoded once."""
+        key = tuple(tools)
+        cached = self._tools
+        if (
+            cached is not None
+            and len(cached[0]) == len(key)
+            and all(a is b for a, b in zip(cached[0], key, strict=True))
+        ):
+            return cached[1]
+        encoded = _encode(encode_tools()).encode()
+        self._tools = (key, encoded)
+        return encoded

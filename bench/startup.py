@@ -1,0 +1,54 @@
+"""Start-up and memory: `picobot --help`, start → /ready, idle RSS.
+
+The gateway runs as a real process on shipped defaults with only the
+WebSocket channel (bench.process); RSS is read from /proc after it has been
+ready and idle for a second, and again after a short load (bench.load).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness import run_load
+from bench.process import fake_llm, gateway_process, rss_mib, shipped_config
+
+
+async def _help_secs() -> float:
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway.cli", "--help", stdout=asyncio.subprocess.DEVNULL
+    )
+    await proc.wait()
+    return time.perf_counter() - t0
+
+
+async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
+    helps = [await _help_secs() for _ in range(5)]
+    ready: list[float] = []
+    idle: list[float] = []
+    after = 0.0
+    with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
+        async with fake_llm(0.0, Path(tmp), record=0) as llm:
+            for n in range(starts):
+                async with gateway_process(shipped_config(llm.base_url)) as gw:
+                    ready.append(gw.started_secs)
+                    await asyncio.sleep(1.0)
+                    idle.append(rss_mib(gw.pid))
+                    if n == starts - 1:
+                        await run_load(gw.ws_url, 4, load_secs)
+                        after = rss_mib(gw.pid)
+    return {
+        "scenario": "startup",
+        "path": "picobot gateway process, shipped defaults, WebSocket channel only",
+        "help_secs": round(statistics.median(helps), 3),
+        "start_to_ready_secs": round(statistics.median(ready), 3),
+        "idle_rss_mib": statistics.median(idle),
+        "rss_after_load_mib": after,
+        "targets": {"help_secs": 0.2, "start_to_ready_secs": 0.5, "idle_rss_mib": 70},
+    }

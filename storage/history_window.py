@@ -1,0 +1,95 @@
+"""Opening a segment without reading all of it (a sync function for Database).
+
+A turn that opens from storage needs the active history as the model can see
+it, not the whole segment: a chat left uncompacted (compaction off, or a
+session filled by an import) may hold tens of thousands of messages that
+could never be sent anyway. `load_window` measures the segment from its
+newest message back, only as far as the caller's budget reaches (message
+sizes in SQL, nothing decoded); when the whole segment fits it is read as
+usual, otherwise only the newest user turns that fit, behind the latest agent
+prompt and compaction summary of the segment.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from agent.messages import ChatMessage, HistorySize, Marker, Role, message_chars
+from storage.messages import load_segment, message_from_row, messages_from_rows
+
+__all__ = ["load_window"]
+
+# the SQL counterpart of agent.messages.message_chars (tool calls as their JSON text)
+_CHARS = (
+    "length(content) + coalesce(length(reasoning_content), 0) + coalesce(length(tool_calls), 0)"
+)
+_IN_SEGMENT = "session_id = ? AND segment = ? AND marker IS NOT ?"
+_HEAD_MARKERS = (Marker.AGENT_PROMPT.value, Marker.HISTORY_COMPACTION.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    start: int | None  # the cut: the first seq read; None when the whole segment fits
+    chars: int  # read from the end back, past the budget
+    user_turns: int  # among them
+
+
+def load_window(
+    conn: sqlite3.Connection, session_id: str, segment: int, budget_chars: int | None
+) -> tuple[list[ChatMessage], HistorySize]:
+    """The segment's history (failed turns left out) and its size.
+
+    Within `budget_chars` (or with no budget) that is the whole segment, and
+    its size. Otherwise: the latest agent prompt and compaction summary
+    before the cut, then every message from the earliest user message whose
+    turns, to the end, fit the budget (at least the last user turn), without
+    tool results whose call was cut off; the size is then what the scan
+    measured — more than the budget (so compaction is due) and at least all
+    that was read (so a request built from it is never under-estimated).
+    """
+    args = (session_id, segment, Marker.FAILED_TURN.value)
+    scan = None if budget_chars is None else _scan_back(conn, args, budget_chars)
+    if scan is None or scan.start is None:
+        history = load_segment(conn, session_id, segment)
+        return history, HistorySize.of(history)
+    head_rows = conn.execute(
+        f"SELECT * FROM messages WHERE {_IN_SEGMENT} AND seq < ? AND role = 'system' "
+        "AND marker IN (?, ?) ORDER BY seq",
+        (*args, scan.start, *_HEAD_MARKERS),
+    ).fetchall()
+    latest = {r["marker"]: r for r in head_rows}  # the newest of each kind
+    head = [message_from_row(r) for r in sorted(latest.values(), key=lambda r: r["seq"])]
+    rows = conn.execute(
+        f"SELECT * FROM messages WHERE {_IN_SEGMENT} AND seq >= ? ORDER BY seq",
+        (*args, scan.start),
+    ).fetchall()
+    tail = messages_from_rows(rows)
+    called = {call.id for m in tail for call in m.tool_calls}
+    tail = [m for m in tail if m.role is not Role.TOOL or m.tool_call_id in called]
+    size = HistorySize(scan.chars + sum(message_chars(m) for m in head), scan.user_turns)
+    return [*head, *tail], size
+
+
+def _scan_back(conn: sqlite3.Connection, args: tuple[str, int, str], budget_chars: int) -> _Scan:
+    """From the newest message back until the budget is passed: the seq of
+    the earliest user message from which the segment, to its end, fits (else
+    the last user message's), or no cut when the whole segment fits."""
+    start = None
+    chars = turns = 0
+    newest_first = conn.execute(
+        f"SELECT seq, role, {_CHARS} FROM messages WHERE {_IN_SEGMENT} ORDER BY seq DESC", args
+    )
+    try:
+        for seq, role, size in newest_first:
+            chars += size
+            if chars > budget_chars and start is not None:
+                return _Scan(start, chars, turns)
+            if role == Role.USER.value:
+                turns += 1
+                if chars > budget_chars:  # the last user turn alone is over the budget
+                    return _Scan(seq, chars, turns)
+                start = seq
+    finally:
+        newest_first.close()
+    return _Scan(None, chars, turns)

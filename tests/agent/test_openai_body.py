@@ -1,0 +1,79 @@
+"""BodyEncoder: the request body is the same JSON, each message converted once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.messages import ChatMessage, Role
+from agent.providers.openai import to_openai_message
+from agent.providers.openai_body import BodyEncoder
+
+TOOLS = [{"type": "function", "function": {"name": "read", "description": "", "parameters": {}}}]
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.converted: list[str] = []
+
+    async def __call__(self, message: ChatMessage) -> dict[str, Any]:
+        self.converted.append(message.content)
+        return await to_openai_message(message)
+
+
+async def test_the_body_is_the_request_as_json() -> None:
+    encoder = BodyEncoder(to_openai_message)
+    messages = [ChatMessage.system("sys"), ChatMessage.user('hï "quoted"')]
+    body = await encoder.body("c", messages, [object()], lambda: TOOLS, {"model": "m"})
+    assert json.loads(body) == {
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": 'hï "quoted"'},
+        ],
+        "tools": TOOLS,
+        "model": "m",
+    }
+    bare = await encoder.body(None, messages, [], lambda: TOOLS, {})
+    assert set(json.loads(bare)) == {"messages"}
+
+
+async def test_a_conversation_converts_only_its_new_messages() -> None:
+    convert = Counting()
+    encoder = BodyEncoder(convert)
+    history = [ChatMessage.user("one"), ChatMessage(Role.ASSISTANT, "two")]
+    await encoder.body("chat", history, [], list, {"model": "m"})
+    history += [ChatMessage.user("three")]
+    body = await encoder.body("chat", history, [], list, {"model": "m"})
+    assert convert.converted == ["one", "two", "three"]
+    assert [m["content"] for m in json.loads(body)["messages"]] == ["one", "two", "three"]
+    # an equal but different object is converted again: identity, not equality
+    await encoder.body("chat", [ChatMessage.user("one")], [], list, {"model": "m"})
+    assert convert.converted[-1] == "one"
+    # another conversation does not share the pieces
+    await encoder.body("other", history[:1], [], list, {"model": "m"})
+    assert len(convert.converted) == 5
+
+
+async def test_only_the_warmest_conversations_are_kept() -> None:
+    convert = Counting()
+    encoder = BodyEncoder(convert, capacity=2)
+    messages = {name: [ChatMessage.user(name)] for name in ("a", "b", "c")}
+    for name in ("a", "b", "c", "a"):
+        await encoder.body(name, messages[name], [], list, {"model": "m"})
+    assert convert.converted == ["a", "b", "c", "a"]  # "a" was dropped for "c"
+
+
+async def test_the_same_tool_list_is_encoded_once() -> None:
+    encoder = BodyEncoder(to_openai_message)
+    specs = [object()]
+    calls: list[int] = []
+
+    def encode() -> list[dict[str, Any]]:
+        calls.append(1)
+        return TOOLS
+
+    for _ in range(3):
+        await encoder.body("c", [ChatMessage.user("x")], specs, encode, {"model": "m"})
+    assert len(calls) == 1
+    await encoder.body("c", [ChatMessage.user("x")], [object()], encode, {"model": "m"})
+    assert len(calls) == 2

@@ -1,0 +1,94 @@
+"""load_window: a long segment is read only as far back as the budget reaches."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.messages import ChatMessage, HistorySize, Marker, Role, ToolCall, message_chars
+from storage import messages, sessions
+from storage.db import Database
+from storage.history_window import load_window
+
+SESSION = "chat-1"
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    async with Database(tmp_path / "sessions.db") as database:
+        await database.write(lambda c: sessions.create_session(c, "websocket", SESSION, SESSION))
+        yield database
+
+
+def _turn(n: int) -> list[ChatMessage]:
+    call = ToolCall(f"call_{n}", "read", "{}")
+    return [
+        ChatMessage.user(f"question {n} " + "q" * 80),
+        ChatMessage(Role.ASSISTANT, "", tool_calls=(call,)),
+        ChatMessage.tool_result(call, f"result {n} " + "r" * 80),
+        ChatMessage(Role.ASSISTANT, f"answer {n}"),
+    ]
+
+
+def _history(turns: int) -> list[ChatMessage]:
+    out = [ChatMessage.system("persona", marker=Marker.AGENT_PROMPT)]
+    out.append(ChatMessage.system("[Compressed History] before", Marker.HISTORY_COMPACTION))
+    for n in range(turns):
+        out.extend(_turn(n))
+    return out
+
+
+def _store(conn: sqlite3.Connection, history: list[ChatMessage]) -> None:
+    messages.append_messages(conn, SESSION, history)
+
+
+async def test_within_the_budget_the_whole_segment_is_read(db: Database) -> None:
+    history = _history(5)
+    await db.write(lambda c: _store(c, history))
+    loaded, size = await db.read(lambda c: load_window(c, SESSION, 0, 1_000_000))
+    assert [m.content for m in loaded] == [m.content for m in history]
+    assert size == HistorySize.of(history)
+
+
+async def test_a_long_segment_is_read_from_the_newest_turns_that_fit(db: Database) -> None:
+    history = _history(500)
+    await db.write(lambda c: _store(c, history))
+    loaded, size = await db.read(lambda c: load_window(c, SESSION, 0, 2_000))
+    # only a tail is read; the size says it is over the budget, and covers what was read
+    assert 2 < len(loaded) < 100
+    assert size.chars > 2_000
+    assert size.chars >= sum(message_chars(m) for m in loaded)
+    assert size.user_turns >= sum(1 for m in loaded if m.role is Role.USER)
+    # the latest agent prompt and summary stay in front, then whole turns
+    assert [m.marker for m in loaded[:2]] == [Marker.AGENT_PROMPT, Marker.HISTORY_COMPACTION]
+    assert loaded[2].role is Role.USER
+    assert loaded[-1].content == "answer 499"
+    tail_chars = sum(message_chars(m) for m in loaded[2:])
+    assert tail_chars <= 2_000
+    # every tool result has its call
+    called = {c.id for m in loaded for c in m.tool_calls}
+    assert all(m.tool_call_id in called for m in loaded if m.role is Role.TOOL)
+    assert [m.seq for m in loaded[2:]] == sorted(m.seq for m in loaded[2:] if m.seq is not None)
+
+
+async def test_a_last_turn_larger_than_the_budget_is_still_read(db: Database) -> None:
+    history = [*_history(3), ChatMessage.user("z" * 5_000)]
+    await db.write(lambda c: _store(c, history))
+    loaded, _ = await db.read(lambda c: load_window(c, SESSION, 0, 1_000))
+    assert loaded[-1].content == "z" * 5_000
+    assert [m.role for m in loaded[2:]] == [Role.USER]
+
+
+async def test_failed_turns_are_not_counted(db: Database) -> None:
+    history = _history(2)
+    await db.write(lambda c: _store(c, history))
+    _, before = await db.read(lambda c: load_window(c, SESSION, 0, 1_000_000))
+    failed = [ChatMessage.user("u" * 1_000)]
+    await db.write(lambda c: messages.append_messages(c, SESSION, failed, "run-x"))
+    await db.write(lambda c: messages.mark_failed_run(c, SESSION, "run-x"))
+    loaded, after = await db.read(lambda c: load_window(c, SESSION, 0, 1_500))
+    assert after == before
+    assert loaded[-1].content == "answer 1"
