@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -48,6 +48,7 @@ __all__ = [
     "ToolServices",
     "ToolSettings",
     "ToolSource",
+    "compact_schema",
 ]
 
 log = structlog.get_logger(__name__)
@@ -199,9 +200,47 @@ class Tool(ABC, Generic[A]):
     async def run(self, args: A, ctx: ToolContext) -> str: ...
 
     def spec(self) -> ToolSpec:
-        schema = self.Args.model_json_schema()
-        schema.pop("title", None)
+        schema = compact_schema(self.Args.model_json_schema())
+        # extra arguments are refused by validation (ToolArgs forbids them) with
+        # an error the model reads; saying so in every request costs bytes
+        schema.pop("additionalProperties", None)
         return ToolSpec(self.name, self.description, schema)
+
+
+_NAMED = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_NULL: Final = {"type": "null"}
+
+
+def compact_schema(node: Any) -> Any:
+    """A pydantic JSON schema without what the model does not need, since every
+    request carries every tool's schema: no `title`s, and an optional field
+    (`X | None = None`) as plain `X` (absent means None; validation still
+    accepts an explicit null). Names under `properties` are kept as they are."""
+    if isinstance(node, list):
+        return [compact_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _NAMED and isinstance(value, dict):
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = compact_schema(value)
+    options = out.get("anyOf")
+    if (
+        isinstance(options, list)
+        and len(options) == 2
+        and _NULL in options
+        and "default" in out
+        and out["default"] is None
+    ):
+        inner = options[1 - options.index(_NULL)]
+        if isinstance(inner, dict):
+            rest = {k: v for k, v in out.items() if k not in ("anyOf", "default")}
+            return {**inner, **rest}
+    return out
 
 
 class ToolSource(Protocol):

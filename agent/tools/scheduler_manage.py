@@ -23,15 +23,15 @@ _NEEDS_TARGET = {"outbound_message", "agent_task", "silent_agent_task"}
 _DESCRIPTION = """\
 Manage scheduled jobs. Actions: list, get (job_id), put (job), delete (job_id), \
 pause (job_id), resume (job_id).
-A job: {"id": "daily.summary", "kind": "agent_task" | "silent_agent_task" | "outbound_message", \
-"schedule": {...}, "target": {"channel": ..., "chat_id": ...}, "payload": {...}}.
-schedule is one of {"type": "delay", "seconds": 600} (once), {"type": "interval", "seconds": 3600}, \
-{"type": "at", "at": "2026-05-01T09:00:00+08:00"} (once), \
-{"type": "cron", "expression": "30 18 * * *", "timezone": "Asia/Shanghai"} (timezone optional).
-payload for agent_task / silent_agent_task: {"prompt": "...", "system_prompt": "...", \
-"fresh_session": false}; the reply of an agent_task goes to the target chat, a silent_agent_task \
-works in its own session and only reports failures. payload for outbound_message: {"text": "..."}.
-target defaults to the current chat. put with an existing id replaces that job."""
+A job: {"id":"daily.summary","kind":"agent_task"|"silent_agent_task"|"outbound_message",\
+"schedule":{...},"target":{"channel":...,"chat_id":...},"payload":{...}}.
+schedule: {"type":"delay","seconds":600} (once), {"type":"interval","seconds":3600}, \
+{"type":"at","at":"2026-05-01T09:00:00+08:00"} (once) or \
+{"type":"cron","expression":"30 18 * * *","timezone":"Asia/Shanghai"} (timezone optional).
+payload of agent_task / silent_agent_task: {"prompt":"...","system_prompt":"...",\
+"fresh_session":false}; an agent_task's reply goes to the target chat, a silent_agent_task \
+works in its own session and reports only failures. payload of outbound_message: {"text":"..."}.
+target defaults to the current chat; put with an existing id replaces that job."""
 
 
 class SchedulerManageArgs(ToolArgs):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import Field
 
-from agent.tools.base import ToolSettings
+from agent.tools.base import ToolArgs, ToolSettings, compact_schema
 from agent.tools.builtin import build_registry, builtin_tools
 
 EXPECTED = {
@@ -75,3 +76,20 @@ def test_mcp_names_in_disabled_are_taken_as_given(settings: ToolSettings) -> Non
     """MCP servers say which tools they have only once connected."""
     registry = build_registry(settings, "UTC", disabled=["mcp_fs_write_file", "read"])
     assert registry.names() == sorted(EXPECTED - {"read"})
+
+
+def test_schemas_sent_to_the_model_drop_what_it_does_not_need() -> None:
+    class Args(ToolArgs):
+        title: str = Field(description="a parameter that happens to be called title")
+        note: str | None = Field(None, max_length=10, description="optional")
+
+    schema = compact_schema(Args.model_json_schema())
+    assert schema["properties"] == {
+        "title": {"description": "a parameter that happens to be called title", "type": "string"},
+        "note": {"maxLength": 10, "type": "string", "description": "optional"},
+    }
+    assert "title" not in schema  # the model's own title, gone; the parameter stays
+    assert schema["required"] == ["title"]
+    assert Args.model_validate({"title": "x", "note": None}).note is None  # null still accepted
+    for tool in builtin_tools(ToolSettings(workspace=Path(".")), "UTC"):
+        assert "additionalProperties" not in tool.spec().parameters
