@@ -33,8 +33,8 @@ from channels.feishu.longconn import LongConnection
 from channels.feishu.outbound import markdown_card, receive_id_type, send_reply
 from channels.feishu.parse import Envelope, EventFormatError, parse_envelope
 from channels.feishu.progress import tool_progress
-from channels.feishu.stream import CardStreams
 from channels.feishu.webhook import WEBHOOK_PATH, FeishuWebhook
+from channels.stream_preview import PreviewStreams
 from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
 
 __all__ = ["FeishuChannel"]
@@ -76,8 +76,14 @@ class FeishuChannel(Channel):
         self._reactions: dict[str, asyncio.Task[str | None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._tool_progress = tool_progress(self.api, self._ids, self.progress_interval_secs)
-        self._streams = CardStreams(
-            self._post_stream, self._patch_stream, self.progress_interval_secs
+        # a streamed reply: one shared card, updated in place (≤ 5 updates a second
+        # per message; a card holds ~30 KB, so the preview shows the start of a longer reply)
+        self._streams: PreviewStreams[str | None, str] = PreviewStreams(
+            self._post_stream,
+            self._patch_stream,
+            min_interval=self.progress_interval_secs,
+            max_chars=20_000,
+            name="feishu-stream",
         )
 
     # -- lifecycle -----------------------------------------------------------
@@ -218,7 +224,7 @@ class FeishuChannel(Channel):
             chat_id, "interactive", card, None, id_type=receive_id_type(chat_id)
         )
 
-    async def _patch_stream(self, message_id: str, text: str) -> None:
+    async def _patch_stream(self, chat_id: str, message_id: str, text: str) -> None:
         await self.api.patch_message(message_id, markdown_card(text))
 
     async def notify(self, event: ChannelEvent) -> None:

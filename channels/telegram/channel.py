@@ -34,16 +34,17 @@ from channels.base import (
     split_text,
 )
 from channels.progress import LiveProgress
+from channels.stream_preview import PreviewStreams
+from channels.tasks import cancel_and_wait
 from channels.telegram.buttons import answer_press, approval_keyboard, button_press
 from channels.telegram.config import WEBHOOK_PATH, TelegramConfig, TelegramMode
 from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
-from channels.telegram.live import LiveStreams, TypingLoops, tool_progress
+from channels.telegram.live import TypingLoops, live_streams, tool_progress
 from channels.telegram.media import MediaFetcher
 from channels.telegram.outbound import TelegramSender
 from channels.telegram.parts import PartProgress
 from channels.telegram.polling import ALLOWED_UPDATES, RawUpdatesBot, UpdatePoller
 from channels.telegram.redaction import Redactor
-from channels.telegram.tasks import cancel_and_wait
 from channels.telegram.threads import make_handle, parse_handle
 from gateway.bus import (
     BusClosed,
@@ -92,7 +93,7 @@ class TelegramChannel(Channel):
         self._sender: TelegramSender | None = None
         self._media: MediaFetcher | None = None
         self._typing: TypingLoops | None = None
-        self._streams: LiveStreams | None = None
+        self._streams: PreviewStreams[int | None, int] | None = None
         self._tool_progress: LiveProgress | None = None
         self._poller: UpdatePoller | None = None
         self._task: asyncio.Task[None] | None = None
@@ -125,7 +126,7 @@ class TelegramChannel(Channel):
             bot, runtime.media_dir / "telegram", self.config.max_media_bytes, self._redact
         )
         self._typing = TypingLoops(sender, self.typing_interval_secs)
-        self._streams = LiveStreams(sender, self.stream_interval_secs)
+        self._streams = live_streams(sender, self.stream_interval_secs)
         self._tool_progress = tool_progress(sender, self.progress_interval_secs)
         first_attempt = asyncio.Event()
         self._task = asyncio.create_task(self._run(first_attempt), name="telegram-channel")

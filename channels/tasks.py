@@ -1,4 +1,4 @@
-"""Cancel-and-await for the tasks this channel owns, without eating our own cancellation."""
+"""Cancel-and-await for the tasks a channel owns, without eating our own cancellation."""
 
 from __future__ import annotations
 
