@@ -37,7 +37,9 @@ class ApprovalRule:
     allow: tuple[str, ...] = ()  # shell commands that run without asking (glob patterns)
 
 
-_SHELL_OPERATORS = re.compile(r"[;&|`<>\n\r]|\$\(|\$\{")
+# anything that could run or read more than the pattern names: bash operators,
+# substitutions, and PowerShell's subexpressions and script blocks (`shell` on Windows)
+_SHELL_OPERATORS = re.compile(r"[;&|`<>\n\r(){}@]|\$\(|\$\{")
 _PATH_ARGS = ("path", "file_path", "target")
 
 

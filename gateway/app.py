@@ -384,6 +384,7 @@ class Gateway:
             sessions,
             self.commands,
             history_changed=opener.forget,
+            waiting_approval=approvals.has_open,
             compact=lambda item, sid: compactor.request(
                 item, sid, agents.resolve(item.message.channel)
             ),

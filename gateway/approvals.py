@@ -165,6 +165,7 @@ class Approvals:
             req.assistant.tool_calls,
             tuple(c.id for c in req.held),
             self.clock() + timedelta(seconds=self.policy.timeout_secs),
+            req.run_id,
         )
         paused = await self.store.approvals.pause_turn(
             new, req.run_id, req.deferred, prompt, req.previous, on_commit=hand_over
@@ -181,7 +182,7 @@ class Approvals:
         self,
         item: WorkItem,
         tools: ToolRegistry,
-        context: Callable[[str], ToolContext],
+        context: Callable[[str, InboundMessage], ToolContext],
         *,
         run_id: str,
         max_chars: int,
@@ -204,7 +205,7 @@ class Approvals:
         self,
         approval_id: int,
         tools: ToolRegistry,
-        context: Callable[[str], ToolContext],
+        context: Callable[[str, InboundMessage], ToolContext],
         *,
         run_id: str,
         max_chars: int,
@@ -221,6 +222,8 @@ class Approvals:
                 approved=False, decided_by=SUPERSEDED,
             )  # fmt: skip
             record = await self.store.approvals.get(approval_id)
+        if record is not None and record.state is ApprovalState.DONE and superseded:
+            self._closed(record.channel, record.chat_id, approval_id)  # e.g. its session deleted
         if record is None or record.state in (ApprovalState.DONE, ApprovalState.PENDING):
             return False
         if record.state is ApprovalState.SETTLED:
@@ -234,7 +237,10 @@ class Approvals:
             # committed before anything runs: after a crash these read "[interrupted]"
             if not await self.store.approvals.move(approval_id, _DECIDED, ApprovalState.EXECUTING):
                 return False
-            results = await tools.execute_batch(to_run, context(record.session_id), watcher)
+            # as the person whose turn asked for them, even when a newer message settles them
+            results = await tools.execute_batch(
+                to_run, context(record.session_id, record.message), watcher
+            )
             ran = {r.call.id: cut_tool_result(r.content, max_chars) for r in results}
         denial = denied_result(record.reason, record.decided_by, self.policy.timeout_secs)
         messages = [

@@ -47,6 +47,7 @@ from gateway.bus import (
     ChatType,
     Delivery,
     EventKind,
+    InboundMessage,
     OutboundMessage,
     SessionPolicy,
     TurnRequest,
@@ -228,7 +229,9 @@ class ExecutionService:
         """`steer_requested`: a newer message wants the turn to end at its next
         safe boundary (gateway.sessions, queue mode steer)."""
         channel, chat_id = items[0].conversation
-        controls = TurnControls(self.approvals, steer_requested)
+        # a job that reports only failures has nobody to ask: held calls are refused
+        silent = items[0].message.request.delivery is Delivery.FAILURES_ONLY
+        controls = TurnControls(self.approvals, steer_requested, can_pause=not silent)
         try:
             return await self._run_turn(items, stop_requested, controls)
         except StaleTurn as exc:  # nothing of it was stored: run it again from storage
@@ -260,7 +263,7 @@ class ExecutionService:
         if self.approvals is not None and not await self.approvals.before_turn(
             plan.items[0],
             profile.tools,
-            lambda session_id: self._tool_context(plan, session_id, None),
+            lambda session_id, asker: self._tool_context(plan, session_id, None, asker),
             run_id=plan.run_id,
             max_chars=profile.loop.tool_result_max_chars,
         ):
@@ -291,8 +294,15 @@ class ExecutionService:
         return outcome
 
     # -- phases ------------------------------------------------------------------
-    def _tool_context(self, plan: _Plan, session_id: str, seq: int | None) -> ToolContext:
-        message = plan.items[0].message
+    def _tool_context(
+        self,
+        plan: _Plan,
+        session_id: str,
+        seq: int | None,
+        asker: InboundMessage | None = None,
+    ) -> ToolContext:
+        """`asker`: whose calls run (an approval's), if not the turn's first message's."""
+        message = asker or plan.items[0].message
         return ToolContext(
             session_id=session_id,
             channel=plan.channel,

@@ -61,6 +61,7 @@ class SessionCommands:
         compact: CompactHook | None = None,
         status_line: StatusHook | None = None,
         usage_line: StatusHook | None = None,
+        waiting_approval: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -69,6 +70,8 @@ class SessionCommands:
         self.compact_hook = compact
         self.status_hook = status_line
         self.usage_hook = usage_line  # tokens and cost of the session
+        # (channel, chat_id): a turn paused for approval still owns the session
+        self.waiting_approval = waiting_approval
         for name, help_, handler in (
             ("help", Msg.HELP_HELP, self.help),
             ("new", Msg.HELP_NEW, self.new),
@@ -122,6 +125,8 @@ class SessionCommands:
     def _busy(self, call: CommandCall) -> str | None:
         if self.sessions.is_busy(call.channel, call.chat_id):
             return tr(call.locale, Msg.BUSY)
+        if self.waiting_approval is not None and self.waiting_approval(call.channel, call.chat_id):
+            return tr(call.locale, Msg.BUSY_APPROVAL)
         return None
 
     async def archive(self, call: CommandCall) -> CommandReply:

@@ -57,6 +57,9 @@ class NewApproval:
     calls: tuple[ToolCall, ...]
     held: tuple[str, ...]  # call ids
     expires_at: datetime
+    # the paused turn's run: the batch's results are stored as part of it, so a
+    # later turn that fails (its messages hidden) cannot hide them too
+    run_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ def _row(r: sqlite3.Row) -> ApprovalRecord:
         calls=calls,
         held=tuple(json.loads(r["held"])),
         expires_at=parse_iso(r["expires_at"]),
+        run_id=r["run_id"] or "",
         id=r["id"],
         state=ApprovalState(r["state"]),
         approved=None if r["decision"] is None else r["decision"] == "approve",
@@ -94,8 +98,8 @@ def _insert(conn: sqlite3.Connection, new: NewApproval) -> int:
     now = now_iso()
     cursor = conn.execute(
         "INSERT INTO approvals (session_id, channel, chat_id, requester, message, inbox_ids, "
-        "calls, held, state, created_at, expires_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        "calls, held, state, created_at, expires_at, updated_at, run_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
         (
             new.session_id,
             new.channel,
@@ -108,6 +112,7 @@ def _insert(conn: sqlite3.Connection, new: NewApproval) -> int:
             now,
             iso(new.expires_at),
             now,
+            new.run_id,
         ),
     )
     assert cursor.lastrowid is not None
@@ -199,7 +204,10 @@ def settle(
     leaving = (ApprovalState.APPROVED, ApprovalState.DENIED, ApprovalState.EXECUTING)
     if record is None or record.state not in leaving:
         return False
-    messages.append_messages(conn, record.session_id, results, run_id)
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)).fetchone() is None:
+        # the session was deleted meanwhile: nothing to carry on in
+        return move(conn, approval_id=approval_id, leaving=leaving, to=ApprovalState.DONE)
+    messages.append_messages(conn, record.session_id, results, record.run_id or run_id)
     to = ApprovalState.DONE if done else ApprovalState.SETTLED
     return move(conn, approval_id=approval_id, leaving=leaving, to=to)
 

@@ -306,7 +306,8 @@ CREATE TABLE approvals (
     decided_by  TEXT,            -- channel:sender_id, or "timeout"
     created_at  TEXT NOT NULL,
     expires_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL
+    updated_at  TEXT NOT NULL,
+    run_id      TEXT             -- the paused turn's: the batch's results are stored in it
 );
 CREATE INDEX approvals_open ON approvals (channel, chat_id) WHERE state != 'done';
 """

@@ -19,6 +19,7 @@ from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 __all__ = ["SchedulerManageArgs", "SchedulerManageTool"]
 
 _NEEDS_TARGET = {"outbound_message", "agent_task", "silent_agent_task"}
+_AGENT_KINDS = {"agent_task", "silent_agent_task"}
 
 _DESCRIPTION = """\
 Manage scheduled jobs. Actions: list, get (job_id), put (job), delete (job_id), \
@@ -31,7 +32,8 @@ schedule: {"type":"delay","seconds":600} (once), {"type":"interval","seconds":36
 payload of agent_task / silent_agent_task: {"prompt":"...","system_prompt":"...",\
 "fresh_session":false}; an agent_task's reply goes to the target chat, a silent_agent_task \
 works in its own session and reports only failures. payload of outbound_message: {"text":"..."}.
-target defaults to the current chat; put with an existing id replaces that job."""
+target defaults to the current chat (another chat: admins only); a job acts as you. \
+put with an existing id replaces that job."""
 
 
 class SchedulerManageArgs(ToolArgs):
@@ -85,4 +87,17 @@ class SchedulerManageTool(Tool[SchedulerManageArgs]):
             if target["channel"] == ctx.channel:
                 target.setdefault("chat_id", ctx.chat_id)
             job["target"] = target
+            if (target["channel"], target.get("chat_id")) != (ctx.channel, ctx.chat_id):
+                admins = ctx.services.admins
+                if admins is None or not admins.is_admin(ctx.channel, ctx.sender_id):
+                    raise ToolError(
+                        "only admins may schedule jobs for another chat; "
+                        "leave target out to schedule for this one"
+                    )
+        if job.get("kind") in _AGENT_KINDS:
+            # a job acts as whoever made it: never as an id the model wrote
+            # (that would lend it an admin's rights or another user's memories)
+            payload = job.get("payload")
+            if isinstance(payload, dict):
+                job["payload"] = {**payload, "sender_id": ctx.sender_id}
         return job

@@ -84,6 +84,9 @@ TEXTS: Final[Mapping[Msg, str]] = {
     Msg.RENAME_USAGE: "Usage: /rename TITLE.",
     Msg.RENAMED: 'Renamed session {id} to "{title}".',
     Msg.BUSY: "A task is running in this chat; /stop it or wait, then try again.",
+    Msg.BUSY_APPROVAL: (
+        "A tool call in this chat is waiting for approval: answer it with /approve or /deny first."
+    ),
     Msg.NOTHING_TO_ARCHIVE: "No session to archive.",
     Msg.ARCHIVED: "Archived session {old}; now in new session {new}.",
     Msg.NOTHING_TO_DELETE: "No session to delete.",

@@ -65,6 +65,7 @@ class Msg(StrEnum):
     RENAME_USAGE = "rename_usage"
     RENAMED = "renamed"
     BUSY = "busy"
+    BUSY_APPROVAL = "busy_approval"
     NOTHING_TO_ARCHIVE = "nothing_to_archive"
     ARCHIVED = "archived"
     NOTHING_TO_DELETE = "nothing_to_delete"

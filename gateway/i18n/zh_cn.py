@@ -71,6 +71,7 @@ TEXTS: Final[Mapping[Msg, str]] = {
     Msg.RENAME_USAGE: "用法：/rename 标题。",
     Msg.RENAMED: "已将会话 {id} 重命名为“{title}”。",
     Msg.BUSY: "本聊天有任务正在运行；请先 /stop 或等它结束，然后再试。",
+    Msg.BUSY_APPROVAL: "本聊天有等待审批的工具调用：请先用 /approve 或 /deny 答复。",
     Msg.NOTHING_TO_ARCHIVE: "没有可归档的会话。",
     Msg.ARCHIVED: "已归档会话 {old}；现在位于新会话 {new}。",
     Msg.NOTHING_TO_DELETE: "没有可删除的会话。",

@@ -206,3 +206,39 @@ async def test_a_sub_agent_cannot_run_a_call_that_needs_approval(
     assert results == [APPROVAL_REFUSED, "42"]
     assert not (home / "workspace" / "ran.txt").exists()
     assert len(llm.requests) == 4  # parent, child twice, parent
+
+
+async def test_a_session_waiting_for_approval_cannot_be_deleted(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Deleting it would leave the paused turn nothing to carry on in, and
+    every later message of the chat would stall on it."""
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("made it")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        await client.send("/delete")
+        assert "waiting for approval" in await next_text(client)
+        await client.send("/approve")
+        assert await next_text(client) == "made it"
+    assert (home / "workspace" / "approved.txt").exists()
+
+
+async def test_an_approved_result_stays_in_the_history_when_the_next_call_fails(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The turn that carries on fails (its messages are hidden); the call that
+    ran must still read as run, or the model asks to run it again."""
+    llm.add_tool_call("bash", {"command": "echo ran-once && touch approved.txt"})
+    llm.add_error(500, {"error": {"message": "down"}})
+    llm.add_text("it is there")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        await client.send("/approve")
+        await next_text(client)  # the failure notice
+        assert await client.ask("is it done?") == "it is there"
+    results = [m["content"] for m in conversation(llm.requests[-1]) if m["role"] == "tool"]
+    assert len(results) == 1
+    assert "ran-once" in results[0]

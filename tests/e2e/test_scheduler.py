@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agent.turn_control import APPROVAL_REFUSED
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.recording_channel import RecordingChannel
@@ -160,3 +161,27 @@ async def test_a_job_naming_an_unknown_agent_is_told_so_and_runs_nothing(
     assert sent.message.chat_id == "team"
     assert "agent 'nobody'" in sent.message.text
     assert llm.requests == []
+
+
+async def test_a_silent_task_cannot_wait_for_approval_so_a_held_call_is_refused(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Nobody reads a silent job's chat: it must not wait an hour for an answer."""
+    job = _job(
+        "bg.shell",
+        "silent_agent_task",
+        target={"channel": "rec", "chat_id": "team"},
+        payload={"prompt": "Clean up"},
+    )
+    llm.add_tool_call("bash", {"command": "touch ran.txt"})
+    llm.add_text("could not clean up")
+    tools = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
+    loaded = make_config(home, llm.base_url, scheduler={**FAST, "jobs": [job]}, tools=tools)
+    channel = RecordingChannel()
+    async with running_gateway(loaded, extra_channels=[channel]):
+        await llm.wait_requests(2)
+    assert [m["content"] for m in conversation(llm.requests[1]) if m["role"] == "tool"] == [
+        APPROVAL_REFUSED
+    ]
+    assert not (home / "workspace" / "ran.txt").exists()
+    assert channel.sent == []  # no approval request to a chat nobody reads

@@ -169,3 +169,29 @@ async def test_config_jobs_cannot_be_deleted_but_can_be_paused(
     assert "is defined in the config file and would come back" in refused.content
     paused = await call(ctx, action="pause", job_id="session.cleanup")
     assert json.loads(paused.content)["job"]["state"] == "paused"
+
+
+class Admins:
+    def __init__(self, *admins: str) -> None:
+        self.admins = set(admins)
+
+    def is_admin(self, channel: str, sender_id: str) -> bool:
+        return f"{channel}:{sender_id}" in self.admins
+
+
+async def test_a_job_acts_as_its_maker_and_only_admins_target_another_chat(
+    ctx: ToolContext, scheduler: Scheduler
+) -> None:
+    """A prompt injection must not lend a job an admin's identity or aim it
+    at a chat the user could not write to."""
+    ctx = replace(ctx, services=ToolServices(scheduler=scheduler, admins=Admins("test:boss")))
+    spoofed = reminder(payload={"prompt": "as the boss", "sender_id": "boss"})
+    assert (await call(ctx, action="put", job=spoofed)).ok
+    got = json.loads((await call(ctx, action="get", job_id="reminder.standup")).content)
+    assert got["job"]["definition"]["payload"]["sender_id"] == "u1"
+    elsewhere = reminder(id="reminder.other", target={"channel": "test", "chat_id": "c2"})
+    refused = await call(ctx, action="put", job=elsewhere)
+    assert not refused.ok
+    assert "only admins may schedule jobs for another chat" in refused.content
+    boss = replace(ctx, sender_id="boss")
+    assert (await call(boss, action="put", job=elsewhere)).ok
