@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterator
 
 __all__ = ["is_pdf", "pdf_text"]
 
-_STREAM = re.compile(rb"<<(?P<dict>(?:(?!>>).)*?)>>\s*stream\r?\n(?P<body>.*?)\r?\nendstream", re.S)
 _TOKEN = re.compile(
     rb"\((?P<lit>(?:\\.|[^\\()]|\((?:\\.|[^\\()])*\))*)\)"
     rb"|<(?P<hex>[0-9A-Fa-f\s]*)>"
@@ -24,7 +24,12 @@ _TOKEN = re.compile(
     rb"|(?P<num>-?\d*\.?\d+)"
 )
 _ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"b": b"\b", b"f": b"\f"}
-_MAX_INFLATED = 20_000_000  # a zip bomb must not fill memory
+# A hostile file must cost bounded time and memory: streams are found by a
+# linear scan (a regex over them was quadratic on an unclosed `<<`), and the
+# budgets below are for the whole file, not per stream (a zip bomb of many).
+_MAX_INFLATED = 20_000_000  # bytes inflated, all streams together
+_MAX_TEXT_CHARS = 2_000_000  # far more than `read` returns
+_DICT_LOOKBACK = 4_096  # bytes before `stream` searched for its dictionary
 
 
 def is_pdf(head: bytes) -> bool:
@@ -57,13 +62,36 @@ def _decode(data: bytes) -> str:
     return data.decode("latin-1")
 
 
-def _inflate(body: bytes) -> bytes | None:
-    inflater = zlib.decompressobj()
+def _inflate(body: bytes, budget: int) -> bytes | None:
+    if budget <= 0:  # zlib reads a max_length of 0 as "no limit"
+        return None
     try:
-        data = inflater.decompress(body, _MAX_INFLATED)
+        return zlib.decompressobj().decompress(body, budget)
     except zlib.error:
         return None
-    return data
+
+
+def _streams(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(dictionary, raw body) of each `<< … >> stream … endstream`, in order."""
+    pos = 0
+    while (start := data.find(b"stream", pos)) != -1:
+        pos = start + 6
+        head = data[max(0, start - _DICT_LOOKBACK) : start]
+        close = head.rfind(b">>")
+        if close == -1 or head[close + 2 :].strip():
+            continue  # not a stream keyword (the word in text, or "endstream")
+        begin = data[pos : pos + 2]
+        skip = 2 if begin == b"\r\n" else 1 if begin[:1] in (b"\n", b"\r") else 0
+        if not skip:
+            continue
+        end = data.find(b"endstream", pos + skip)
+        if end == -1:
+            return
+        body = data[pos + skip : end]
+        body = body[:-2] if body.endswith(b"\r\n") else body[:-1] if body[-1:] in b"\r\n" else body
+        obj = head.rfind(b"obj", 0, close)  # the whole dictionary, nested ones included
+        yield head[obj + 3 if obj != -1 else 0 : close], body
+        pos = end + len(b"endstream")
 
 
 def _stream_text(content: bytes) -> str:
@@ -95,14 +123,22 @@ def _stream_text(content: bytes) -> str:
 def pdf_text(data: bytes) -> str:
     """The text the PDF shows, lines stripped and blank runs collapsed."""
     parts: list[str] = []
-    for match in _STREAM.finditer(data):
-        body = match.group("body")
-        if b"/FlateDecode" in match.group("dict"):
-            inflated = _inflate(body)
+    inflate_left, chars = _MAX_INFLATED, 0
+    for dictionary, raw in _streams(data):
+        body = raw
+        if b"/FlateDecode" in dictionary:
+            inflated = _inflate(raw, inflate_left)
             if inflated is None:
                 continue
+            inflate_left -= len(inflated)
             body = inflated
         if b"BT" in body:
-            parts.append(_stream_text(body))
+            # text comes out of the content's strings: more content than twice
+            # the text still allowed is never needed, and would only cost time
+            text = _stream_text(body[: 2 * (_MAX_TEXT_CHARS - chars)])
+            parts.append(text)
+            chars += len(text)
+        if chars > _MAX_TEXT_CHARS or inflate_left <= 0:
+            break
     lines = [line.strip() for line in "\n".join(parts).splitlines()]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()

@@ -247,10 +247,10 @@ class WechatChannel(Channel):
             platform_id = await self._client.send_item(
                 to_user_id=user, client_id=client_id, item=item, context_token=context
             )
-        except OSError as exc:
-            raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
-        except (ILinkError, TimeoutError) as exc:
+        except (ILinkError, TimeoutError) as exc:  # first: TimeoutError is an OSError too
             raise await self._send_error(user, exc) from None
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+            raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
         self._contexts.sent(user)
         return platform_id or client_id
 

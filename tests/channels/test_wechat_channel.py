@@ -413,3 +413,17 @@ async def test_malformed_messages_are_skipped_and_polling_goes_on(tmp_path: Path
             assert [m.text for m in messages] == ["[image could not be downloaded]", "fine"]
             await eventually(lambda: rt.state.values.get(CURSOR_KEY) == "buf-3")
             assert channel.ready
+
+
+async def test_a_send_that_times_out_is_retried_not_failed(tmp_path: Path) -> None:
+    """A slow sendmessage is transient: the row is retried with its client_id
+    (TimeoutError is an OSError: it must not read as "the file is gone")."""
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        channel = WechatChannel(make_config(fake, request_timeout_secs=0.2))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            await fake.add_message(ALICE, "hi")
+            await rt.wait_for_messages(1)
+            fake.send_delay_secs = 1.0
+            with pytest.raises(TransientSendError):
+                await channel.send(reply("slow", outbox_id=1))

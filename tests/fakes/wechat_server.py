@@ -60,6 +60,7 @@ class FakeWechat:
     bot_id: str = "bot123@im.bot"
     owner_id: str = "owner@im.wechat"
     hold_secs: float = 2.0
+    send_delay_secs: float = 0.0  # sendmessage answers this late (a slow platform)
     max_text: int = 4000
     qr_get_only: bool = False
     # One entry per get_qrcode_status call (the last one repeats).
@@ -358,6 +359,8 @@ class FakeWechat:
     async def _sendmessage(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         msg = body.get("msg") or {}
         self.send_attempts.append(msg)
+        if self.send_delay_secs:
+            await asyncio.sleep(self.send_delay_secs)
         if self.send_rets:
             return self.send_rets.pop(0)
         items = msg.get("item_list") or []

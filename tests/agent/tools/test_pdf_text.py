@@ -48,3 +48,21 @@ def test_a_pdf_without_text_says_so(tmp_path: Path) -> None:
     scanned.write_bytes(b"%PDF-1.4\n%%EOF\n")
     with pytest.raises(ToolError, match="without extractable text"):
         read_text("scan.pdf", ToolSettings(workspace=tmp_path), 1, None)
+
+
+def test_a_zip_bomb_of_many_streams_is_bounded_for_the_whole_file() -> None:
+    """Each stream inflates to ~19 MB of text; the budgets are the file's, not
+    each stream's (the old per-stream cap let five of them make 95 M chars)."""
+    bomb = zlib.compress(b"BT (" + b"A" * 19_000_000 + b") Tj ET", 9)
+    stream = b"<< /Filter /FlateDecode >>\nstream\n" + bomb + b"\nendstream\n"
+    assert len(pdf_text(b"%PDF-1.4\n" + stream * 5)) <= 2_000_000
+
+
+def test_nested_dictionaries_and_hostile_structure_are_read_in_one_pass() -> None:
+    """A nested /DecodeParms dictionary is still seen as Flate; thousands of
+    unclosed `<<` (quadratic for a regex: minutes at this size) cost one scan."""
+    body = zlib.compress(b"BT (nested ok) Tj ET")
+    nested = b"<< /Filter /FlateDecode /DecodeParms << /Predictor 1 >> >>\nstream\n"
+    hostile = b"<<" * 100_000 + b"<<>>stream\n" * 10_000
+    pdf = b"%PDF-1.4\n1 0 obj\n" + nested + body + b"\nendstream\nendobj\n" + hostile
+    assert pdf_text(pdf) == "nested ok"
