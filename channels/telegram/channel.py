@@ -26,7 +26,6 @@ from telegram.request import HTTPXRequest
 from channels.base import (
     Capabilities,
     Channel,
-    ChannelError,
     ChannelRuntime,
     PermanentSendError,
     SendResult,
@@ -346,10 +345,10 @@ class TelegramChannel(Channel):
         if self._streams is not None and parts:  # a file alone never ends a stream
             stream_message_id = await self._streams.take(message.chat_id, message.run_id)
         ids = list(sent)
-        for index, part in enumerate(parts):
-            if index < len(sent):
-                continue  # delivered by an earlier attempt of this same reply
-            try:
+        try:
+            for index, part in enumerate(parts):
+                if index < len(sent):
+                    continue  # delivered by an earlier attempt of this same reply
                 if index == 0 and stream_message_id is not None:
                     ids.append(
                         await self._replace_stream(
@@ -366,17 +365,15 @@ class TelegramChannel(Channel):
                             markup=markup if index == len(parts) - 1 else None,
                         )
                     )
-            except ChannelError:
-                await progress.save(message, ids, previously=len(sent))
-                raise
-        for index, media in enumerate(message.media, start=len(parts)):
-            if index < len(sent):
-                continue
-            try:
+            for index, media in enumerate(message.media, start=len(parts)):
+                if index < len(sent):
+                    continue
                 ids.append(await self._send_media(message.chat_id, media, caption, thread_id))
-            except ChannelError:
-                await progress.save(message, ids, previously=len(sent))
-                raise
+        except BaseException:
+            # a failure, or a cancellation (the dispatcher's send timeout), mid-reply:
+            # the parts that went out are remembered, so a retry does not repeat them
+            await asyncio.shield(progress.save(message, ids, previously=len(sent)))
+            raise
         if sent:
             await progress.clear(message)
         return SendResult(tuple(str(i) for i in ids))

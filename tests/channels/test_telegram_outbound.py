@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,31 @@ async def test_a_retried_reply_skips_the_parts_already_delivered(
     assert len(delivered) == 3
     assert "\n\n".join(delivered).split("\n\n") == paragraphs
     assert len(result.platform_message_ids) == 3
+
+
+async def test_a_send_cancelled_mid_reply_keeps_its_progress_for_the_retry(
+    tg: FakeTelegram, tmp_path: Path
+) -> None:
+    """The dispatcher's send timeout cancels a reply after its first part went
+    out: the retry sends only the rest, nothing twice."""
+    text, paragraphs = long_reply()
+    held, release = tg.hold("sendMessage", nth_call(2))
+    channel = make_channel(tg)
+    async with channel_runtime(channel, tmp_path) as rt:
+        sending = asyncio.create_task(channel.send(reply(text, outbox_id=12)))
+        await asyncio.wait_for(held.wait(), 5)
+        sending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+        assert "progress:12" in rt.state.values
+        await channel.send(reply(text, outbox_id=12, attempt=2))
+        # (the held call, given up by the client, stays unanswered: whether the
+        # platform took it is what no retry can know, without an idempotency key)
+        delivered = [
+            c.params["_visible"] for c in tg.calls_of("sendMessage") if c.params.get("_ok")
+        ]
+        release.set()
+    assert "\n\n".join(delivered).split("\n\n") == paragraphs  # each part once, in order
 
 
 async def test_group_replies_quote_the_users_message(tg: FakeTelegram, tmp_path: Path) -> None:

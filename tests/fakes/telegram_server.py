@@ -110,6 +110,8 @@ class FakeTelegram:
         self._next_callback = 0
         self._next_message_id: dict[int, int] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        # method -> (which calls, set when one is held, released by the test)
+        self._holds: dict[str, tuple[Callable[[Call], bool], asyncio.Event, asyncio.Event]] = {}
         self._outages: dict[str, int] = {}  # method -> HTTP status while it is down
         self._changed = asyncio.Condition()
         self._closing = False
@@ -250,6 +252,15 @@ class FakeTelegram:
         failure = _Failure(status, description, parameters, when)
         self._failures.setdefault(method, []).extend([failure] * times)
 
+    def hold(
+        self, method: str, when: Callable[[Call], bool]
+    ) -> tuple[asyncio.Event, asyncio.Event]:
+        """Calls of `method` matching `when` wait before being answered: the
+        first event is set when one waits, setting the second lets them go."""
+        held, release = asyncio.Event(), asyncio.Event()
+        self._holds[method] = (when, held, release)
+        return held, release
+
     def start_outage(self, method: str = "sendMessage", status: int = 502) -> None:
         """Every call of `method` fails with `status` (an HTML error page, not
         the Bot API's JSON) until `end_outage`."""
@@ -319,6 +330,10 @@ class FakeTelegram:
             await self._record(call)
             page = f"<html><body><h1>{status} {HTTPStatus(status).phrase}</h1></body></html>"
             return web.Response(status=status, text=page, content_type="text/html")
+        gate = self._holds.get(method)
+        if gate is not None and gate[0](call):
+            gate[1].set()  # a call is held: the test may act while it waits
+            await gate[2].wait()
         failure = self._take_failure(call)
         if failure is not None:
             call.error_code = failure.status
