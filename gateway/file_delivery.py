@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-import shutil
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from channels.base import Channel
 from gateway.bus import MediaKind, MediaRef, OutboundMessage, new_idempotency_key
 from gateway.outbound import OutboundDispatcher
 
-__all__ = ["OutboxFileSender", "media_kind"]
+__all__ = ["OutboxFileSender", "copy_for_outbox", "media_kind"]
 
 
 def media_kind(mime_type: str | None) -> MediaKind:
@@ -31,16 +32,42 @@ def media_kind(mime_type: str | None) -> MediaKind:
     )
 
 
-def _copy(source: Path, directory: Path, max_bytes: int) -> Path:
-    size = source.stat().st_size
-    if size > max_bytes:
-        raise ToolError(f"{source.name} is {size} bytes; files over {max_bytes} bytes are not sent")
-    if size == 0:
-        raise ToolError(f"{source.name} is empty")
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / source.name
-    shutil.copyfile(source, target)
-    return target
+def copy_for_outbox(source: Path, directory: Path, max_bytes: int) -> Path:
+    """Copy the file `source` names (resolved and checked by the tool) from one
+    descriptor, opened without following a symlink and checked to be that very
+    file: a tool running in the same batch could swap the path, or a folder on
+    it, for a symlink to a file the agent must not send after the check."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ToolError(f"{source.name} cannot be opened: {exc.strerror}") from None
+    try:
+        opened = Path(f"/proc/self/fd/{fd}")
+        if opened.exists() and Path(os.readlink(opened)) != source:
+            raise ToolError(f"{source.name} changed while it was being sent; not sent")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{source.name} is not a regular file")
+        if info.st_size > max_bytes:
+            raise ToolError(
+                f"{source.name} is {info.st_size} bytes; files over {max_bytes} bytes are not sent"
+            )
+        if info.st_size == 0:
+            raise ToolError(f"{source.name} is empty")
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / source.name
+        copied = 0
+        with os.fdopen(fd, "rb", closefd=False) as src, target.open("wb") as dst:
+            while chunk := src.read(1 << 20):
+                copied += len(chunk)
+                if copied > max_bytes:  # it grew after the size check
+                    dst.close()
+                    target.unlink()
+                    raise ToolError(f"{source.name} grew past {max_bytes} bytes; not sent")
+                dst.write(chunk)
+        return target
+    finally:
+        os.close(fd)
 
 
 class OutboxFileSender:
@@ -68,7 +95,7 @@ class OutboxFileSender:
                 f"this chat ({channel}) cannot receive files of this kind ({kind.value})"
             )
         key = new_idempotency_key()
-        copy = await asyncio.to_thread(_copy, path, self._dir / key, self._max_bytes)
+        copy = await asyncio.to_thread(copy_for_outbox, path, self._dir / key, self._max_bytes)
         message = OutboundMessage(
             channel,
             chat_id,
