@@ -307,12 +307,9 @@ class TelegramChannel(Channel):
             sender_id=parsed.sender_id,
             text=text,
             message_id=parsed.message_id,
-            # a forum topic's thread rides in the reply handle (channels.telegram.threads)
-            reply_ref=(
-                make_handle(parsed.chat_id, parsed.telegram_message_id, parsed.thread_id)
-                if parsed.thread_id is not None
-                else None
-            ),
+            # the message to quote, and a forum topic's thread (channels.telegram.threads);
+            # always set: an edit's message_id ("…:edit:<ts>") names no message to quote
+            reply_ref=make_handle(parsed.chat_id, parsed.telegram_message_id, parsed.thread_id),
             chat_type=parsed.chat_type,
             media=tuple(media),
             reply_to=parsed.reply_to,

@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from channels.telegram import TelegramChannel, TelegramConfig
-from gateway.bus import ChatType, MediaKind, Receipt
+from gateway.bus import ChatType, MediaKind, Receipt, reply_handle
 from tests.channel_runtime import TestRuntime, channel_runtime
 from tests.fakes.telegram_server import BOT_ID, BOT_USERNAME, FakeTelegram
 
@@ -322,5 +322,6 @@ async def test_edited_messages_are_ignored_unless_enabled(tmp_path: Path, enable
     if enabled:
         assert texts == ["[edited] second wording", "a marker after it"]
         assert messages[0].message_id == f"42:70:edit:{edited['edit_date']}"
+        assert reply_handle(messages[0]) == "42:70"  # the reply quotes the edited message
     else:
         assert texts == ["a marker after it"]
