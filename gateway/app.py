@@ -29,11 +29,7 @@ from agent.prompt_file import DEFAULT_AGENT_PROMPTS, AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.providers.deferred import DeferredProvider
 from agent.subagents.types import TASK_TOOL
-from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
-from agent.tools.builtin import build_registry
-from agent.tools.memory import MemoryManageTool, MemorySearchTool
-from agent.tools.scheduler_manage import SchedulerManageTool
-from agent.tools.session_message import SendSessionMessageTool
+from agent.tools.base import ToolServices
 from agent.tools.task import TaskTool
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
@@ -59,7 +55,6 @@ from gateway.dead_letters import DeadLetterSink
 from gateway.delivery_policy import RetryPolicy
 from gateway.execution import ExecutionService
 from gateway.file_delivery import OutboxFileSender
-from gateway.hardening import resolve_sandbox
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.inbound import InboundProcessor
 from gateway.lifecycle import (
@@ -71,7 +66,7 @@ from gateway.lifecycle import (
     start_services,
 )
 from gateway.locales import LocaleResolver
-from gateway.mcp_servers import build_mcp, mcp_details, mcp_metrics
+from gateway.mcp_servers import mcp_details, mcp_metrics
 from gateway.memory_commands import MemoryCommands
 from gateway.memory_setup import build_memory
 from gateway.metered import MeteredProvider
@@ -82,8 +77,9 @@ from gateway.session_commands import SessionCommands
 from gateway.session_messages import OutboxMessenger
 from gateway.session_reset import Clock, utc_now
 from gateway.sessions import ConversationGates, SessionManager
-from gateway.skills import SkillIndexPart, build_skill_runtime
+from gateway.skills import SkillIndexPart, build_skill_runtime, skill_tool_kit
 from gateway.subagents import SubagentRunner, build_catalog
+from gateway.tool_setup import build_tools
 from gateway.turns import TurnOpener
 from gateway.usage import usage_status
 from gateway.web.directory import StoreDirectory
@@ -94,7 +90,6 @@ from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
 from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
 from skills.runtime import SkillRuntime
-from skills.tools import SKILL_TOOL_NAMES, skill_tools
 from storage.db import Database
 from storage.store import Store
 
@@ -200,64 +195,6 @@ class Gateway:
             stack.push_async_callback(provider.aclose)
         return providers
 
-    def _tools(self) -> tuple[ToolSettings, ToolRegistry]:
-        cfg = self.config
-        workspace = self.loaded.workspace
-        workspace.mkdir(parents=True, exist_ok=True)
-        tool_settings = ToolSettings(
-            workspace=workspace,
-            restrict_to_workspace=cfg.tools.restrict_to_workspace,
-            read_max_bytes=cfg.tools.read_max_bytes,
-            exec_timeout_secs=cfg.tools.exec_timeout_secs,
-            exec_output_max_chars=cfg.tools.exec_output_max_chars,
-            http_timeout_secs=cfg.tools.http.timeout_secs,
-            http_max_bytes=cfg.tools.http.max_response_bytes,
-            http_allow_private=cfg.tools.http.allow_private,
-            shell_sandbox=resolve_sandbox(self.loaded),
-            # received attachments are readable, never writable (channels store them there)
-            read_roots=(
-                *((p for _, p in self.skills.roots.dirs) if self.skills else ()),
-                self.loaded.media_dir,
-            ),
-        )
-        registry = build_registry(
-            tool_settings,
-            cfg.time.timezone,
-            cfg.tools.disabled,
-            cfg.tools.timeout_secs,
-            other_known=[
-                "scheduler_manage",
-                MemorySearchTool.name,
-                MemoryManageTool.name,
-                *SKILL_TOOL_NAMES,
-                "skill_list",
-                TASK_TOOL,
-                SendSessionMessageTool.name,
-            ],
-        )
-        if SendSessionMessageTool.name not in cfg.tools.disabled:
-            sending = cfg.tools.send_session_message
-            registry.register(SendSessionMessageTool(sending.allow_targets, sending.max_per_minute))
-        for memory_tool in (MemorySearchTool(), MemoryManageTool()):
-            if memory_tool.name not in cfg.tools.disabled:
-                registry.register(memory_tool)
-        if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
-            registry.register(SchedulerManageTool())
-        if self.skills is not None:
-            for tool in skill_tools():
-                if tool.name not in cfg.tools.disabled:
-                    registry.register(tool)
-        self.mcp = build_mcp(
-            cfg.mcp_servers,
-            disabled=cfg.tools.disabled,
-            reserved=registry.names(),
-            metrics=self.metrics,
-        )
-        if self.mcp is not None:
-            registry.add_source(self.mcp)  # offered per turn: the tools of the servers up then
-        cfg.tools.approval.check_names([*registry.names(), *cfg.tools.disabled])
-        return tool_settings, registry
-
     async def _build(self, store: Store, providers: Mapping[str, LLMProvider]) -> list[Service]:
         """Every part, wired; returned in start order."""
         cfg = self.config
@@ -265,7 +202,9 @@ class Gateway:
         self.skills = build_skill_runtime(self.loaded, store)
         if self.skills is not None:
             await self.skills.current()  # the first scan: invalid files are logged at start-up
-        tool_settings, registry = self._tools()
+        tool_settings, registry, self.mcp = build_tools(
+            self.loaded, skill_tool_kit(self.skills), self.metrics
+        )
         catalog = await build_catalog(self.loaded, registry.names())
         if TASK_TOOL not in cfg.tools.disabled:
             registry.register(TaskTool(catalog))

@@ -24,21 +24,20 @@ commit (`ReplySink.handoff`) or, after a restart, from the outbox.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 
 from agent.compaction import CompactionResult
 from agent.context import TurnFacts
-from agent.loop import AgentLoop, TurnObserver
-from agent.messages import ChatMessage, HistorySize, Marker, ToolCall
+from agent.loop import AgentLoop
+from agent.messages import ChatMessage, HistorySize, Marker
 from agent.providers.base import ProviderError
 from agent.subagents.types import TASK_TOOL
-from agent.tools.base import NO_SERVICES, ToolContext, ToolResult, ToolServices, ToolSettings
+from agent.tools.base import NO_SERVICES, ToolContext, ToolServices, ToolSettings
 from agent.turn_control import ApprovalRequired, TurnSteered
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.approvals import Approvals, PauseRequest, TurnControls
@@ -59,6 +58,7 @@ from gateway.replies import build_user_message, scheduled_failure, unknown_agent
 from gateway.session_reset import Clock, utc_now
 from gateway.tool_progress import ToolDisplay, ToolProgress
 from gateway.transcription import transcribe_items
+from gateway.turn_feedback import TurnRecorder, TypingSignal
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.store import Store
@@ -67,8 +67,6 @@ from storage.turns import Opening
 __all__ = ["AfterTurn", "ExecutionService", "TurnEnd"]
 
 log = structlog.get_logger(__name__)
-
-_DELTA_INTERVAL_SECS = 0.05  # streamed pieces closer together than this go out joined
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,84 +104,6 @@ class _Plan:
     def locale(self) -> Locale:
         """The gateway's texts answer the latest message of the turn."""
         return self.items[-1].locale
-
-
-@dataclass(slots=True)
-class _Observer(TurnObserver):
-    store: Store
-    sink: ReplySink
-    turn: OpenedTurn
-    run_id: str
-    event: ChannelEvent
-    progress: ToolProgress
-    deltas: list[str] = field(default_factory=list)  # streamed text not yet passed on
-    delta_sent_at: float = 0.0
-
-    async def tool_started(self, call: ToolCall) -> None:
-        await self.progress.started(call)
-
-    async def tool_finished(self, result: ToolResult, secs: float) -> None:
-        await self.progress.finished(result, secs)
-
-    async def on_messages(self, new: Sequence[ChatMessage]) -> None:
-        turn = self.turn
-        await self.store.append_turn(turn.session_id, self.run_id, new, turn.deferred)
-        turn.deferred = None
-
-    async def on_delta(self, text: str) -> None:
-        """Streamed text goes on at most every `_DELTA_INTERVAL_SECS`, pieces
-        that came sooner joined: a fast model's tokens cost a few events a
-        second, not one each."""
-        self.deltas.append(text)
-        if time.monotonic() - self.delta_sent_at >= _DELTA_INTERVAL_SECS:
-            await self.flush_deltas()
-
-    async def flush_deltas(self) -> None:
-        if not self.deltas:
-            return
-        text = "".join(self.deltas)
-        self.deltas.clear()
-        self.delta_sent_at = time.monotonic()
-        await self.sink.notify(dataclasses.replace(self.event, kind=EventKind.DELTA, text=text))
-
-
-class _Typing:
-    """The turn's `working` event once it has run `delay` seconds (at once for
-    0; never for None), and `idle` after it, only if `working` went out."""
-
-    def __init__(self, sink: ReplySink, working: ChannelEvent, delay: float | None) -> None:
-        self.sink = sink
-        self.working = working
-        self.delay = delay
-        self.shown = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        if self.delay is None:
-            return
-        if self.delay == 0:
-            await self._show()
-        else:
-            self._timer = asyncio.get_running_loop().call_later(self.delay, self._fire)
-
-    def _fire(self) -> None:
-        self._task = asyncio.create_task(self._show(), name="typing")  # awaited in stop()
-
-    async def _show(self) -> None:
-        await self.sink.notify(self.working)  # best effort, bounded by its own timeout
-        self.shown = True
-
-    async def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._task is not None:
-            try:
-                await self._task
-            finally:
-                self._task.cancel()  # only if stop() itself was cancelled meanwhile
-        if self.shown:
-            await self.sink.notify(dataclasses.replace(self.working, kind=EventKind.IDLE))
 
 
 class ExecutionService:
@@ -378,11 +298,11 @@ class ExecutionService:
             plan.reply_to,
         )  # fmt: skip
         silent = plan.request.delivery is Delivery.FAILURES_ONLY
-        typing = _Typing(self.sink, event, None if silent else self.typing_delay_secs)
+        typing = TypingSignal(self.sink, event, None if silent else self.typing_delay_secs)
         await typing.start()
         display = ToolDisplay.OFF if silent else self._policy(plan.channel).tools
         progress = ToolProgress(self.sink, event, display)
-        observer = _Observer(self.store, self.sink, turn, plan.run_id, event, progress)
+        observer = TurnRecorder(self.store, self.sink, turn, plan.run_id, event, progress)
         ctx = self._tool_context(plan, turn.session_id, user_message_seq(turn))
         try:
             context = await profile.context.prepare(

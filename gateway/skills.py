@@ -7,20 +7,47 @@ The one place that knows both skills/ and storage/, so neither imports the other
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent.context import TurnFacts
 from agent.messages import Marker
+from agent.tools.base import Tool
 from gateway.config import LoadedConfig
 from skills.discovery import SkillRoots
 from skills.events import SkillEvent
 from skills.index import IndexLimits
 from skills.model import SkillSource
 from skills.runtime import SkillRuntime
+from skills.tools import SKILL_TOOL_NAMES, skill_tools
 from storage.skill_events import SkillEventRow
 from storage.store import Store
 
-__all__ = ["SkillIndexPart", "StoreSkillEvents", "build_skill_runtime", "skill_roots"]
+__all__ = [
+    "SkillIndexPart",
+    "SkillToolKit",
+    "StoreSkillEvents",
+    "build_skill_runtime",
+    "skill_roots",
+    "skill_tool_kit",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SkillToolKit:
+    """What the tool set takes from the skills (gateway.tool_setup)."""
+
+    names: tuple[str, ...]  # always known to `tools.disabled`, skills on or off
+    tools: tuple[Tool[Any], ...]  # offered: none while skills are off
+    read_roots: tuple[Path, ...]  # the skill folders `read` may open
+
+
+def skill_tool_kit(runtime: SkillRuntime | None) -> SkillToolKit:
+    if runtime is None:
+        return SkillToolKit(SKILL_TOOL_NAMES, (), ())
+    roots = tuple(path for _, path in runtime.roots.dirs)
+    return SkillToolKit(SKILL_TOOL_NAMES, tuple(skill_tools()), roots)
 
 
 class SkillIndexPart:
