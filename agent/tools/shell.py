@@ -134,8 +134,12 @@ class ShellTool(Tool[ShellArgs]):
             if IS_WINDOWS
             else await asyncio.to_thread(sandbox.argv, ["bash", "-c", args.command], cwd)
         )
+        loop = asyncio.get_running_loop()
         try:
-            proc = await asyncio.create_subprocess_exec(
+            # subprocess_exec rather than create_subprocess_exec: it hands us the
+            # transport, which `finally` closes even when the pipe never reaches EOF
+            transport, protocol = await loop.subprocess_exec(
+                lambda: asyncio.subprocess.SubprocessStreamProtocol(_READ_CHUNK, loop),
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -147,6 +151,7 @@ class ShellTool(Tool[ShellArgs]):
             )
         except OSError as exc:
             raise ToolError(f"cannot start {argv[0]}: {exc.strerror}") from None
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
         assert proc.stdout is not None
         output = _CappedOutput(settings.exec_output_max_chars)
         timed_out = False
@@ -157,12 +162,17 @@ class ShellTool(Tool[ShellArgs]):
         except TimeoutError:
             timed_out = True
         finally:
-            if timed_out or proc.returncode is None:  # timeout or cancellation
-                _kill_group(proc)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(_REAP_SECS):
-                        await proc.wait()
-                        await _drain(proc.stdout, output)
+            try:
+                if timed_out or proc.returncode is None:  # timeout or cancellation
+                    _kill_group(proc)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(_REAP_SECS):
+                            await proc.wait()
+                            await _drain(proc.stdout, output)
+            finally:
+                # a process that left the group (setsid) may still hold the pipe, and a
+                # second cancellation may cut the reap short: never leak the descriptor
+                transport.close()
         text = output.text() or "(no output)"
         if timed_out:
             return (

@@ -39,8 +39,7 @@ async def test_sigkill_while_an_approval_is_pending_then_approve_runs_the_call_o
     [ask] = await client.collect(1, timeout=20)
     assert "Approval needed (#1)" in ask["text"]
     assert ask["reply_to"] == "q1"
-    gw.proc.kill()
-    assert await gw.proc.wait() == -signal.SIGKILL
+    assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
     await client.ws.close()
     assert not runs.exists()
 
@@ -79,8 +78,7 @@ async def test_sigkill_while_an_approved_call_runs_never_runs_it_again(
     async with asyncio.timeout(20):  # the call is running (no event for it: look every 20 ms)
         while not runs.exists():
             await asyncio.sleep(0.02)
-    gw.proc.kill()
-    assert await gw.proc.wait() == -signal.SIGKILL
+    assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
     await client.ws.close()
 
     gw2 = await spawn_gateway(config, home, env)

@@ -80,8 +80,7 @@ async def _kill_restart_and_collect(
     """SIGKILL `gw` (no clean-up at all), start a gateway again on the same home,
     reconnect every client's chat and collect one reply each (and any extras),
     then stop it cleanly."""
-    gw.proc.kill()
-    assert await gw.proc.wait() == -signal.SIGKILL
+    assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
     for c in clients:
         await c.ws.close()
     gw2 = await spawn_gateway(config, home, env)
@@ -230,8 +229,7 @@ async def test_telegram_gateway_killed_after_a_batch_answers_each_update_once(
             await tg.add_message(text, chat_id=100 + n, user_id=100 + n)
         gw = await spawn_gateway(config, home, env)
         await llm.wait_requests(3, timeout=30)  # the whole batch is recorded and in flight
-        gw.proc.kill()
-        assert await gw.proc.wait() == -signal.SIGKILL
+        assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
         assert tg.sent_texts == []
 
         gw2 = await spawn_gateway(config, home, env)
@@ -333,8 +331,7 @@ async def test_sigkill_during_an_outage_then_restart_after_it_delivers_every_rep
             await _wait_for_row(db_path, f"SELECT id FROM outbox LIMIT 1 OFFSET {n - 1}")
         await gw.wait_event("outbound_channel_degraded", timeout=20)
         await tg.wait_for(lambda: len(tg.refused("sendMessage")) >= 12, timeout=30)
-        gw.proc.kill()
-        assert await gw.proc.wait() == -signal.SIGKILL
+        assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
         assert tg.sent_texts == []
 
         tg.end_outage()

@@ -37,8 +37,7 @@ def _config(home: Path, llm: FakeOpenAI, channels: dict[str, Any]) -> dict[str, 
 
 
 async def _kill(gw: GatewayProcess) -> None:
-    gw.proc.kill()
-    assert await gw.proc.wait() == -signal.SIGKILL
+    assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
 
 
 async def test_feishu_image_is_uploaded_and_sent_once_across_a_sigkill(

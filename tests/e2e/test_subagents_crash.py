@@ -58,8 +58,7 @@ async def _reply(gw: GatewayProcess, chat_id: str) -> dict[str, Any]:
 
 
 async def _kill(gw: GatewayProcess) -> None:
-    gw.proc.kill()
-    assert await gw.proc.wait() == -signal.SIGKILL
+    assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
 
 
 async def _outbox(db: Database, chat_id: str) -> list[tuple[str, str]]:

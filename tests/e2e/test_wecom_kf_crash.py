@@ -56,8 +56,7 @@ async def test_sigkill_between_the_inbox_insert_and_the_cursor_write_loses_and_r
         assert await _rows(db_path, "SELECT platform_id FROM inbox") == [(first,)]
         cursor_sql = f"SELECT value FROM channel_state WHERE key = 'cursor:{OPEN_KFID}'"
         assert await _rows(db_path, cursor_sql) == []  # the page is not acknowledged
-        gw.proc.kill()
-        assert await gw.proc.wait() == -signal.SIGKILL
+        assert await gw.stop(signal.SIGKILL) == -signal.SIGKILL
         fake.release_media()
 
         gw2 = await spawn_gateway(config, home, env)  # no callback: the start-up pull

@@ -58,16 +58,17 @@ class HttpMcpServer:
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         if not line.startswith(b"PORT "):
             proc.kill()
-            await proc.wait()
+            await proc.communicate()
             raise RuntimeError(f"MCP HTTP server did not start: {line!r}")
         self.port = int(line.split()[1])
         self.proc = proc
 
     async def kill(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-            await proc.wait()
+        if proc is not None:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGKILL)
+            await proc.communicate()  # reads stdout to its end, so its pipe is closed
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,6 +73,22 @@ async def test_cancellation_kills_the_process_group(workspace: Path, ctx: ToolCo
     result = await registry.execute(call, ctx)
     assert (result.ok, result.content) == (False, "Error: tool timed out after 1s")
     await assert_process_ends(int((workspace / "pid").read_text()))
+
+
+async def test_a_process_that_left_the_group_holding_the_pipe_does_not_leak_it(
+    workspace: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`setsid` escapes the group kill and keeps the output pipe open: the call
+    still returns after the reap, and the daemon's end of the pipe is closed."""
+    monkeypatch.setattr("agent.tools.shell._REAP_SECS", 0.2)
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        out = await bash(ctx, "setsid sleep 30 & echo $! > pid; wait", timeout_secs=0.3)
+        assert out.startswith("[timed out after 0.3s")
+        await asyncio.sleep(0)  # one loop pass: a transport closes its pipe in call_soon
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        os.kill(int((workspace / "pid").read_text()), signal.SIGKILL)
 
 
 async def test_secrets_are_not_in_the_child_environment(
