@@ -325,7 +325,7 @@ class ExecutionService:
                 history_chars=turn.size_now().chars,
             )
             turn.compaction = result.compaction
-            await observer.flush_deltas()  # the deltas add up to the whole reply
+            await observer.finish_deltas()
             await progress.flush()
             reply = result.reply
             text = reply.content.strip() or tr(plan.locale, Msg.EMPTY_REPLY)

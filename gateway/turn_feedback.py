@@ -39,7 +39,8 @@ class TurnRecorder(TurnObserver):
     event: ChannelEvent
     progress: ToolProgress
     deltas: list[str] = field(default_factory=list)  # streamed text not yet passed on
-    delta_sent_at: float = 0.0
+    delta_sent_at: float = field(default_factory=time.monotonic)  # the turn's start at first
+    streamed: bool = False  # a delta went out
 
     async def tool_started(self, call: ToolCall) -> None:
         await self.progress.started(call)
@@ -55,7 +56,7 @@ class TurnRecorder(TurnObserver):
     async def on_delta(self, text: str) -> None:
         """Streamed text goes on at most every `_DELTA_INTERVAL_SECS`, pieces
         that came sooner joined: a fast model's tokens cost a few events a
-        second, not one each."""
+        second, not one each. The first goes once the turn has run that long."""
         self.deltas.append(text)
         if time.monotonic() - self.delta_sent_at >= _DELTA_INTERVAL_SECS:
             await self.flush_deltas()
@@ -66,7 +67,16 @@ class TurnRecorder(TurnObserver):
         text = "".join(self.deltas)
         self.deltas.clear()
         self.delta_sent_at = time.monotonic()
+        self.streamed = True
         await self.sink.notify(dataclasses.replace(self.event, kind=EventKind.DELTA, text=text))
+
+    async def finish_deltas(self) -> None:
+        """At the reply: the rest of a streamed reply goes on, so the deltas add
+        up to it; a reply that came whole within the first interval streams
+        nothing (its message carries the text: one frame, not three)."""
+        if self.streamed:
+            await self.flush_deltas()
+        self.deltas.clear()
 
 
 class TypingSignal:

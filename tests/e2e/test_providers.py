@@ -14,7 +14,8 @@ from tests.support import conversation, make_config, running_gateway, ws_client
 
 
 async def test_streamed_reply_reaches_the_client_as_deltas(home: Path, llm: FakeOpenAI) -> None:
-    llm.add_text("Streaming replies arrive piece by piece for the terminal client.")
+    text = "Streaming replies arrive piece by piece for the terminal client."
+    llm.add_reply(Reply(text=text, chunk_delay=0.03))  # ten words over 0.3 s
     async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
         msg_id = await client.send("stream please")
         deltas: list[str] = []
@@ -26,10 +27,29 @@ async def test_streamed_reply_reaches_the_client_as_deltas(home: Path, llm: Fake
                 break
     assert llm.requests[0]["stream"] is True
     assert len(deltas) >= 2
-    assert len(deltas) < 10  # the ten words streamed back to back, joined into fewer events
-    assert "".join(deltas) == "Streaming replies arrive piece by piece for the terminal client."
+    assert len(deltas) < 10  # words closer than 50 ms apart are joined into fewer events
+    assert "".join(deltas) == text
     assert frame["reply_to"] == msg_id
     assert frame["text"] == "".join(deltas)  # the persisted, final message
+
+
+async def test_a_reply_streamed_whole_within_50_ms_comes_as_one_message(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_text("warmed up")
+    llm.add_text("Quick answer, streamed in ten chunks back to back by the fake model.")
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        await client.send("warm up")  # a gateway's first turn is slower (lazy imports)
+        while (await client.recv())["type"] != "message":
+            pass
+        await client.send("quick")
+        kinds: list[str] = []
+        while (frame := await client.recv())["type"] != "message":
+            kinds.append(frame["type"])
+    assert llm.requests[1]["stream"] is True
+    assert "ack" in kinds
+    assert "delta" not in kinds  # the message carries the whole text
+    assert frame["text"] == "Quick answer, streamed in ten chunks back to back by the fake model."
 
 
 async def test_rate_limit_then_success_gives_one_reply(home: Path, llm: FakeOpenAI) -> None:

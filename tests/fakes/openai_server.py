@@ -56,6 +56,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     usage: tuple[int, int] | None = None  # (input, output); None means counted from words
     stream_error: str | None = None  # streaming only: fail with this message after the text
+    chunk_delay: float = 0.0  # streaming only: seconds between chunks (a model's pace)
 
     @property
     def is_error(self) -> bool:
@@ -460,7 +461,9 @@ class FakeOpenAI(ScriptedLLMServer):
         )
         await response.prepare(request)
         try:
-            for item in self._chunks(body, reply, usage):
+            for n, item in enumerate(self._chunks(body, reply, usage)):
+                if n and reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)  # the model's pace, not a wait
                 await response.write(f"data: {json.dumps(item, ensure_ascii=False)}\n\n".encode())
             if reply.stream_error is not None:
                 error = openai_error_body(500, reply.stream_error)

@@ -5,6 +5,7 @@ history, sanitising, and the token. Screenshots: test-artifacts/web/."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from playwright.async_api import Dialog, Page, WebSocket, expect
 
 from agent.messages import CANCELLED_RESULT
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support import make_config, newest, running_gateway, ws_client
 from tests.web.browser import PHONE, chromium, page_on, screenshot
 
@@ -53,7 +54,7 @@ def _answer_prompts(page: Page, answers: list[str]) -> None:
 async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    llm.add_text(TABLE_REPLY)
+    llm.add_reply(Reply(text=TABLE_REPLY, chunk_delay=0.03))  # streamed at a model's pace
     llm.add_tool_call("bash", {"command": "sleep 30"})
     loaded = make_config(home, llm.base_url, gateway={"auth_token": TOKEN})
     errors: list[str] = []
@@ -78,6 +79,7 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         await expect(reply.locator("table td").first).to_have_text("Paris")
         await expect(reply.locator("table th")).to_have_text(["city", "people"])
         await expect(reply.locator("pre code")).to_have_text("print('hello from a code block')\n")
+        await expect(reply).not_to_have_class(re.compile(r"\bstreaming\b"))  # the message came
         kinds = [f["type"] for f in frames]
         assert "delta" in kinds
         assert kinds.index("delta") < kinds.index("message")
