@@ -14,6 +14,7 @@ user-turn counters (`needs_injection`); this module never touches storage.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 AGENT_PROMPT_FILENAME: Final = "AGENT.md"
+_COMMENT: Final = re.compile(r"<!--.*?-->", re.DOTALL)
 DEFAULT_REINJECT_EVERY: Final = 100
 
 DEFAULT_AGENT_PROMPT: Final = """\
@@ -102,8 +104,10 @@ class AgentPromptFile:
 
     def _load_sync(self) -> str:
         self._ensure_sync()
-        # the memory-summary block holds every user's summary: never for the model
-        return strip_block(self.path.read_text(encoding="utf-8")).strip()
+        # the memory-summary block holds every user's summary: never for the model;
+        # HTML comments are the operator's notes (Markdown does not show them either)
+        text = strip_block(self.path.read_text(encoding="utf-8"))
+        return _COMMENT.sub("", text).strip()
 
 
 def agent_prompt_message(content: str) -> ChatMessage:

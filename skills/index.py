@@ -16,8 +16,8 @@ from skills.model import Skill
 __all__ = ["IndexLimits", "render_index"]
 
 HEADER = (
-    "Skills: instructions for particular tasks. Before doing a task that one of these "
-    "covers, call `skill_activate` with its name and follow what it says."
+    "Skills: before a task one of these covers, call `skill_activate` with its name and "
+    "follow what it says."
 )
 _LINE_DESCRIPTION_CHARS = 200
 

@@ -24,19 +24,11 @@ Scope = Literal["user", "project"]
 
 class SkillManageArgs(ToolArgs):
     action: Literal["list", "get", "create", "update", "delete", "disable", "enable", "reload"]
-    name: str | None = Field(None, description="the skill (get, create, update, delete)")
-    names: list[str] | None = Field(
-        None, description="skills to disable or enable (always an array, even for one)"
-    )
-    description: str | None = Field(
-        None, description="one line: when to use the skill (create; update)"
-    )
-    body: str | None = Field(None, description="the instructions, Markdown (create; update)")
-    scope: Scope | None = Field(
-        None,
-        description="create: where the skill goes; disable/enable: which skill-state.json. "
-        "Default: project",
-    )
+    name: str | None = None
+    names: list[str] | None = None
+    description: str | None = Field(None, description="one line: when to use it")
+    body: str | None = Field(None, description="Markdown")
+    scope: Scope | None = Field(None, description="default: project")
 
 
 def scope_source(scope: Scope | None) -> SkillSource:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
-
 from agent.tools.base import SkillService, Tool, ToolArgs, ToolContext, ToolError
 from skills.manage import SkillManageArgs
 
@@ -22,14 +20,13 @@ def _service(ctx: ToolContext) -> SkillService:
 
 
 class SkillActivateArgs(ToolArgs):
-    name: str = Field(description="the skill's name, as the skill index lists it")
+    name: str
 
 
 class SkillActivateTool(Tool[SkillActivateArgs]):
     name: ClassVar[str] = "skill_activate"
     description: ClassVar[str] = (
-        "Load a skill's instructions (listed in the skill index). Returns its text, its "
-        "folder and its other files, which `read` can open."
+        "Load a skill from the skill index: its instructions and its files' paths."
     )
     Args: ClassVar[type[ToolArgs]] = SkillActivateArgs
 
@@ -40,10 +37,9 @@ class SkillActivateTool(Tool[SkillActivateArgs]):
 class SkillManageTool(Tool[SkillManageArgs]):
     name: ClassVar[str] = "skill_manage"
     description: ClassVar[str] = (
-        "Manage skills: list; get {name}; create {name, description, body, scope}; "
-        "update {name, description?, body?}; delete {name}; disable / enable {names: [...], "
-        "scope}; reload. Only user and project skills can be written; scope defaults to "
-        "project."
+        "Manage skills: list; get, delete {name}; create {name, description, body, scope?}; "
+        "update {name, description?, body?}; disable, enable {names, scope?}; reload. "
+        "Only user and project skills are writable."
     )
     Args: ClassVar[type[ToolArgs]] = SkillManageArgs
 

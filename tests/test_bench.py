@@ -38,8 +38,9 @@ async def test_real_sustained_scenario_measures_the_gateway_process_and_its_floo
     assert abs(sum(by_thread.values()) - result["cpu_ms_per_message"]) < 0.01
     assert result["bare_llm_call"]["calls"] == 20
     assert result["bare_websocket"]["messages_per_sec"] > 0
-    assert result["hello_request_bytes"] > 0
-    assert result["hello_tools"] > 0
+    # a size, not a timing: every built-in tool's schema in one "hello" stays in budget
+    assert 0 < result["hello_request_bytes"] <= 8_000
+    assert result["hello_tools"] >= 16
     assert result["prefix_byte_stable"] is True
 
 

@@ -70,12 +70,12 @@ _BUILTIN_TEMPLATE = (
 
 GENERAL = SubagentType(
     "general",
-    "General-purpose: multi-step work with the full toolset (files, commands, HTTP).",
+    "Multi-step work with the full toolset.",
     _BUILTIN_TEMPLATE,
 )
 EXPLORE = SubagentType(
     "explore",
-    "Read-only exploration and information gathering; it cannot change anything.",
+    "Read-only research; it changes nothing.",
     _BUILTIN_TEMPLATE + "\nYou are read-only: you have no tool that writes or changes anything.",
     allowed_tools=EXPLORE_TOOLS,
 )

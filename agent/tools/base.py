@@ -208,21 +208,35 @@ class Tool(ABC, Generic[A]):
 
 
 _NAMED = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_UNSHOWN = frozenset(
+    {
+        "title",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+    }
+)
 _NULL: Final = {"type": "null"}
 
 
 def compact_schema(node: Any) -> Any:
     """A pydantic JSON schema without what the model does not need, since every
-    request carries every tool's schema: no `title`s, and an optional field
-    (`X | None = None`) as plain `X` (absent means None; validation still
-    accepts an explicit null). Names under `properties` are kept as they are."""
+    request carries every tool's schema: no `title`s, no length or range bounds
+    (validation still enforces them, and its error names the bound), no
+    defaults (an argument left out gets its default all the same), and an
+    optional field (`X | None = None`) as plain `X` (absent means None;
+    validation still accepts an explicit null). Names under `properties` are
+    kept as they are."""
     if isinstance(node, list):
         return [compact_schema(n) for n in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title" and isinstance(value, str):
+        if key in _UNSHOWN and isinstance(value, str | int):
             continue
         if key in _NAMED and isinstance(value, dict):
             out[key] = {name: compact_schema(sub) for name, sub in value.items()}
@@ -240,6 +254,7 @@ def compact_schema(node: Any) -> Any:
         if isinstance(inner, dict):
             rest = {k: v for k, v in out.items() if k not in ("anyOf", "default")}
             return {**inner, **rest}
+    out.pop("default", None)
     return out
 
 

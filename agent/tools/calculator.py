@@ -14,8 +14,6 @@ import operator
 from collections.abc import Callable
 from typing import ClassVar
 
-from pydantic import Field
-
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 
 __all__ = ["CalculatorTool", "evaluate"]
@@ -166,14 +164,14 @@ def _format(value: Number) -> str:
 
 
 class CalculatorArgs(ToolArgs):
-    expression: str = Field(description="Arithmetic expression, e.g. '(2 + 3) * sqrt(16)'")
+    expression: str
 
 
 class CalculatorTool(Tool[CalculatorArgs]):
     name: ClassVar[str] = "calculator"
     description: ClassVar[str] = (
-        "Evaluate an arithmetic expression. Supports numbers, + - * / // % **, "
-        "parentheses, sqrt, sin, cos, tan, log, exp, abs, round, pi and e."
+        "Evaluate arithmetic, e.g. '(2 + 3) * sqrt(16)': + - * / // % **, parentheses, "
+        "sqrt, sin, cos, tan, log, exp, abs, round, pi, e."
     )
     Args: ClassVar[type[ToolArgs]] = CalculatorArgs
 

@@ -135,17 +135,16 @@ def read_text(path: str, settings: ToolSettings, offset: int, limit: int | None)
 
 
 class ReadArgs(ToolArgs):
-    path: str = Field(description="File path, relative to the workspace")
-    offset: int = Field(default=1, ge=1, description="First line to read (1-based)")
-    limit: int | None = Field(default=None, ge=1, description="Maximum number of lines to read")
+    path: str
+    offset: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
 
 
 class ReadTool(Tool[ReadArgs]):
     name: ClassVar[str] = "read"
     description: ClassVar[str] = (
-        "Read a UTF-8 text file (or the text of a PDF) from the workspace or a received "
-        "attachment's path. Use offset/limit (lines) for large files; output is capped and "
-        "says where to continue."
+        "Read a text file (or a PDF's text) in the workspace or a received attachment. "
+        "Output is capped and says where to go on (offset, limit: lines)."
     )
     Args: ClassVar[type[ToolArgs]] = ReadArgs
 
@@ -224,15 +223,14 @@ def edit_text(path: str, old_text: str, new_text: str, settings: ToolSettings) -
 
 
 class WriteArgs(ToolArgs):
-    path: str = Field(description="File path, relative to the workspace")
-    content: str = Field(description="The complete new file content")
+    path: str
+    content: str = Field(description="the whole new content")
 
 
 class WriteTool(Tool[WriteArgs]):
     name: ClassVar[str] = "write"
     description: ClassVar[str] = (
-        "Write a UTF-8 text file in the workspace, creating parent directories and "
-        "replacing any existing content."
+        "Write a text file in the workspace (creating folders), replacing its content."
     )
     Args: ClassVar[type[ToolArgs]] = WriteArgs
 
@@ -241,16 +239,16 @@ class WriteTool(Tool[WriteArgs]):
 
 
 class EditArgs(ToolArgs):
-    path: str = Field(description="File path, relative to the workspace")
-    old_text: str = Field(description="Exact text to replace; must occur exactly once")
-    new_text: str = Field(description="Replacement text")
+    path: str
+    old_text: str
+    new_text: str
 
 
 class EditTool(Tool[EditArgs]):
     name: ClassVar[str] = "edit"
     description: ClassVar[str] = (
-        "Replace one exact occurrence of old_text with new_text in a workspace file. "
-        "old_text must match exactly once; include surrounding lines to make it unique."
+        "In a workspace file, replace old_text (it must occur exactly once: include "
+        "nearby lines) with new_text."
     )
     Args: ClassVar[type[ToolArgs]] = EditArgs
 

@@ -39,14 +39,14 @@ def _utc_offset(moment: datetime) -> str:
 class GetTimeArgs(ToolArgs):
     timezone: str | None = Field(
         default=None,
-        description="IANA timezone such as 'Europe/Berlin'; omit for the default zone",
+        description="IANA name; default: the local zone",
     )
 
 
 class GetTimeTool(Tool[GetTimeArgs]):
     name: ClassVar[str] = "get_time"
     description: ClassVar[str] = (
-        "Get the current date and time (ISO 8601), weekday, timezone and UTC offset."
+        "The current date and time (ISO 8601), weekday, timezone and UTC offset."
     )
     Args: ClassVar[type[ToolArgs]] = GetTimeArgs
 

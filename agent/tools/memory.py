@@ -28,7 +28,7 @@ from agent.tools.base import MemoryService, Tool, ToolArgs, ToolContext, ToolErr
 
 __all__ = ["MemoryManageTool", "MemorySearchTool"]
 
-_NAME = Field(pattern=f"^{KEY_PATTERN}$", description="lower-case a-z 0-9 _ . - (1-64)")
+_NAME = Field(pattern=f"^{KEY_PATTERN}$")  # the pattern tells the model the rules
 
 
 def _service(ctx: ToolContext) -> MemoryService:
@@ -52,21 +52,19 @@ def _entry(e: MemoryEntry) -> dict[str, str]:
 
 class MemorySearchArgs(ToolArgs):
     action: Literal["search", "get", "list"]
-    query: str | None = Field(None, max_length=500, description="words to look for (search)")
-    namespace: str | None = Field(
-        None, pattern=f"^{KEY_PATTERN}$", description="e.g. profile, preferences, tasks"
-    )
-    memory_key: str | None = Field(None, pattern=f"^{KEY_PATTERN}$", description="(get)")
+    query: str | None = Field(None, max_length=500)
+    # no pattern: a key that breaks the rules is one that is not there
+    namespace: str | None = Field(None, description="e.g. profile, preferences, tasks")
+    memory_key: str | None = None
     limit: int = Field(DEFAULT_SEARCH_LIMIT, ge=1, le=MAX_SEARCH_LIMIT)
 
 
 class MemorySearchTool(Tool[MemorySearchArgs]):
     name: ClassVar[str] = "memory_search"
     description: ClassVar[str] = (
-        "Search what you remember about the user you are talking to (only theirs). "
-        "Call it when the answer depends on their history: language, preferences, identity, "
-        "long-running tasks, past decisions. Actions: search (query, optional namespace), "
-        "get (namespace + memory_key), list (optional namespace)."
+        "Search what you remember about this user (only theirs): preferences, identity, "
+        "ongoing tasks, past decisions. Actions: search (query, namespace?), get "
+        "(namespace, memory_key), list (namespace?)."
     )
     Args: ClassVar[type[ToolArgs]] = MemorySearchArgs
 
@@ -92,16 +90,14 @@ class MemoryManageArgs(ToolArgs):
     action: Literal["put", "update", "delete"]
     namespace: str = _NAME
     memory_key: str = _NAME
-    content: str | None = Field(None, max_length=MAX_CONTENT_CHARS, description="(put, update)")
+    content: str | None = Field(None, max_length=MAX_CONTENT_CHARS)
 
 
 class MemoryManageTool(Tool[MemoryManageArgs]):
     name: ClassVar[str] = "memory_manage"
     description: ClassVar[str] = (
-        "Remember, correct or forget one fact about the user you are talking to. Search first; "
-        "store only what stays useful (preferences, identity, long-running tasks, decisions), "
-        "one fact per key. Actions: put (create or replace), update (must exist), delete. "
-        f"content at most {MAX_CONTENT_CHARS} characters."
+        "Remember, correct or forget one fact about this user, one fact per key; search "
+        "first, keep only what stays useful. put creates or replaces; update needs the key."
     )
     Args: ClassVar[type[ToolArgs]] = MemoryManageArgs
 

@@ -22,24 +22,20 @@ _NEEDS_TARGET = {"outbound_message", "agent_task", "silent_agent_task"}
 _AGENT_KINDS = {"agent_task", "silent_agent_task"}
 
 _DESCRIPTION = """\
-Manage scheduled jobs. Actions: list, get (job_id), put (job), delete (job_id), \
-pause (job_id), resume (job_id).
-A job: {"id":"daily.summary","kind":"agent_task"|"silent_agent_task"|"outbound_message",\
-"schedule":{...},"target":{"channel":...,"chat_id":...},"payload":{...}}.
-schedule: {"type":"delay","seconds":600} (once), {"type":"interval","seconds":3600}, \
-{"type":"at","at":"2026-05-01T09:00:00+08:00"} (once) or \
-{"type":"cron","expression":"30 18 * * *","timezone":"Asia/Shanghai"} (timezone optional).
-payload of agent_task / silent_agent_task: {"prompt":"...","system_prompt":"...",\
-"fresh_session":false}; an agent_task's reply goes to the target chat, a silent_agent_task \
-works in its own session and reports only failures. payload of outbound_message: {"text":"..."}.
-target defaults to the current chat (another chat: admins only); a job acts as you. \
-put with an existing id replaces that job."""
+Scheduled jobs. Actions: list; get, delete, pause, resume (job_id); put (job; same id \
+replaces).
+job: {id, kind: agent_task|silent_agent_task|outbound_message, schedule, target?: \
+{channel, chat_id} (default this chat; others: admins only), payload}; it acts as you.
+schedule: {type: delay|interval, seconds}, {type: at, at: ISO 8601} or {type: cron, \
+expression: "30 18 * * *", timezone?}; delay and at run once.
+payload: agent_task {prompt, system_prompt?, fresh_session?} replies to the target; \
+silent_agent_task works apart, reporting only failures; outbound_message {text}."""
 
 
 class SchedulerManageArgs(ToolArgs):
     action: Literal["list", "get", "put", "delete", "pause", "resume"]
-    job_id: str | None = Field(None, description="the job's id (get, delete, pause, resume)")
-    job: dict[str, Any] | None = Field(None, description="the full job definition (put)")
+    job_id: str | None = Field(None)
+    job: dict[str, Any] | None = Field(None)
 
 
 class SchedulerManageTool(Tool[SchedulerManageArgs]):

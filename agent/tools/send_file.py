@@ -22,8 +22,8 @@ __all__ = ["SendFileTool"]
 
 
 class SendFileArgs(ToolArgs):
-    path: str = Field(description="The file to send, relative to the workspace")
-    caption: str = Field(default="", max_length=1000, description="Text sent with the file")
+    path: str
+    caption: str = Field(default="", max_length=1000)
 
 
 def _regular_file(path: str, ctx: ToolContext) -> Path:
@@ -36,9 +36,8 @@ def _regular_file(path: str, ctx: ToolContext) -> Path:
 class SendFileTool(Tool[SendFileArgs]):
     name: ClassVar[str] = "send_file"
     description: ClassVar[str] = (
-        "Send a file (an image, a PDF, any document) from the workspace to the user in this "
-        "chat. Images are shown as pictures where the chat can. Use it when the user should "
-        "get the file itself, not its contents as text."
+        "Send a workspace file (image, PDF, any document) to this chat, when the user "
+        "should get the file itself."
     )
     Args: ClassVar[type[ToolArgs]] = SendFileArgs
 

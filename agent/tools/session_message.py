@@ -55,17 +55,16 @@ class RateWindow:
 
 
 class SendArgs(ToolArgs):
-    text: str = Field(min_length=1, max_length=20_000, description="The message to send.")
-    channel: str | None = Field(None, description="Target channel (default: this chat's).")
-    chat_id: str | None = Field(None, description="Target chat id (default: this chat).")
+    text: str = Field(min_length=1, max_length=20_000)
+    channel: str | None = None
+    chat_id: str | None = None
 
 
 class SendSessionMessageTool(Tool[SendArgs]):
     name = "send_session_message"
     description = (
-        "Send a message to a chat right away, before your reply: to this chat by default, "
-        "or to another chat given by channel and chat_id (when allowed). It is also added "
-        "to that chat's history."
+        "Send a message now, before your reply: to this chat, or to another (channel, "
+        "chat_id) when allowed. It joins that chat's history."
     )
     Args = SendArgs
 

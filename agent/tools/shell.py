@@ -106,20 +106,19 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 class ShellArgs(ToolArgs):
-    command: str = Field(description="The shell command to run in the workspace directory")
+    command: str
     timeout_secs: float | None = Field(
-        default=None, gt=0, description="Timeout in seconds (capped by the operator's limit)"
+        default=None, gt=0, description="capped by the operator's limit"
     )
 
 
 class ShellTool(Tool[ShellArgs]):
     name: ClassVar[str] = "shell" if IS_WINDOWS else "bash"
     description: ClassVar[str] = (
-        "Run a shell command in the workspace directory"
+        "Run a command"
         + (" (PowerShell)" if IS_WINDOWS else " with `bash -c`")
-        + ". Returns the exit code and the combined stdout/stderr (capped). "
-        "On timeout the command and everything it started are killed; background "
-        "processes must redirect their output."
+        + " in the workspace; returns the exit code and output (capped). On timeout all "
+        "it started is killed; background processes must redirect output."
     )
     Args: ClassVar[type[ToolArgs]] = ShellArgs
 

@@ -21,16 +21,16 @@ __all__ = ["TaskTool"]
 
 
 class TaskArgs(ToolArgs):
-    description: str = Field(min_length=1, description="The task, in a short sentence.")
-    prompt: str = Field(min_length=1, description="Detailed instructions for the sub-agent.")
-    subagent_type: str = Field("general", description="Which type of sub-agent runs it.")
+    description: str = Field(min_length=1, description="a short sentence")
+    prompt: str = Field(min_length=1, description="detailed instructions")
+    subagent_type: str = "general"
 
 
 class TaskTool(Tool[TaskArgs]):
     name = TASK_TOOL
     description = (
-        "Delegate a self-contained piece of work to a sub-agent with its own context and "
-        "tools; the result is its final report. Several task calls in one turn run at once."
+        "Delegate self-contained work to a sub-agent with its own context; returns its "
+        "final report. Task calls in one turn run at once."
     )
     Args = TaskArgs
     own_timeout: ClassVar[bool] = True
@@ -40,7 +40,7 @@ class TaskTool(Tool[TaskArgs]):
 
     def spec(self) -> ToolSpec:
         base = super().spec()
-        text = f"{self.description}\nSub-agent types (subagent_type):\n{self.catalog.describe()}"
+        text = f"{self.description}\nsubagent_type:\n{self.catalog.describe()}"
         return ToolSpec(base.name, text, base.parameters)
 
     async def run(self, args: TaskArgs, ctx: ToolContext) -> str:

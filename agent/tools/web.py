@@ -163,15 +163,15 @@ def _truncation_note(response: FetchedResponse, max_bytes: int) -> str:
 class HttpRequestArgs(ToolArgs):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
     url: str = Field(description="http(s) URL")
-    headers: dict[str, str] | None = Field(default=None, description="Request headers")
-    body: str | None = Field(default=None, description="Request body (text)")
+    headers: dict[str, str] | None = None
+    body: str | None = None
 
 
 class HttpRequestTool(Tool[HttpRequestArgs]):
     name: ClassVar[str] = "http_request"
     description: ClassVar[str] = (
-        "Make an HTTP request and return the status, main headers and the body as text. "
-        "Private and local network addresses are refused unless the operator allows them."
+        "Make an HTTP request; returns status, main headers and body as text. Private and "
+        "local addresses are refused unless allowed."
     )
     Args: ClassVar[type[ToolArgs]] = HttpRequestArgs
 
@@ -209,17 +209,15 @@ class HttpRequestTool(Tool[HttpRequestArgs]):
 
 
 class WebFetchArgs(ToolArgs):
-    url: str = Field(description="http(s) URL of the page")
-    max_chars: int | None = Field(
-        default=None, ge=100, description="Maximum characters of text to return"
-    )
+    url: str = Field(description="http(s) URL")
+    max_chars: int | None = Field(default=None, ge=100)
 
 
 class WebFetchTool(Tool[WebFetchArgs]):
     name: ClassVar[str] = "web_fetch"
     description: ClassVar[str] = (
-        "Fetch a web page and return its readable text (headings, paragraphs, lists, "
-        "links as [text](url)). Private and local network addresses are refused."
+        "Fetch a web page as readable text (links as [text](url)); private and local "
+        "addresses are refused."
     )
     Args: ClassVar[type[ToolArgs]] = WebFetchArgs
 

@@ -23,7 +23,7 @@ async def test_load_creates_directory_and_default_file(tmp_path: Path) -> None:
 
     assert (agent_dir / "AGENT.md").is_file()
     assert (agent_dir / "AGENT.md").read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPT
-    assert content == DEFAULT_AGENT_PROMPT.strip()
+    assert content == DEFAULT_AGENT_PROMPT.split("<!--")[0].strip()  # the note is the operator's
     assert "picobot" in content
 
 
@@ -51,15 +51,25 @@ async def test_an_edit_is_picked_up_at_the_next_load(tmp_path: Path) -> None:
 
     second = await prompt.load()
 
-    assert first == DEFAULT_AGENT_PROMPT.strip()
+    assert first == DEFAULT_AGENT_PROMPT.split("<!--")[0].strip()
     assert second == "# Persona\nAlways answer in haiku."
+
+
+async def test_html_comments_are_notes_for_the_operator_not_the_model(tmp_path: Path) -> None:
+    prompt = AgentPromptFile(tmp_path / "agent")
+    await prompt.ensure()
+    prompt.path.write_text(
+        "# Persona\n<!-- reviewed by Ada,\n 2026-11 -->Answer in haiku.<!-- x -->\n",
+        encoding="utf-8",
+    )
+    assert await prompt.load() == "# Persona\nAnswer in haiku."
 
 
 async def test_a_deleted_file_is_recreated(tmp_path: Path) -> None:
     prompt = AgentPromptFile(tmp_path / "agent")
     await prompt.load()
     prompt.path.unlink()
-    assert await prompt.load() == DEFAULT_AGENT_PROMPT.strip()
+    assert await prompt.load() == DEFAULT_AGENT_PROMPT.split("<!--")[0].strip()
 
 
 def test_the_prompt_message_is_a_marked_system_message() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from agent.tools.base import ToolArgs, ToolSettings, compact_schema
 from agent.tools.builtin import build_registry, builtin_tools
@@ -82,12 +82,17 @@ def test_schemas_sent_to_the_model_drop_what_it_does_not_need() -> None:
     class Args(ToolArgs):
         title: str = Field(description="a parameter that happens to be called title")
         note: str | None = Field(None, max_length=10, description="optional")
+        count: int = Field(3, ge=1, le=9)
 
     schema = compact_schema(Args.model_json_schema())
     assert schema["properties"] == {
         "title": {"description": "a parameter that happens to be called title", "type": "string"},
-        "note": {"maxLength": 10, "type": "string", "description": "optional"},
+        "note": {"type": "string", "description": "optional"},  # bounds: validation's
+        "count": {"type": "integer"},  # its default applies when it is left out
     }
+    with pytest.raises(ValidationError, match="at most 10 characters"):
+        Args.model_validate({"title": "x", "note": "0123456789x"})
+    assert Args.model_validate({"title": "x"}).count == 3
     assert "title" not in schema  # the model's own title, gone; the parameter stays
     assert schema["required"] == ["title"]
     assert Args.model_validate({"title": "x", "note": None}).note is None  # null still accepted
