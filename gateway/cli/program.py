@@ -90,6 +90,23 @@ async def _serve(loaded: LoadedConfig) -> int:
     return 0
 
 
+def _import_structlog_without_rich() -> None:
+    """structlog imports rich and pygments, when installed, to pretty-print
+    tracebacks on a console. The gateway never prints that way (JSON lines,
+    or structlog's plain console renderer), and rich is installed for the
+    terminal client's Markdown; yet in the daemon the import costs ~4 MiB
+    for as long as it runs. So every command imports structlog first with rich
+    hidden (a None entry in sys.modules makes `import rich` fail); rich
+    imports as usual afterwards."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]
+    try:
+        importlib.import_module("structlog")
+    finally:
+        del sys.modules["rich"]
+
+
 def cmd_gateway(args: argparse.Namespace) -> int:
     import structlog
 
@@ -230,7 +247,7 @@ def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
         return 2
-    from channels.wechat import LoginError, login
+    from channels.wechat.login import LoginError, login
 
     loaded = _load(args)
 
@@ -341,6 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), "")
     args = build_parser(command).parse_args(argv)
+    _import_structlog_without_rich()
     from gateway.config import ConfigError
 
     try:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from channels.wechat import LoginError, WechatConfig, login
+from channels.wechat import WechatConfig
 from channels.wechat.credentials import Credentials, load_credentials, save_credentials
+from channels.wechat.login import LoginError, login
 from tests.fakes.wechat_server import FakeWechat
 
 
