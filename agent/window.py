@@ -13,6 +13,8 @@ what is left. Nothing here changes the stored history: only what is sent.
 from __future__ import annotations
 
 import json
+import operator
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from agent.messages import ChatMessage, Marker, Role, message_chars, tokens_for_chars
@@ -31,10 +33,26 @@ def request_budget(window_tokens: int, max_tokens: int | None, tools: Sequence[T
     room (`max_tokens`, else an eighth of the window up to 4,096) and the tool
     definitions, never less than a quarter of the window."""
     reserve = max_tokens if max_tokens else min(4_096, window_tokens // 8)
-    spec_chars = sum(
-        len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools
-    )
-    return max(window_tokens - reserve - tokens_for_chars(spec_chars), window_tokens // 4)
+    return max(window_tokens - reserve - tokens_for_chars(_spec_chars(tools)), window_tokens // 4)
+
+
+# The tool set of a turn is nearly always the one of the last (the registry
+# hands out the same spec objects), so its size is measured once per set.
+_MEASURED: OrderedDict[tuple[int, ...], tuple[tuple[ToolSpec, ...], int]] = OrderedDict()
+_MEASURED_SETS = 8
+
+
+def _spec_chars(tools: Sequence[ToolSpec]) -> int:
+    key = tuple(map(id, tools))
+    hit = _MEASURED.get(key)
+    if hit is not None and all(map(operator.is_, hit[0], tools)):  # ids of live objects
+        _MEASURED.move_to_end(key)
+        return hit[1]
+    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
+    _MEASURED[key] = (tuple(tools), chars)  # holding the specs keeps their ids unique
+    while len(_MEASURED) > _MEASURED_SETS:
+        _MEASURED.popitem(last=False)
+    return chars
 
 
 def fit(

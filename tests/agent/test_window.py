@@ -82,3 +82,15 @@ def test_the_budget_leaves_room_for_the_reply_and_the_tools() -> None:
     assert request_budget(100_000, None, ()) == 100_000 - 4_096
     assert request_budget(100_000, 8_000, tools) < 92_000
     assert request_budget(8_000, 7_000, tools) == 2_000  # never below a quarter
+
+
+def test_a_tool_set_is_measured_again_when_it_changes() -> None:
+    """The size of a tool set is kept between turns: a set of other specs (an
+    MCP server's tools came or went) must not get the old set's size."""
+    small = [ToolSpec("read", "Read a file", {"type": "object"})]
+    large = [*small, ToolSpec("grep", "Search files " * 400, {"type": "object"})]
+    budget_small = request_budget(100_000, 8_000, small)
+    assert request_budget(100_000, 8_000, large) < budget_small - 1_000
+    assert request_budget(100_000, 8_000, small) == budget_small
+    replaced = [ToolSpec("read", "Read a file " * 400, {"type": "object"})]
+    assert request_budget(100_000, 8_000, replaced) < budget_small - 1_000
