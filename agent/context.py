@@ -24,6 +24,7 @@ gateway, channels or storage.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -111,6 +112,7 @@ def _trimmed(message: ChatMessage, limit: int) -> ChatMessage:
 
 
 _TRIMMED_KEPT = 4_096
+_OLDER_KEPT = 64  # conversations whose last request's older turns are kept
 
 
 class TrimmedCopies:
@@ -121,6 +123,31 @@ class TrimmedCopies:
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[ChatMessage, ChatMessage]] = {}
+        # by conversation: the messages last looked at, and what they became
+        self._older: OrderedDict[str, tuple[list[ChatMessage], list[ChatMessage]]] = OrderedDict()
+
+    def older(
+        self, key: str | None, history: Sequence[ChatMessage], end: int, limit: int
+    ) -> list[ChatMessage]:
+        """`history[:end]` with tool results over `limit` characters trimmed.
+        The conversation's last answer is kept: when what it was made from is
+        still the start of `history` (compared in C), only the messages after
+        it are looked at, so a long chat's turn does not walk its history."""
+        source = list(history[:end])
+        start, done = 0, []
+        kept = self._older.pop(key, None) if key is not None else None
+        if kept is not None and len(kept[0]) <= end and source[: len(kept[0])] == kept[0]:
+            start, done = len(kept[0]), kept[1]
+        tool = Role.TOOL
+        out = done + [
+            self.of(m, limit) if m.role is tool and len(m.content) > limit else m
+            for m in source[start:]
+        ]
+        if key is not None:
+            self._older[key] = (source, out)
+            while len(self._older) > _OLDER_KEPT:
+                self._older.popitem(last=False)
+        return out
 
     def of(self, message: ChatMessage, limit: int) -> ChatMessage:
         hit = self._by_id.get(id(message))
@@ -156,13 +183,7 @@ class PreparedContext:
         tool results trimmed, then this turn (from `turn_start`) whole; with
         `budget_tokens`, fitted to it with the tail (`agent.window.fit`;
         `known_chars`, at least the history's size, spares it measuring)."""
-        limit = self.trim_chars
-        tool = Role.TOOL
-        copies = self.trimmed
-        older = [
-            copies.of(m, limit) if m.role is tool and len(m.content) > limit else m
-            for m in history[:turn_start]
-        ]
+        older = self.trimmed.older(self.cache_key, history, turn_start, self.trim_chars)
         if budget_tokens is not None:
             current = history[turn_start:]
             return fit(self.head, older, current, self.tail, budget_tokens, known_chars)

@@ -25,6 +25,7 @@ __all__ = [
     "pending_tool_calls",
     "repair_dangling_tool_calls",
     "settle_session_messages",
+    "shared_prefix",
     "tokens_for_chars",
 ]
 
@@ -144,6 +145,27 @@ class ChatMessage:
         if not text:
             return ()
         return tuple(ToolCall(d["id"], d["name"], d["arguments"]) for d in json.loads(text))
+
+
+def shared_prefix(new: list[ChatMessage], old: list[ChatMessage]) -> int:
+    """How many leading messages `new` has in common with `old`. A list
+    compares its items in C, `is` before `==`, so the usual case — an earlier
+    request, less its last few messages (the per-turn tail), then more —
+    costs a few passes at C speed, not a Python loop over a long history.
+    (Equal messages are as good as the same ones: they are sent the same.)"""
+    n = min(len(new), len(old))
+    lo, hi = 0, n + 1  # new[:lo] == old[:lo]; new[:hi] differs (n + 1: not looked at)
+    for k in range(n, max(n - 4, 0), -1):  # the end is where they usually part
+        if new[:k] == old[:k]:
+            return k
+        hi = k
+    while hi - lo > 1:  # equal prefixes are nested: bisect the rest
+        mid = (lo + hi) // 2
+        if new[:mid] == old[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def message_chars(message: ChatMessage) -> int:

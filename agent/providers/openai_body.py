@@ -14,13 +14,12 @@ documented raw-body option).
 from __future__ import annotations
 
 import json
-import operator
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent.messages import ChatMessage
+from agent.messages import ChatMessage, shared_prefix
 
 __all__ = ["BodyEncoder"]
 
@@ -57,11 +56,7 @@ class BodyEncoder:
         """`{"messages": [...], "tools": [...], **params}` as JSON bytes."""
         messages = list(messages)
         last = self._sent.pop(conversation, None) if conversation is not None else None
-        same = 0
-        if last is not None:
-            # the messages shared with the last request, compared in C (is, not ==)
-            matches = list(map(operator.is_, messages, last.messages))
-            same = matches.index(False) if False in matches else len(matches)
+        same = shared_prefix(messages, last.messages) if last is not None else 0
         pieces = last.pieces[:same] if last is not None else []
         for message in messages[same:]:
             pieces.append(_encode(await self._convert(message)).encode())

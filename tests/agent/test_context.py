@@ -87,6 +87,24 @@ async def test_only_earlier_turns_tool_results_are_trimmed() -> None:
     assert sent[0].content == "AGENT.md text"  # no operator prompt configured
 
 
+async def test_a_history_changed_at_the_front_is_looked_at_again() -> None:
+    """The older turns of a conversation's last request are kept, and reused
+    only while they are still the start of the history: a compaction or a
+    reset that replaced them must not send the old ones."""
+    builder = ContextBuilder(ContextSettings(None, 100))
+    history = _history()
+    first = (await builder.prepare(FACTS)).messages(history, turn_start=5)
+    history += [ChatMessage(Role.ASSISTANT, "later"), ChatMessage.user("again")]
+    second = (await builder.prepare(FACTS)).messages(history, turn_start=len(history) - 1)
+    assert second[:7] == first[:7]  # grown at the end: the same messages, the same copy
+    assert second[3] is first[3]
+    assert "old tool result cut" in second[7].content  # no longer this turn's: trimmed now
+    compacted = [ChatMessage.system("summary", Marker.HISTORY_COMPACTION), *history[5:]]
+    third = (await builder.prepare(FACTS)).messages(compacted, turn_start=len(compacted) - 1)
+    assert [m.content[:7] for m in third] == ["summary", "now", "", "y" * 7, "later", "again"]
+    assert "old tool result cut" in third[3].content  # an earlier turn's now: trimmed
+
+
 def test_the_agent_prompt_goes_into_a_new_history_and_every_n_turns() -> None:
     policy = AgentPromptPolicy(every=3)
     fresh = policy.check("persona", [], user_turns=0, prompt_turn=None)

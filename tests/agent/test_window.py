@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from agent.context import PreparedContext
-from agent.messages import ChatMessage, Marker, Role, ToolCall, message_chars, tokens_for_chars
+from agent.messages import (
+    ChatMessage,
+    Marker,
+    Role,
+    ToolCall,
+    message_chars,
+    shared_prefix,
+    tokens_for_chars,
+)
 from agent.providers.base import ToolSpec
 from agent.window import fit, request_budget
 
@@ -94,3 +102,17 @@ def test_a_tool_set_is_measured_again_when_it_changes() -> None:
     assert request_budget(100_000, 8_000, small) == budget_small
     replaced = [ToolSpec("read", "Read a file " * 400, {"type": "object"})]
     assert request_budget(100_000, 8_000, replaced) < budget_small - 1_000
+
+
+def test_shared_prefix_finds_where_two_requests_part() -> None:
+    msgs = [ChatMessage.user(f"m{i}") for i in range(50)]
+    tail = ChatMessage.system("skill index")
+    assert shared_prefix([*msgs, ChatMessage.user("new")], [*msgs, tail]) == 50
+    assert shared_prefix(msgs, msgs[:20]) == 20
+    assert shared_prefix(msgs[:20], msgs) == 20
+    for cut in (0, 1, 17, 33, 46, 49):
+        other = [*msgs[:cut], ChatMessage.user("else"), *msgs[cut + 1 :]]
+        assert shared_prefix(msgs, other) == cut
+    assert shared_prefix([], msgs) == 0
+    copy = [ChatMessage(m.role, m.content, created_at=m.created_at) for m in msgs]
+    assert shared_prefix(msgs, copy) == 50  # equal messages are sent the same
