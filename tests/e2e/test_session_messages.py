@@ -153,3 +153,20 @@ async def test_a_channel_that_is_not_enabled_is_an_error(
     ):
         assert await client.ask("try feishu") == "could not"
     assert results(llm) == ["Error: channel 'feishu' is not enabled in this gateway"]
+
+
+async def test_the_rate_window_survives_a_restart(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    for n in range(6):
+        llm.add_tool_call("send_session_message", {"text": f"note {n}"})
+    llm.add_text("six sent")
+    async with running_gateway(config(home, llm, tg)) as gw, ws_client(gw, "again") as client:
+        assert await client.ask("spam me") == "six sent"
+    llm.add_tool_call("send_session_message", {"text": "one more"})
+    llm.add_text("that one was refused")
+    async with running_gateway(config(home, llm, tg)) as gw, ws_client(gw, "again") as client:
+        assert await client.ask("and one more") == "that one was refused"
+        notes = await session_notes(gw, "again")
+    assert results(llm)[-1].startswith("Error: rate limit: at most 6 session messages per minute")
+    assert notes == [f"note {n}" for n in range(6)]
