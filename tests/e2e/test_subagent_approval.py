@@ -29,6 +29,7 @@ async def test_an_approved_task_runs_its_child_only_after_approve(
         ask = (await client.recv_type("message"))["text"]
         assert ASK in ask
         assert "task" in ask
+        assert "sum it" in ask  # the person sees what would be delegated
         assert len(llm.requests) == 1  # no child yet
         await client.send("/approve")
         assert (await client.recv_type("message"))["text"] == "parent says 2"
