@@ -9,29 +9,37 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.messages import CANCELLED_RESULT, Role
 from tests.e2e.test_subagents import dangling, is_child, tool_results, transcript
 from tests.fakes.openai_server import FakeOpenAI, Reply, last_user_text
 from tests.support import make_config, running_gateway, ws_client
 
-TWO_TASKS = [
-    ("task", {"description": "job A", "prompt": "a"}),
-    ("task", {"description": "job B", "prompt": "b"}),
-]
+
+def tasks(count: int) -> list[tuple[str, dict[str, Any]]]:
+    return [("task", {"description": f"job {n}", "prompt": str(n)}) for n in range(count)]
 
 
-def capped(home: Path, llm: FakeOpenAI, slot_wait_secs: float) -> Any:
+TWO_TASKS = tasks(2)
+
+
+def capped(home: Path, llm: FakeOpenAI, slot_wait_secs: float, cap: int = 1) -> Any:
     return make_config(
         home,
         llm.base_url,
-        gateway={"max_concurrent_runs": 1},
+        gateway={"max_concurrent_runs": cap},
         subagents={"slot_wait_secs": slot_wait_secs},
     )
 
 
-async def test_at_a_cap_of_one_a_child_runs_in_its_parents_slot_and_a_second_gets_none(
-    home: Path, llm: FakeOpenAI
+@pytest.mark.parametrize("cap", [1, 2])
+async def test_children_hold_run_slots_the_first_in_its_parents_and_one_more_gets_none(
+    home: Path, llm: FakeOpenAI, cap: int
 ) -> None:
+    """At a cap of 1 the only child that runs is in its parent's slot (no
+    deadlock); at 2 a second runs in the free slot; the one more than the cap
+    allows is an error result while the others still run."""
     release = asyncio.Event()
     children: list[str] = []
 
@@ -39,20 +47,20 @@ async def test_at_a_cap_of_one_a_child_runs_in_its_parents_slot_and_a_second_get
         if not is_child(body):
             return None
         children.append(last_user_text(body["messages"]))
-        await release.wait()  # a running child keeps the turn's only slot
+        await release.wait()  # a running child keeps its slot
         return Reply(text="child done")
 
     llm.responder = respond
-    llm.add_tool_calls(TWO_TASKS)
-    llm.add_text("one of them ran")
+    llm.add_tool_calls(tasks(cap + 1))
+    llm.add_text("some of them ran")
     try:
         async with (
-            running_gateway(capped(home, llm, slot_wait_secs=0.2)) as gw,
+            running_gateway(capped(home, llm, slot_wait_secs=0.2, cap=cap)) as gw,
             ws_client(gw, "capped") as client,
         ):
             await client.send("do both")
             async with asyncio.timeout(10):
-                while True:  # the second child gives up while the first still runs
+                while True:  # the last child gives up while the others still run
                     frame = await client.recv_type("tool")
                     if frame["name"] == "task" and frame["status"] == "error":
                         break
@@ -63,12 +71,15 @@ async def test_at_a_cap_of_one_a_child_runs_in_its_parents_slot_and_a_second_get
             parent = await transcript(gw, "capped")
     finally:
         release.set()
-    assert reply["text"] == "one of them ran"
-    assert len(children) == 1  # the other child never reached the model
-    results = sorted(tool_results(llm.requests[-1]))
-    assert results[0].startswith("Error: [no sub-agent slot within 0.2s]")
-    assert results[1] == "child done"
-    assert len(opened) == 1  # a child without a slot leaves no transcript
+    assert reply["text"] == "some of them ran"
+    assert len(children) == cap  # the one more never reached the model
+    errors, done = [], []
+    for result in tool_results(llm.requests[-1]):
+        (errors if result.startswith("Error: ") else done).append(result)
+    [error] = errors
+    assert error.startswith("Error: [no sub-agent slot within 0.2s]")
+    assert done == ["child done"] * cap
+    assert len(opened) == cap  # a child without a slot leaves no transcript
     assert dangling(parent) == []
 
 
