@@ -72,6 +72,7 @@ from gateway.memory_setup import build_memory
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher
+from gateway.run_slots import RunSlots
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
 from gateway.session_messages import OutboxMessenger
@@ -279,6 +280,8 @@ class Gateway:
         approvals = Approvals(
             store, cfg.tools.approval.policy(), dispatcher, access=self.access, clock=self.clock
         )
+        # turns and their sub-agents share one cap (gateway.run_slots)
+        run_slots = RunSlots(cfg.gateway.max_concurrent_runs, cfg.subagents.max_concurrent)
         execution = ExecutionService(
             store,
             dispatcher,
@@ -294,7 +297,8 @@ class Gateway:
                 subagents=SubagentRunner(
                     store,
                     agents,
-                    max_concurrent=cfg.subagents.max_concurrent,
+                    slots=run_slots,
+                    slot_wait_secs=cfg.subagents.slot_wait_secs,
                     default_max_execution_secs=cfg.subagents.default_max_execution_secs,
                     control=TurnControls(approvals, can_pause=False),
                 ),
@@ -310,7 +314,7 @@ class Gateway:
         sessions = SessionManager(
             execution,
             gates,
-            max_concurrent_runs=cfg.gateway.max_concurrent_runs,
+            slots=run_slots,
             queue_mode=cfg.gateway.queue_mode,
             max_pending=cfg.gateway.max_pending_per_session,
             on_turn_done=waiters.turn_done,

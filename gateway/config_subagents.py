@@ -26,6 +26,8 @@ class SubagentsConfig(FrozenModel):
     # sub-agents running at once across the gateway (task calls beyond wait)
     max_concurrent: int = Field(4, ge=1, le=64)
     default_max_execution_secs: float = Field(600.0, gt=0)
+    # how long a task call waits for a run slot before it is an error result
+    slot_wait_secs: float = Field(120.0, gt=0)
 
     @field_validator("sources")
     @classmethod

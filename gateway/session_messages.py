@@ -3,15 +3,22 @@ text in the outbox and in the target chat's active session (an assistant
 message marked `session_message`), then the channel's sender gets it straight
 from the commit. A crash after the commit only leaves an outbox row, which is
 sent after the restart: delivered once, recorded once.
+
+The tool's rate window lives in memory; what it would forget across a restart
+is read back from the sending session's stored tool results (`earlier_sends`):
+only rows from before this messenger was made, and only during its first
+window, so a long-running gateway never queries for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from datetime import UTC, datetime, timedelta
 
 import structlog
 
 from agent.tools.base import ToolError
+from agent.tools.session_message import SENT_PREFIX, SendSessionMessageTool
 from gateway.bus import OutboundMessage
 from gateway.work import ReplySink, session_base_id
 from storage.store import Store
@@ -35,6 +42,7 @@ class OutboxMessenger:
         self.sink = sink
         self.channels = frozenset(channels)
         self.history_changed = history_changed
+        self.started = datetime.now(UTC)  # the clock stored messages are stamped with
 
     async def send(self, channel: str, chat_id: str, text: str) -> None:
         if channel not in self.channels:
@@ -49,3 +57,13 @@ class OutboxMessenger:
         )
         self.history_changed(channel, chat_id)
         log.info("session_message_sent", target_channel=channel, target_chat=chat_id)
+
+    async def earlier_sends(self, session_id: str, within_secs: float) -> Sequence[float]:
+        now = datetime.now(UTC)
+        since = now - timedelta(seconds=within_secs)
+        if since >= self.started:
+            return ()  # the in-memory window has seen every send since
+        stamps = await self.store.transcripts.sent_between(
+            session_id, SendSessionMessageTool.name, SENT_PREFIX, since, self.started
+        )
+        return [(now - t).total_seconds() for t in stamps]

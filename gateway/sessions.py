@@ -2,7 +2,8 @@
 
 Each conversation (channel, chat_id) with work gets a worker task in the
 gateway's TaskGroup; the worker exits when its queue is empty, so idle chats
-cost nothing. A global semaphore caps concurrent turns. Messages arriving
+cost nothing. `RunSlots` (gateway.run_slots) caps concurrent turns and the
+sub-agents they run. Messages arriving
 during a turn wait in the conversation's bounded queue: in `collect` mode the
 next turn takes them all at once, in `followup` mode one by one; in `steer`
 mode (and for `/steer TEXT` in any mode) they also ask the running turn to end
@@ -24,6 +25,7 @@ import structlog
 from gateway.config import QueueMode
 from gateway.execution import ExecutionService
 from gateway.lifecycle import ShutdownBudget
+from gateway.run_slots import RunSlots
 from gateway.work import TurnOutcome, WorkItem
 
 __all__ = ["ConversationGates", "SessionManager"]
@@ -74,7 +76,7 @@ class SessionManager:
         execution: ExecutionService,
         gates: ConversationGates,
         *,
-        max_concurrent_runs: int,
+        slots: RunSlots,
         queue_mode: QueueMode,
         max_pending: int,
         on_turn_done: TurnDone | None = None,
@@ -84,7 +86,7 @@ class SessionManager:
         self.gates = gates
         self.queue_mode = queue_mode
         self.max_pending = max_pending
-        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self.slots = slots
         self._conversations: dict[ConversationKey, _Conversation] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._accepting = True
@@ -189,7 +191,7 @@ class SessionManager:
             while conv.pending and self._accepting:
                 batch = self._take(conv)
                 outcome: TurnOutcome | None = None
-                async with self._slots, self.gates.hold(conv.key):
+                async with self.slots.turn(), self.gates.hold(conv.key):
                     conv.stop_requested = conv.steer_requested = False
                     conv.turn = asyncio.create_task(
                         self.execution.run_turn(

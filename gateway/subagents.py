@@ -8,7 +8,10 @@ turn's, so a child killed with the gateway resumes from its transcript when
 the parent turn is recovered and runs the call again (the same call id finds
 the same child session). Cancelled (`/stop`) or out of time, the child's
 transcript is closed with `[cancelled]` results and a last word saying so.
-At most `subagents.max_concurrent` children run at once across the gateway.
+Each child holds a run slot (gateway.run_slots: a turn's first child borrows
+its parent's), at most `subagents.max_concurrent` run at once, and a child
+that gets no slot within `subagents.slot_wait_secs` is an error result, so the
+parent's turn never hangs on it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from agent.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from agent.turn_control import TurnControl
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.config import LoadedConfig
+from gateway.run_slots import NoRunSlot, RunSlots
 from storage.store import Store
 
 __all__ = ["SubagentRunner", "build_catalog", "subagent_roots"]
@@ -83,7 +87,8 @@ class SubagentRunner:
         store: Store,
         agents: AgentDirectory,
         *,
-        max_concurrent: int,
+        slots: RunSlots,
+        slot_wait_secs: float,
         default_max_execution_secs: float,
         control: TurnControl | None = None,
     ) -> None:
@@ -93,7 +98,8 @@ class SubagentRunner:
         self.agents = agents
         self.default_secs = default_max_execution_secs
         self.control = control
-        self._slots = asyncio.Semaphore(max_concurrent)
+        self.slots = slots
+        self.slot_wait_secs = slot_wait_secs
 
     async def run(self, task: SubagentTask, ctx: ToolContext) -> str:
         kind = task.kind
@@ -110,8 +116,16 @@ class SubagentRunner:
             profile,
             profile.tools.narrowed(kind.allowed_tools, deny=(TASK_TOOL,)),
         )
-        async with self._slots:
-            return await self._run(child, task, ctx)
+        try:
+            async with self.slots.child(self.slot_wait_secs):
+                return await self._run(child, task, ctx)
+        except NoRunSlot as exc:
+            log.warning("subagent_no_slot", subagent=kind.name, secs=exc.wait_secs)
+            raise ToolError(
+                f"[no sub-agent slot within {exc.wait_secs:g}s] the gateway is running as "
+                "many turns and sub-agents as it may (gateway.max_concurrent_runs, "
+                "subagents.max_concurrent); run fewer tasks at once or do the work yourself"
+            ) from None
 
     async def _run(self, child: _Child, task: SubagentTask, ctx: ToolContext) -> str:
         log_ = log.bind(child_session=child.id, subagent=task.kind.name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
@@ -69,4 +70,19 @@ class TranscriptStore:
                 session_messages.record_session_message, message=message, base_id=base_id
             ),
             on_commit=on_commit,
+        )
+
+    async def sent_between(
+        self, session_id: str, tool: str, result_prefix: str, since: datetime, until: datetime
+    ) -> list[datetime]:
+        """`session_id`'s stored sends in [since, until) (storage.session_messages)."""
+        return await self.db.read(
+            functools.partial(
+                session_messages.sent_between,
+                session_id=session_id,
+                tool=tool,
+                result_prefix=result_prefix,
+                since=since,
+                until=until,
+            )
         )

@@ -105,6 +105,11 @@ class SkillService(Protocol):
 class SessionMessenger(Protocol):
     async def send(self, channel: str, chat_id: str, text: str) -> None: ...
 
+    async def earlier_sends(self, session_id: str, within_secs: float) -> Sequence[float]:
+        """How long ago (seconds) `session_id` sent within the last
+        `within_secs`, counting only sends from before this gateway started."""
+        ...
+
 
 class SubagentService(Protocol):
     """Runs one sub-agent to its final text (gateway.subagents); raises

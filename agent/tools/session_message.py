@@ -5,23 +5,26 @@ the asking sender is an admin (`ToolServices.admins`) or the target is listed
 in `tools.send_session_message.allow_targets` ("channel:chat_id"). Delivery
 and recording in the target's history are the `SessionMessenger`'s
 (gateway.session_messages: the durable outbox). At most `max_per_minute`
-messages per sending session in any 60 seconds; the window is kept in memory
-(a restart forgets it, which only ever allows more, never loses a message).
+messages per sending session in any 60 seconds. The window is kept in
+memory; the sends of earlier runs of the gateway (which it has not seen) come
+from the messenger (`earlier_sends`: the session's stored tool results), so a
+restart does not reset it.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import Field
 
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 
-__all__ = ["RateWindow", "SendSessionMessageTool"]
+__all__ = ["SENT_PREFIX", "RateWindow", "SendSessionMessageTool"]
 
 _WINDOW_SECS = 60.0
+SENT_PREFIX = "Sent to "  # a call's result when it sent: what earlier sends are counted by
 _MAX_TRACKED = 4096  # sessions remembered by the window (least recent dropped)
 
 
@@ -33,15 +36,18 @@ class RateWindow:
         self.clock = clock
         self._sent: OrderedDict[str, deque[float]] = OrderedDict()
 
-    def take(self, key: str) -> float | None:
-        """Count one send for `key`; None if allowed, else seconds until one is."""
+    def take(self, key: str, earlier: Sequence[float] = ()) -> float | None:
+        """Count one send for `key`; None if allowed, else seconds until one is.
+        `earlier`: ages (seconds) of sends this window never saw (before a restart)."""
         now = self.clock()
         times = self._sent.setdefault(key, deque())
         self._sent.move_to_end(key)
         while times and now - times[0] >= _WINDOW_SECS:
             times.popleft()
-        if len(times) >= self.limit:
-            return _WINDOW_SECS - (now - times[0])
+        ages = [a for a in earlier if a < _WINDOW_SECS]
+        if len(times) + len(ages) >= self.limit:
+            oldest = max([*ages, *([now - times[0]] if times else [])])
+            return _WINDOW_SECS - oldest
         times.append(now)
         while len(self._sent) > _MAX_TRACKED:
             self._sent.popitem(last=False)
@@ -92,7 +98,8 @@ class SendSessionMessageTool(Tool[SendArgs]):
                 f"not allowed to message {channel}:{chat_id}: only admins may message other "
                 "chats, or targets listed in tools.send_session_message.allow_targets"
             )
-        wait = self.window.take(ctx.session_id)
+        earlier = await messenger.earlier_sends(ctx.session_id, _WINDOW_SECS)
+        wait = self.window.take(ctx.session_id, earlier)
         if wait is not None:
             raise ToolError(
                 f"rate limit: at most {self.window.limit} session messages per minute; "
@@ -103,7 +110,7 @@ class SendSessionMessageTool(Tool[SendArgs]):
         except BaseException:
             self.window.give_back(ctx.session_id)
             raise
-        return f"Sent to {channel}:{chat_id}."
+        return f"{SENT_PREFIX}{channel}:{chat_id}."
 
     def _may_reach(self, ctx: ToolContext, channel: str, chat_id: str) -> bool:
         if f"{channel}:{chat_id}" in self.allow_targets:

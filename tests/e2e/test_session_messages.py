@@ -39,6 +39,13 @@ def results(llm: FakeOpenAI) -> list[str]:
     return [str(m["content"]) for m in last if m["role"] == "tool"]
 
 
+def script_notes(llm: FakeOpenAI, count: int, then: str) -> None:
+    """The model sends `count` notes to the current chat, one a round, then says `then`."""
+    for n in range(count):
+        llm.add_tool_call("send_session_message", {"text": f"note {n}"})
+    llm.add_text(then)
+
+
 async def session_notes(gw: Gateway, session_id: str) -> list[str]:
     assert gw.store is not None
     history = await gw.store.transcripts.session_messages(session_id)
@@ -127,9 +134,7 @@ async def test_the_current_chat_gets_a_separate_message_before_the_reply(
 async def test_the_seventh_message_in_a_minute_is_refused(
     home: Path, llm: FakeOpenAI, tg: FakeTelegram
 ) -> None:
-    for n in range(7):
-        llm.add_tool_call("send_session_message", {"text": f"note {n}"})
-    llm.add_text("enough")
+    script_notes(llm, 7, then="enough")
     async with (
         running_gateway(config(home, llm, tg)) as gw,
         ws_client(gw, "chatty") as client,
@@ -153,3 +158,18 @@ async def test_a_channel_that_is_not_enabled_is_an_error(
     ):
         assert await client.ask("try feishu") == "could not"
     assert results(llm) == ["Error: channel 'feishu' is not enabled in this gateway"]
+
+
+async def test_the_rate_window_survives_a_restart(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    script_notes(llm, 6, then="six sent")
+    async with running_gateway(config(home, llm, tg)) as gw, ws_client(gw, "again") as client:
+        assert await client.ask("spam me") == "six sent"
+    llm.add_tool_call("send_session_message", {"text": "one more"})
+    llm.add_text("that one was refused")
+    async with running_gateway(config(home, llm, tg)) as gw, ws_client(gw, "again") as client:
+        assert await client.ask("and one more") == "that one was refused"
+        notes = await session_notes(gw, "again")
+    assert results(llm)[-1].startswith("Error: rate limit: at most 6 session messages per minute")
+    assert notes == [f"note {n}" for n in range(6)]

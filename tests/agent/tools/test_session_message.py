@@ -16,11 +16,15 @@ from tests.agent.tools.conftest import MakeCtx
 class Messenger:
     sent: list[tuple[str, str, str]] = field(default_factory=list)
     fail: bool = False
+    earlier: list[float] = field(default_factory=list)  # ages of sends before a restart
 
     async def send(self, channel: str, chat_id: str, text: str) -> None:
         if self.fail:
             raise ToolError("channel down")
         self.sent.append((channel, chat_id, text))
+
+    async def earlier_sends(self, session_id: str, within_secs: float) -> list[float]:
+        return self.earlier
 
 
 class Admins:
@@ -79,3 +83,22 @@ def test_the_window_frees_a_slot_after_a_minute() -> None:
     assert window.take("other") is None  # per session
     now[0] = 60.0
     assert window.take("s") is None
+
+
+async def test_sends_from_before_a_restart_count_against_the_limit(make_ctx: MakeCtx) -> None:
+    messenger = Messenger(earlier=[50.0, 10.0, 70.0])  # 70 s ago is out of the window
+    tool = SendSessionMessageTool(max_per_minute=3)
+    ctx = ctx_with(make_ctx, messenger)
+    await tool.run(SendArgs(text="a"), ctx)
+    with pytest.raises(ToolError, match=r"rate limit: at most 3 .* try again in 10s"):
+        await tool.run(SendArgs(text="b"), ctx)
+    assert messenger.sent == [("test", "c1", "a")]
+
+
+def test_the_window_counts_unseen_earlier_sends_with_its_own() -> None:
+    now = [100.0]
+    window = RateWindow(2, clock=lambda: now[0])
+    assert window.take("s", earlier=[59.0]) is None
+    assert window.take("s", earlier=[59.0]) == pytest.approx(1.0)
+    now[0] = 101.0  # the earlier send has left the window (the messenger ages it)
+    assert window.take("s", earlier=[60.0]) is None
