@@ -133,7 +133,7 @@ class RetentionService:
 
     async def _run(self) -> None:
         while True:
-            await self.run_pass()
+            await _step("pass", self.run_pass(), None)  # housekeeping never stops the gateway
             await asyncio.sleep(self.settings.interval_secs)
 
     async def run_pass(self) -> PassCounts:

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 from gateway.bus import InboundMessage, MediaKind, MediaRef, OutboundMessage
 from gateway.file_delivery import copy_for_outbox
+from gateway.media_retention import Removed, remove_paths
 from gateway.retention import ORPHAN_GRACE_SECS, RetentionService, RetentionSettings
 from storage.db import Database
 from storage.store import Store
@@ -189,3 +190,11 @@ async def test_a_pass_runs_at_start_and_the_service_stops(
         await retention.stop()
     assert not copy.parent.exists()
     assert retention.passes == 1
+
+
+def test_a_file_already_gone_counts_as_removed(tmp_path: Path) -> None:
+    folder = tmp_path / ("c" * 32)
+    folder.mkdir()
+    (folder / "x.pdf").write_bytes(b"x")
+    assert remove_paths([folder, tmp_path / "gone.jpg"]) == Removed(2, 0)
+    assert not folder.exists()
