@@ -22,7 +22,7 @@ deletions run in worker threads. One info line per pass gives the counts.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -34,7 +34,7 @@ from gateway.config import Config, StorageConfig
 from gateway.lifecycle import cancel_and_wait
 from gateway.media_retention import Removed, outbox_copies, received_files, remove_paths
 from gateway.session_reset import Clock, utc_now
-from storage.retention import RetainedTable
+from storage.retention import Pruned, RetainedTable
 from storage.store import Store
 
 __all__ = [
@@ -158,22 +158,14 @@ class RetentionService:
         return counts
 
     async def _prune_rows(self, table: RetainedTable, cutoff: datetime) -> int:
-        deleted, after = 0, 0
-        while True:
-            batch = await self._store.retention.prune(table, cutoff, after, self.settings.batch)
-            deleted += batch.deleted
-            if batch.resume_after is None:
-                return deleted
-            after = batch.resume_after
+        rows = self._store.retention
+        return await _drain(lambda after: rows.prune(table, cutoff, after, self.settings.batch), 0)
 
     async def _prune_row_state(self) -> int:
-        deleted, after = 0, ("", "")
-        while True:
-            batch = await self._store.retention.prune_row_state(after, self.settings.batch)
-            deleted += batch.deleted
-            if batch.resume_after is None:
-                return deleted
-            after = batch.resume_after
+        rows = self._store.retention
+        return await _drain(
+            lambda after: rows.prune_row_state(after, self.settings.batch), ("", "")
+        )
 
     async def _prune_copies(self, now: datetime) -> Removed:
         copies = await asyncio.to_thread(outbox_copies, self._outbox_dir)
@@ -198,9 +190,22 @@ class RetentionService:
 
     async def _remove(self, paths: Sequence[Path]) -> Removed:
         total = Removed()
-        for chunk in _chunks(paths, self.settings.batch):  # a stop waits for one chunk at most
+        # chunks: when the pass is cancelled, one at most still runs on in its thread
+        for chunk in _chunks(paths, self.settings.batch):
             total += await asyncio.to_thread(remove_paths, chunk)
         return total
+
+
+async def _drain(batch: Callable[[T], Awaitable[Pruned[T]]], start: T) -> int:
+    """Run `batch` from `start`, each time from where the last one stopped,
+    until one says nothing is left; how many rows went."""
+    deleted, after = 0, start
+    while True:
+        done = await batch(after)
+        deleted += done.deleted
+        if done.resume_after is None:
+            return deleted
+        after = done.resume_after
 
 
 async def _step(name: str, work: Awaitable[T], nothing: T) -> T:

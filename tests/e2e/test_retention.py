@@ -1,6 +1,6 @@
-"""Retention end to end: the keys and copies channels really write are the
-ones the pass removes once the reply is delivered, and the running gateway
-runs a pass at start."""
+"""Retention end to end: after `send_file` really went out (the scenarios of
+tests/e2e/test_send_file.py), the copy and the keys the channel really wrote
+are what the pass removes; and the running gateway runs a pass at start."""
 
 from __future__ import annotations
 
@@ -17,13 +17,8 @@ from storage.db import Connection, Database
 from storage.retention import RowRef, row_of_state_key
 from storage.store import Store
 from tests.channel_runtime import MemoryState
-from tests.channels.test_wechat_support import write_credentials
-from tests.e2e.test_feishu import feishu_config
-from tests.e2e.test_send_file import script, workspace_png
-from tests.e2e.test_wechat import ALICE, wechat_config
-from tests.fakes.feishu_server import FakeFeishu, message_event
+from tests.e2e import test_send_file as send_file
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.wechat_server import FakeWechat
 from tests.support import make_config, running_gateway
 
 
@@ -57,29 +52,16 @@ async def prune_after_stop(loaded: LoadedConfig) -> Sequence[tuple[str, str]]:
 async def test_feishu_upload_state_and_the_copy_go_once_delivered(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    async with FakeFeishu() as fs:
-        loaded = feishu_config(home, llm, fs)
-        workspace_png(loaded)
-        script(llm)
-        async with running_gateway(loaded):
-            await fs.push_event(message_event("send me the chart"))
-            await fs.wait_until(lambda: len(fs.sent) >= 3, 10)
-    before = await prune_after_stop(loaded)
+    await send_file.test_feishu_uploads_the_png_once_and_sends_an_image_message(home, llm)
+    before = await prune_after_stop(make_config(home, llm.base_url))
     assert [key.split(":")[0] for _, key in before] == ["upload"]
 
 
 async def test_wechat_upload_state_and_the_copy_go_once_delivered(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    async with FakeWechat() as fake:
-        write_credentials(home, fake)
-        loaded = wechat_config(home, llm, fake)
-        workspace_png(loaded)
-        script(llm)
-        async with running_gateway(loaded):
-            await fake.add_message(ALICE, "send me the chart")
-            await fake.wait_for(lambda: len(fake.sent) >= 3, timeout=10)
-    before = await prune_after_stop(loaded)
+    await send_file.test_wechat_uploads_through_the_cdn_and_sends_an_image_item(home, llm)
+    before = await prune_after_stop(make_config(home, llm.base_url))
     assert [key.split("-")[0] for _, key in before] == ["upload:picobot"]
 
 
