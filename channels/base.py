@@ -103,7 +103,12 @@ class SendResult:
 
 
 class StateStore(Protocol):
-    """Small persistent key/value state scoped to one channel (cursors, tokens)."""
+    """Small persistent key/value state scoped to one channel (cursors, tokens).
+
+    State kept for one outbox row must be keyed `progress:<outbox id>`, or
+    start with `upload:` or `streamed:` and contain the row's idempotency
+    key: the gateway deletes such keys once the row is delivered
+    (storage.retention). Other keys are the channel's own and are kept."""
 
     async def get(self, key: str) -> str | None: ...
 

@@ -5,8 +5,8 @@ Every part is built here with its collaborators and hooks as constructor
 arguments, then started in order as a `Service` on one `AsyncExitStack`
 (gateway.lifecycle): storage → HTTP server → channels → outbound senders →
 sessions → compaction → command lanes → inbound (recovery first) → scheduler
-→ ready. They stop in reverse order, also when one fails to start: scheduler
-→ ingress off (bus closed) and inbound drained → running turns finish or are
+→ retention → ready. They stop in reverse order, also when one fails to start:
+retention, scheduler → ingress off (bus closed) and inbound drained → running turns finish or are
 checkpointed within `gateway.shutdown_timeout_secs` → outbox flushed →
 channels stopped → HTTP server down → storage closed last.
 """
@@ -72,6 +72,7 @@ from gateway.memory_setup import build_memory
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher
+from gateway.retention import RetentionService, RetentionSettings, received_media_dirs
 from gateway.run_slots import RunSlots
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
@@ -140,6 +141,7 @@ class Gateway:
         self.scheduler: Scheduler | None = None
         self.mcp: McpManager | None = None
         self.skills: SkillRuntime | None = None
+        self.retention: RetentionService | None = None
 
     @property
     def base_url(self) -> str:
@@ -378,6 +380,14 @@ class Gateway:
                     lambda: scheduler.stop(grace_secs=grace),
                 )
             )
+        self.retention = RetentionService(
+            store,
+            self.loaded.media_dir,
+            RetentionSettings.of(cfg.storage),
+            received_dirs=received_media_dirs(cfg),
+            clock=self.clock,
+        )
+        services.append(self.retention)  # last: its first pass runs once the gateway is up
         return services
 
     def _http_app(

@@ -206,6 +206,10 @@ class TimeConfig(FrozenModel):
 
 class StorageConfig(FrozenModel):
     path: str | None = None  # default: $PICOBOT_HOME/storage/sessions.db
+    # finished outbox/inbox rows, dead letters, done approvals, skill events (0: keep)
+    retention_days: float = Field(30.0, ge=0)
+    media_retention_days: float = Field(30.0, ge=0)  # received attachments (0: keep)
+    prune_interval_secs: float = Field(3600.0, gt=0)
 
 
 class LoggingConfig(FrozenModel):

@@ -41,6 +41,7 @@ from storage.jobs import JobRecord, RunRecord
 from storage.memory_store import MemoryStore
 from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
+from storage.retention_store import RetentionStore
 from storage.sessions import SessionRecord
 from storage.skill_events import SkillEventRow
 from storage.transcripts import TranscriptStore
@@ -55,6 +56,7 @@ class Store:
         self.memories = MemoryStore(db)  # long-term memory (docs/memory.md)
         self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
         self.approvals = ApprovalStore(db)  # held tool calls (docs/approvals.md)
+        self.retention = RetentionStore(db)  # pruning what is finished (docs/OPERATIONS.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
