@@ -30,6 +30,7 @@ __all__ = [
     "AgentPromptFile",
     "agent_prompt_message",
     "needs_injection",
+    "prompt_text",
 ]
 
 AGENT_PROMPT_FILENAME: Final = "AGENT.md"
@@ -104,10 +105,14 @@ class AgentPromptFile:
 
     def _load_sync(self) -> str:
         self._ensure_sync()
-        # the memory-summary block holds every user's summary: never for the model;
-        # HTML comments are the operator's notes (Markdown does not show them either)
-        text = strip_block(self.path.read_text(encoding="utf-8"))
-        return _COMMENT.sub("", text).strip()
+        return prompt_text(self.path.read_text(encoding="utf-8"))
+
+
+def prompt_text(content: str) -> str:
+    """What the model gets of an AGENT.md: no memory-summary block (it holds
+    every user's summary), no HTML comments (the operator's notes, which
+    Markdown does not show either), no surrounding blank space."""
+    return _COMMENT.sub("", strip_block(content)).strip()
 
 
 def agent_prompt_message(content: str) -> ChatMessage:

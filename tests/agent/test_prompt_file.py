@@ -12,6 +12,7 @@ from agent.prompt_file import (
     AgentPromptFile,
     agent_prompt_message,
     needs_injection,
+    prompt_text,
 )
 
 
@@ -23,7 +24,7 @@ async def test_load_creates_directory_and_default_file(tmp_path: Path) -> None:
 
     assert (agent_dir / "AGENT.md").is_file()
     assert (agent_dir / "AGENT.md").read_text(encoding="utf-8") == DEFAULT_AGENT_PROMPT
-    assert content == DEFAULT_AGENT_PROMPT.split("<!--")[0].strip()  # the note is the operator's
+    assert content == prompt_text(DEFAULT_AGENT_PROMPT)  # the note is the operator's
     assert "picobot" in content
 
 
@@ -51,7 +52,7 @@ async def test_an_edit_is_picked_up_at_the_next_load(tmp_path: Path) -> None:
 
     second = await prompt.load()
 
-    assert first == DEFAULT_AGENT_PROMPT.split("<!--")[0].strip()
+    assert first == prompt_text(DEFAULT_AGENT_PROMPT)
     assert second == "# Persona\nAlways answer in haiku."
 
 
@@ -69,7 +70,7 @@ async def test_a_deleted_file_is_recreated(tmp_path: Path) -> None:
     prompt = AgentPromptFile(tmp_path / "agent")
     await prompt.load()
     prompt.path.unlink()
-    assert await prompt.load() == DEFAULT_AGENT_PROMPT.split("<!--")[0].strip()
+    assert await prompt.load() == prompt_text(DEFAULT_AGENT_PROMPT)
 
 
 def test_the_prompt_message_is_a_marked_system_message() -> None:

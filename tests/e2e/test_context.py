@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.compaction_prompt import SUMMARY_SYSTEM_PROMPT
-from agent.prompt_file import DEFAULT_AGENT_PROMPT
+from agent.prompt_file import DEFAULT_AGENT_PROMPT, prompt_text
 from gateway.app import Gateway
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -42,16 +42,16 @@ async def test_agent_prompt_injected_first_and_reinjected_after_edit(
         await client.ask("one")
         first = llm.requests[-1]["messages"]
         assert first[0]["role"] == "system"
-        assert first[0]["content"] == DEFAULT_AGENT_PROMPT.strip()
+        assert first[0]["content"] == prompt_text(DEFAULT_AGENT_PROMPT)
         assert first[1] == {"role": "user", "content": "one"}
 
         prompt_path.write_text("You are Pico, a terse assistant.")  # live edit, no restart
         await client.ask("two")
-        assert _system_texts(llm.requests[-1]) == [DEFAULT_AGENT_PROMPT.strip()]  # not yet
+        assert _system_texts(llm.requests[-1]) == [prompt_text(DEFAULT_AGENT_PROMPT)]  # not yet
         await client.ask("three")  # two user turns since the injection: re-injected now
         messages = llm.requests[-1]["messages"]
         assert _system_texts(llm.requests[-1]) == [
-            DEFAULT_AGENT_PROMPT.strip(),
+            prompt_text(DEFAULT_AGENT_PROMPT),
             "You are Pico, a terse assistant.",
         ]
         assert messages[-2] == {"role": "system", "content": "You are Pico, a terse assistant."}
@@ -106,7 +106,7 @@ async def test_compact_and_status_commands(home: Path, llm: FakeOpenAI) -> None:
         # one model call: the compacted history was read, not a stale cached one
         assert sum(1 for b in llm.requests if not _is_summary(b)) == turns_before + 1
         sent = llm.requests[-1]["messages"]
-        assert sent[0]["content"] == DEFAULT_AGENT_PROMPT.strip()
+        assert sent[0]["content"] == prompt_text(DEFAULT_AGENT_PROMPT)
         assert sent[1]["role"] == "system"
         assert sent[1]["content"].startswith("[Compressed History]")
         assert "User sent turns 0-2" in sent[1]["content"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.prompt_file import DEFAULT_AGENT_PROMPT
+from agent.prompt_file import DEFAULT_AGENT_PROMPT, prompt_text
 from gateway.app import Gateway
 from storage.db import Database
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -263,7 +263,7 @@ async def test_an_edited_agent_prompt_changes_the_first_block_once(home: Path) -
             for turn in range(8, 10):
                 await client.ask(_question(turn))
     blocks = _first_blocks(claude)
-    assert blocks[:before] == [DEFAULT_AGENT_PROMPT.strip()] * before
+    assert blocks[:before] == [prompt_text(DEFAULT_AGENT_PROMPT)] * before
     assert blocks[before:] == ["You are Pico, edited."] * (len(blocks) - before)
     assert _same_everywhere([b["tools"] for b in claude.requests if "tools" in b])
     # meanwhile the edit reached the model in place, next to turn 4

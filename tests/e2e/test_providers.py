@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.prompt_file import DEFAULT_AGENT_PROMPT
+from agent.prompt_file import DEFAULT_AGENT_PROMPT, prompt_text
 from storage.db import Database
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -114,7 +114,7 @@ async def test_anthropic_tool_round_trip_through_the_gateway(home: Path) -> None
     cached = {"type": "ephemeral"}
     assert first["system"] == [  # agent extras, then AGENT.md: blocks, the stable one marked
         {"type": "text", "text": "Be brief."},
-        {"type": "text", "text": DEFAULT_AGENT_PROMPT.strip(), "cache_control": cached},
+        {"type": "text", "text": prompt_text(DEFAULT_AGENT_PROMPT), "cache_control": cached},
     ]
     assert any(t["name"] == "calculator" and "input_schema" in t for t in first["tools"])
     assert first["tools"][-1]["cache_control"] == cached
