@@ -148,7 +148,11 @@ class Approvals:
                 reply_to_message_id=reply_handle(m),
                 session_id=req.session_id,
                 metadata=ApprovalAsk(
-                    approval_id, tools, group=m.chat_type is ChatType.GROUP
+                    approval_id,
+                    tools,
+                    group=m.chat_type is ChatType.GROUP,
+                    approve_label=tr(req.locale, Msg.TOOL_APPROVAL_APPROVE_BUTTON),
+                    deny_label=tr(req.locale, Msg.TOOL_APPROVAL_DENY_BUTTON),
                 ).metadata(),
             )
 

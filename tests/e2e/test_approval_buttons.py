@@ -80,14 +80,34 @@ async def test_telegram_a_press_by_someone_else_is_not_taken(
     assert len(llm.requests) == 1
 
 
+async def test_telegram_buttons_are_labelled_in_the_chats_language(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("好了。")
+    async with running_gateway(telegram_with_approvals(home, llm, tg, locale="zh-CN")):
+        await tg.add_message("make the file", chat_id=42, user_id=42)
+        await tg.wait_for(lambda: any("需要审批" in t for t in tg.sent_texts), 10)
+        [ask] = [c for c in tg.calls_of("sendMessage") if c.params.get("reply_markup")]
+        [buttons] = json.loads(ask.params["reply_markup"])["inline_keyboard"]
+        assert [b["text"] for b in buttons] == ["✅ 批准", "❌ 拒绝"]
+        await tg.press(ask, buttons[0]["callback_data"])
+        await tg.wait_for(lambda: "好了。" in tg.sent_texts, 10)
+    assert (home / "workspace" / "approved.txt").exists()
+
+
 @pytest.fixture
 async def fs() -> AsyncIterator[FakeFeishu]:
     async with FakeFeishu() as fake:
         yield fake
 
 
-def feishu_with_approvals(home: Path, llm: FakeOpenAI, fs: FakeFeishu) -> LoadedConfig:
-    section = config_dict(fs.base_url, ws_ping_interval_secs=5.0, ws_reconnect_base_secs=0.05)
+def feishu_with_approvals(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu, **overrides: Any
+) -> LoadedConfig:
+    section = config_dict(
+        fs.base_url, ws_ping_interval_secs=5.0, ws_reconnect_base_secs=0.05, **overrides
+    )
     return make_config(
         home,
         llm.base_url,
@@ -127,3 +147,20 @@ async def test_feishu_card_button_resumes_the_turn(
     assert len(llm.requests) == 2
     assert [s.text for s in fs.sent][-1] == final
     assert newest(llm.requests[1])["content"] == result
+
+
+async def test_feishu_card_buttons_are_labelled_in_the_chats_language(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu
+) -> None:
+    llm.add_tool_call("bash", {"command": MARK})
+    llm.add_text("好了。")
+    async with running_gateway(feishu_with_approvals(home, llm, fs, locale="zh-CN")):
+        await fs.push_event(message_event("make the file"))
+        await fs.wait_until(lambda: bool(cards(fs)), 10)
+        [card] = cards(fs)
+        assert "需要审批" in card.text
+        [actions] = [el for el in card.content["elements"] if el.get("tag") == "action"]
+        assert [b["text"]["content"] for b in actions["actions"]] == ["批准", "拒绝"]
+        await fs.push_event(card_action_event(card, "批准"))
+        await fs.wait_until(lambda: any(s.text == "好了。" for s in fs.sent), 10)
+    assert (home / "workspace" / "approved.txt").exists()
