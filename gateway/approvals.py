@@ -28,7 +28,7 @@ import structlog
 
 from agent.approval import ApprovalPolicy
 from agent.context import cut_tool_result
-from agent.messages import INTERRUPTED_RESULT, ChatMessage, ToolCall
+from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT, ChatMessage, ToolCall
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 from gateway.access import AccessPolicy, sender_ids
 from gateway.approval_texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
@@ -48,7 +48,7 @@ from storage.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
 from storage.store import Store
 from storage.turns import DeferredOpening
 
-__all__ = ["Approvals", "PauseRequest", "TurnControls"]
+__all__ = ["Approvals", "PauseRequest", "TurnControls", "TurnStop"]
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +70,17 @@ class PauseRequest:
     deferred: DeferredOpening | None
     previous: int | None  # the approval this turn carried on from
     locale: Locale = Locale.EN  # of the request the chat gets
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStop:
+    """/stop for a turn that settles an approval before it opens: whether it
+    was asked for, and what the stop notice answers."""
+
+    requested: Callable[[], bool]
+    inbox_ids: tuple[int, ...]  # the stopped turn's
+    reply_to: str
+    locale: Locale
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,19 +201,23 @@ class Approvals:
         *,
         run_id: str,
         max_chars: int,
+        stop: TurnStop | None = None,
     ) -> bool:
         """Before a turn opens: the approval it carries on from gets its
         batch's results (False: answered already, nothing to carry on); a new
         message first closes what its chat left waiting (refused, unless it
-        was approved meanwhile: then those calls run first)."""
+        was approved meanwhile: then those calls run first). `stop`: a /stop
+        while approved calls run ends the approval with their results
+        "[cancelled]" and answers the turn with the stop notice."""
         if item.approval_id is not None:
             return await self.settle(
-                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars
+                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars, stop=stop
             )
         for approval_id in self.open_ids(*item.conversation):
             await self.settle(
-                approval_id, tools, context, run_id=run_id, max_chars=max_chars, superseded=True
-            )
+                approval_id, tools, context, run_id=run_id, max_chars=max_chars,
+                superseded=True, stop=stop,
+            )  # fmt: skip
         return True
 
     async def settle(
@@ -215,6 +230,7 @@ class Approvals:
         max_chars: int,
         watcher: ToolCallWatcher | None = None,
         superseded: bool = False,
+        stop: TurnStop | None = None,
     ) -> bool:
         """The batch's results into the session: True when the turn carries
         on from them, False when there is nothing to carry on (answered
@@ -237,16 +253,21 @@ class Approvals:
         refused = set(record.held) if not record.approved else set()
         to_run = [c for c in record.calls if c.id not in refused]
         ran: dict[str, str] = {}
+        denial = denied_result(record.reason, record.decided_by, self.policy.timeout_secs)
         if record.state in _DECIDED and to_run:
             # committed before anything runs: after a crash these read "[interrupted]"
             if not await self.store.approvals.move(approval_id, _DECIDED, ApprovalState.EXECUTING):
                 return False
-            # as the person whose turn asked for them, even when a newer message settles them
-            results = await tools.execute_batch(
-                to_run, context(record.session_id, record.message), watcher
-            )
+            try:
+                # as the person whose turn asked for them, even when a newer message settles them
+                results = await tools.execute_batch(
+                    to_run, context(record.session_id, record.message), watcher
+                )
+            except asyncio.CancelledError:
+                if stop is not None and stop.requested():  # /stop, not a shutdown
+                    await self._stopped(record, refused, denial, run_id, stop)
+                raise
             ran = {r.call.id: cut_tool_result(r.content, max_chars) for r in results}
-        denial = denied_result(record.reason, record.decided_by, self.policy.timeout_secs)
         messages = [
             ChatMessage.tool_result(
                 c, denial if c.id in refused else ran.get(c.id, INTERRUPTED_RESULT)
@@ -259,6 +280,35 @@ class Approvals:
         if superseded:
             self._closed(record.channel, record.chat_id, approval_id)
         return not superseded
+
+    async def _stopped(
+        self, record: ApprovalRecord, refused: set[str], denial: str, run_id: str, stop: TurnStop
+    ) -> None:
+        """/stop cancelled the approved calls: they read "[cancelled]", as in
+        any stopped turn, and the approval is done (one commit with the notice)."""
+        results = [
+            ChatMessage.tool_result(c, denial if c.id in refused else CANCELLED_RESULT)
+            for c in record.calls
+        ]
+        out = OutboundMessage(
+            record.channel,
+            record.chat_id,
+            tr(stop.locale, Msg.STOPPED),
+            reply_to_message_id=stop.reply_to,
+            session_id=record.session_id,
+            run_id=run_id,
+            locale=stop.locale.value,
+        )
+
+        def hand_over(row_id: int | None) -> None:
+            if row_id is not None:
+                self.sink.handoff(out, row_id)
+
+        await self.store.approvals.stop(
+            record.id, run_id, results, out, stop.inbox_ids, on_commit=hand_over
+        )
+        self._closed(record.channel, record.chat_id, record.id)
+        log.info("approval_stopped", approval_id=record.id)
 
     def open_ids(self, channel: str, chat_id: str) -> list[int]:
         return sorted(self._open.get((channel, chat_id), ()))

@@ -1,0 +1,55 @@
+"""Every approval ends exactly once, through a real gateway and the fake LLM:
+/stop while its calls run, a timeout whose denial cannot be written at first,
+a crash right after a newer message superseded it (docs/approvals.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent.messages import CANCELLED_RESULT
+from gateway.app import Gateway
+from gateway.i18n import Locale, Msg, tr
+from storage.approvals import ApprovalState
+from storage.store import Store
+from tests.e2e.test_approvals import ASK, approval_config, next_text
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import conversation, newest, running_gateway, ws_client
+
+
+def store_of(gw: Gateway) -> Store:
+    assert gw.store is not None
+    return gw.store
+
+
+async def state_of(gw: Gateway, approval_id: int) -> ApprovalState:
+    record = await store_of(gw).approvals.get(approval_id)
+    assert record is not None
+    return record.state
+
+
+async def test_stop_while_approved_calls_run_cancels_them_and_ends_the_approval(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    started = home / "workspace" / "started.txt"
+    llm.add_tool_call("bash", {"command": "touch started.txt; sleep 30; touch finished.txt"})
+    llm.add_text("It was cancelled, so nothing finished.")
+    async with running_gateway(approval_config(home, llm)) as gw, ws_client(gw) as client:
+        await client.send("run the slow job")
+        assert ASK in await next_text(client)
+        await client.send("/approve")
+        async with asyncio.timeout(20):  # the call is running (no event for it: look every 20 ms)
+            while not started.exists():
+                await asyncio.sleep(0.02)
+        await client.send("/stop")
+        assert await next_text(client) == tr(Locale.EN, Msg.STOPPED)
+        assert await state_of(gw, 1) is ApprovalState.DONE
+        assert "not waiting" in await client.ask("/approve 1")
+        assert await client.ask("what happened?") == "It was cancelled, so nothing finished."
+    assert not (home / "workspace" / "finished.txt").exists()
+    assert len(llm.requests) == 2
+    tool, user = conversation(llm.requests[1])[-2:]
+    assert tool["role"] == "tool"
+    assert tool["content"] == CANCELLED_RESULT
+    assert user == {"role": "user", "content": "what happened?"}
+    assert newest(llm.requests[1]) == user
