@@ -55,6 +55,9 @@ log = structlog.get_logger(__name__)
 Key = tuple[str, str]
 _DECIDED = (ApprovalState.APPROVED, ApprovalState.DENIED)
 _ID_ARG = re.compile(r"^#?(\d{1,18})(?:\s+(.*))?$", re.DOTALL)
+# a timeout whose denial storage refused is tried again after 1 s, 2 s, 4 s … at most 1 min
+_RETRY_FIRST_SECS = 1.0
+_RETRY_MAX_SECS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,7 @@ class Approvals:
         self.dispatch: Callable[[WorkItem], bool] | None = None
         self._open: dict[Key, set[int]] = {}
         self._deadlines: list[tuple[datetime, int]] = []  # a heap
+        self._timeout_failures: dict[int, int] = {}  # timeouts storage refused so far
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -407,16 +411,27 @@ class Approvals:
                 pass
 
     async def _time_out(self, approval_id: int) -> None:
+        """Deny it and queue the turn that carries on; when storage fails, try
+        again at a later sweep (backing off), so the chat is not left waiting
+        until the next start."""
+        failures = self._timeout_failures.pop(approval_id, 0)
         try:
             moved = await self.store.approvals.move(
                 approval_id, [ApprovalState.PENDING], ApprovalState.DENIED,
                 approved=False, decided_by=TIMED_OUT_BY,
             )  # fmt: skip
-            if moved:
-                log.info("approval_timed_out", approval_id=approval_id)
-                self._queue(await self.store.approvals.get(approval_id))
+            record = await self.store.approvals.get(approval_id)
         except asyncio.CancelledError:
             raise
         except Exception:
-            # it stays pending in storage: the next start times it out
-            log.exception("approval_timeout_failed", approval_id=approval_id)
+            retry = min(_RETRY_MAX_SECS, _RETRY_FIRST_SECS * 2**failures)
+            log.exception("approval_timeout_failed", approval_id=approval_id, retry_secs=retry)
+            self._timeout_failures[approval_id] = failures + 1
+            heapq.heappush(self._deadlines, (self.clock() + timedelta(seconds=retry), approval_id))
+            return
+        # a retry queues it too if an earlier try got as far as the denial (only
+        # the timeout denies with TIMED_OUT_BY, and a start queues what it finds decided)
+        if (moved or failures) and record is not None and record.decided_by == TIMED_OUT_BY:
+            if record.state is ApprovalState.DENIED:
+                log.info("approval_timed_out", approval_id=approval_id)
+                self._queue(record)

@@ -5,7 +5,12 @@ a crash right after a newer message superseded it (docs/approvals.md)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+
+import structlog
+from structlog.typing import EventDict
 
 from agent.messages import CANCELLED_RESULT
 from gateway.app import Gateway
@@ -53,3 +58,50 @@ async def test_stop_while_approved_calls_run_cancels_them_and_ends_the_approval(
     assert tool["content"] == CANCELLED_RESULT
     assert user == {"role": "user", "content": "what happened?"}
     assert newest(llm.requests[1]) == user
+
+
+@contextlib.contextmanager
+def logged(event: str) -> Iterator[asyncio.Event]:
+    """An event set when the gateway logs `event` (structlog, in this process)."""
+    seen = asyncio.Event()
+
+    def watch(_logger: object, _method: str, event_dict: EventDict) -> EventDict:
+        if event_dict.get("event") == event:
+            seen.set()
+        return event_dict
+
+    processors = structlog.get_config()["processors"]
+    structlog.configure(processors=[watch, *processors])
+    try:
+        yield seen
+    finally:
+        structlog.configure(processors=processors)
+
+
+# a real storage error: SQLite refuses to deny any approval while this trigger exists
+REFUSE_DENIAL = (
+    "CREATE TRIGGER refuse_denial BEFORE UPDATE OF state ON approvals "
+    "WHEN NEW.state = 'denied' BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+)
+
+
+async def test_a_timeout_whose_denial_fails_is_retried_and_the_chat_gets_its_answer(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": "touch approved.txt"})
+    llm.add_text("Nobody said yes, so I did not.")
+    loaded = approval_config(home, llm, timeout_secs=0.5)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        store = store_of(gw)
+        await store.db.write(lambda c: c.execute(REFUSE_DENIAL))
+        with logged("approval_timeout_failed") as failed:
+            await client.send("make the file")
+            assert ASK in await next_text(client)
+            await asyncio.wait_for(failed.wait(), 10)
+        assert await state_of(gw, 1) is ApprovalState.PENDING
+        await store.db.write(lambda c: c.execute("DROP TRIGGER refuse_denial"))
+        assert await next_text(client) == "Nobody said yes, so I did not."
+        assert await state_of(gw, 1) is ApprovalState.DONE
+    assert not (home / "workspace" / "approved.txt").exists()
+    assert len(llm.requests) == 2
+    assert newest(llm.requests[1])["content"].startswith("[denied: nobody approved it")
