@@ -431,7 +431,11 @@ class Approvals:
             return
         # a retry queues it too if an earlier try got as far as the denial (only
         # the timeout denies with TIMED_OUT_BY, and a start queues what it finds decided)
-        if (moved or failures) and record is not None and record.decided_by == TIMED_OUT_BY:
-            if record.state is ApprovalState.DENIED:
-                log.info("approval_timed_out", approval_id=approval_id)
-                self._queue(record)
+        if (
+            (moved or failures)
+            and record is not None
+            and record.state is ApprovalState.DENIED
+            and record.decided_by == TIMED_OUT_BY
+        ):
+            log.info("approval_timed_out", approval_id=approval_id)
+            self._queue(record)
