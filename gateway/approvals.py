@@ -130,13 +130,17 @@ class Approvals:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self, tg: asyncio.TaskGroup) -> None:
-        """After the sessions: decided approvals are queued at once."""
+        """After the sessions, before the inbox recovery: decided approvals
+        are queued at once."""
         for record in await self.store.approvals.open():
             self._index(record)
             if record.state is ApprovalState.PENDING:
                 heapq.heappush(self._deadlines, (record.expires_at, record.id))
-            else:
+            elif record.decided_by != SUPERSEDED:
                 self._queue(record)
+            # else a newer message refused it and died before its results were
+            # stored: that message is recovered from the inbox, and its turn
+            # settles this one first (`before_turn`), so it gets no turn of its own
         self._task = tg.create_task(self._expire(), name="approval-timeouts")
 
     async def stop(self) -> None:

@@ -105,3 +105,48 @@ async def test_a_timeout_whose_denial_fails_is_retried_and_the_chat_gets_its_ans
     assert not (home / "workspace" / "approved.txt").exists()
     assert len(llm.requests) == 2
     assert newest(llm.requests[1])["content"].startswith("[denied: nobody approved it")
+
+
+# a real storage error: SQLite refuses to end any approval while this trigger exists
+REFUSE_DONE = (
+    "CREATE TRIGGER refuse_done BEFORE UPDATE OF state ON approvals "
+    "WHEN NEW.state = 'done' BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+)
+
+
+async def test_a_restart_right_after_a_supersede_carries_it_out_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The newer message's turn dies after the request is refused as
+    superseded and before its results are stored: after the restart the
+    newer message is answered with those results before it, and nothing
+    else (no turn of its own for the refused request)."""
+    llm.add_tool_call("bash", {"command": "touch approved.txt"})
+    llm.add_text("Here is a joke.")
+    llm.add_text("An extra turn nobody asked for.")
+    loaded = approval_config(home, llm)
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        store = store_of(gw)
+        await store.db.write(lambda c: c.execute(REFUSE_DONE))
+        with logged("turn_crashed") as crashed:
+            joke = await client.send("no wait, tell me a joke")
+            await asyncio.wait_for(crashed.wait(), 10)
+        record = await store.approvals.get(1)
+        assert record is not None
+        assert record.state is ApprovalState.DENIED  # refused as superseded, nothing stored yet
+        await store.db.write(lambda c: c.execute("DROP TRIGGER refuse_done"))
+    assert len(llm.requests) == 1
+
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        reply = await client.recv_type("message")
+        assert (reply["text"], reply["reply_to"]) == ("Here is a joke.", joke)
+        assert await state_of(gw, 1) is ApprovalState.DONE
+        status = await client.send("/status")
+        assert (await client.recv_type("message"))["reply_to"] == status  # nothing else came
+    assert len(llm.requests) == 2
+    tool, user = conversation(llm.requests[1])[-2:]
+    assert tool["content"] == "[denied: the user sent a new message instead of approving]"
+    assert user == {"role": "user", "content": "no wait, tell me a joke"}
+    assert not (home / "workspace" / "approved.txt").exists()
