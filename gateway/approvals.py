@@ -3,7 +3,7 @@
 When the agent loop stops before a held batch (`agent.turn_control`),
 `pause` stores the batch and the chat's request in one commit (storage/
 approvals.py) and closes the turn: the conversation is free again. An answer
-(`answer`: /approve, /deny, a button), the timeout (`_expire`) or a newer
+(`answer`: /approve, /deny, a button), the timeout (gateway.approval_timeouts) or a newer
 message (`supersede`) decides it; a decided approval goes back into its
 conversation's queue as a `WorkItem` with `approval_id`, and that turn first
 `settle`s the batch: approved calls run (after `executing` is committed, so a
@@ -18,11 +18,10 @@ pending ones wait for their answer or their deadline.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import structlog
 
@@ -31,7 +30,8 @@ from agent.context import cut_tool_result
 from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT, ChatMessage, ToolCall
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 from gateway.access import AccessPolicy, sender_ids
-from gateway.approval_texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
+from gateway.approval_texts import SUPERSEDED, denied_result, request_text
+from gateway.approval_timeouts import ApprovalTimeouts
 from gateway.bus import (
     ApprovalAsk,
     ChatType,
@@ -55,9 +55,6 @@ log = structlog.get_logger(__name__)
 Key = tuple[str, str]
 _DECIDED = (ApprovalState.APPROVED, ApprovalState.DENIED)
 _ID_ARG = re.compile(r"^#?(\d{1,18})(?:\s+(.*))?$", re.DOTALL)
-# a timeout whose denial storage refused is tried again after 1 s, 2 s, 4 s … at most 1 min
-_RETRY_FIRST_SECS = 1.0
-_RETRY_MAX_SECS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +120,7 @@ class Approvals:
         self.clock = clock
         self.dispatch: Callable[[WorkItem], bool] | None = None
         self._open: dict[Key, set[int]] = {}
-        self._deadlines: list[tuple[datetime, int]] = []  # a heap
-        self._timeout_failures: dict[int, int] = {}  # timeouts storage refused so far
-        self._changed = asyncio.Event()
+        self.timeouts = ApprovalTimeouts(store, self._queue, clock)
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -135,13 +130,13 @@ class Approvals:
         for record in await self.store.approvals.open():
             self._index(record)
             if record.state is ApprovalState.PENDING:
-                heapq.heappush(self._deadlines, (record.expires_at, record.id))
+                self.timeouts.add(record.expires_at, record.id)
             elif record.decided_by != SUPERSEDED:
                 self._queue(record)
             # else a newer message refused it and died before its results were
             # stored: that message is recovered from the inbox, and its turn
             # settles this one first (`before_turn`), so it gets no turn of its own
-        self._task = tg.create_task(self._expire(), name="approval-timeouts")
+        self._task = tg.create_task(self.timeouts.run(), name="approval-timeouts")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -196,8 +191,7 @@ class Approvals:
         if req.previous is not None:
             self._closed(m.channel, m.chat_id, req.previous)
         self._open.setdefault((m.channel, m.chat_id), set()).add(paused.approval_id)
-        heapq.heappush(self._deadlines, (new.expires_at, paused.approval_id))
-        self._changed.set()
+        self.timeouts.add(new.expires_at, paused.approval_id)
         log.info("approval_requested", approval_id=paused.approval_id, tools=list(tools))
         return paused.approval_id
 
@@ -397,49 +391,3 @@ class Approvals:
             self.dispatch(item)
         except RuntimeError:  # stopping: the next start takes it up again
             log.info("approval_resume_deferred", approval_id=record.id)
-
-    async def _expire(self) -> None:
-        """Deny each pending approval at its deadline: one task, asleep until
-        the nearest deadline or a new request."""
-        while True:
-            self._changed.clear()
-            now = self.clock()
-            while self._deadlines and self._deadlines[0][0] <= now:
-                _, approval_id = heapq.heappop(self._deadlines)
-                await self._time_out(approval_id)
-            delay = (self._deadlines[0][0] - now).total_seconds() if self._deadlines else None
-            try:
-                async with asyncio.timeout(delay):
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
-
-    async def _time_out(self, approval_id: int) -> None:
-        """Deny it and queue the turn that carries on; when storage fails, try
-        again at a later sweep (backing off), so the chat is not left waiting
-        until the next start."""
-        failures = self._timeout_failures.pop(approval_id, 0)
-        try:
-            moved = await self.store.approvals.move(
-                approval_id, [ApprovalState.PENDING], ApprovalState.DENIED,
-                approved=False, decided_by=TIMED_OUT_BY,
-            )  # fmt: skip
-            record = await self.store.approvals.get(approval_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            retry = min(_RETRY_MAX_SECS, _RETRY_FIRST_SECS * 2**failures)
-            log.exception("approval_timeout_failed", approval_id=approval_id, retry_secs=retry)
-            self._timeout_failures[approval_id] = failures + 1
-            heapq.heappush(self._deadlines, (self.clock() + timedelta(seconds=retry), approval_id))
-            return
-        # a retry queues it too if an earlier try got as far as the denial (only
-        # the timeout denies with TIMED_OUT_BY, and a start queues what it finds decided)
-        if (
-            (moved or failures)
-            and record is not None
-            and record.state is ApprovalState.DENIED
-            and record.decided_by == TIMED_OUT_BY
-        ):
-            log.info("approval_timed_out", approval_id=approval_id)
-            self._queue(record)
