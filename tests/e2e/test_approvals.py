@@ -105,6 +105,7 @@ async def test_websocket_approval_request_and_approve_frames(home: Path, llm: Fa
         request = await client.recv_type("approval_request")
         assert request["approval_id"] == 1
         assert request["tools"] == ["bash"]
+        assert request["labels"] == {"approve": "Approve", "deny": "Deny"}
         assert request["reply_to"] == asked
         assert MARK in request["text"]
         text = await client.recv()  # the same request as text, for clients without buttons
