@@ -306,9 +306,14 @@ class Approvals:
             if row_id is not None:
                 self.sink.handoff(out, row_id)
 
-        await self.store.approvals.stop(
-            record.id, run_id, results, out, stop.inbox_ids, on_commit=hand_over
-        )
+        try:
+            await self.store.approvals.stop(
+                record.id, run_id, results, out, stop.inbox_ids, on_commit=hand_over
+            )
+        except Exception:  # the caller re-raises the stop's CancelledError either way
+            # it stays executing: the chat's next message (or the next start) reads "[interrupted]"
+            log.exception("approval_stop_failed", approval_id=record.id)
+            return
         self._closed(record.channel, record.chat_id, record.id)
         log.info("approval_stopped", approval_id=record.id)
 
