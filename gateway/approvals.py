@@ -3,16 +3,18 @@
 When the agent loop stops before a held batch (`agent.turn_control`),
 `pause` stores the batch and the chat's request in one commit (storage/
 approvals.py) and closes the turn: the conversation is free again. An answer
-(`answer`: /approve, /deny, a button), the timeout (gateway.approval_timeouts) or a newer
-message (`supersede`) decides it; a decided approval goes back into its
-conversation's queue as a `WorkItem` with `approval_id`, and that turn first
-`settle`s the batch: approved calls run (after `executing` is committed, so a
-crash never runs them twice: a call interrupted by one reads "[interrupted]"),
-refused ones read "[denied …]". Then the loop carries on and its reply
-closes the approval.
+(`answer`: /approve, /deny, a button) or the timeout (gateway.approval_timeouts)
+decides it; a decided approval goes back into its conversation's queue as a
+`WorkItem` with `approval_id`, and that turn first `settle`s the batch:
+approved calls run (after `executing` is committed, so a crash never runs
+them twice: a call interrupted by one reads "[interrupted]"; a /stop makes
+them "[cancelled]" and ends the approval), refused ones read "[denied …]".
+Then the loop carries on and its reply closes the approval. A newer message
+instead refuses it and settles it in its own turn (`before_turn`).
 
 At start every open approval is taken up again: decided ones are queued,
-pending ones wait for their answer or their deadline.
+pending ones wait for their answer or their deadline, and one a newer
+message refused waits for that message, which the inbox recovery runs again.
 """
 
 from __future__ import annotations
