@@ -9,10 +9,11 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import structlog
 from structlog.typing import EventDict
 
-from agent.messages import CANCELLED_RESULT
+from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT
 from gateway.app import Gateway
 from gateway.i18n import Locale, Msg, tr
 from storage.approvals import ApprovalState
@@ -114,14 +115,32 @@ REFUSE_DONE = (
 )
 
 
+SUPERSEDED_RESULT = "[denied: the user sent a new message instead of approving]"
+
+
+@pytest.mark.parametrize(
+    ("with_free_call", "state", "results"),
+    [
+        (False, ApprovalState.DENIED, [SUPERSEDED_RESULT]),
+        # a call of the batch that needs no approval ran, but its result was not
+        # stored: after the restart it reads "[interrupted]", as after any crash
+        (True, ApprovalState.EXECUTING, [SUPERSEDED_RESULT, INTERRUPTED_RESULT]),
+    ],
+)
 async def test_a_restart_right_after_a_supersede_carries_it_out_once(
-    home: Path, llm: FakeOpenAI
+    home: Path,
+    llm: FakeOpenAI,
+    with_free_call: bool,
+    state: ApprovalState,
+    results: list[str],
 ) -> None:
     """The newer message's turn dies after the request is refused as
     superseded and before its results are stored: after the restart the
     newer message is answered with those results before it, and nothing
     else (no turn of its own for the refused request)."""
-    llm.add_tool_call("bash", {"command": "touch approved.txt"})
+    held = ("bash", {"command": "touch approved.txt"})
+    free = ("calculator", {"expression": "6*7"})  # needs no approval
+    llm.add_tool_calls([held, free] if with_free_call else [held])
     llm.add_text("Here is a joke.")
     llm.add_text("An extra turn nobody asked for.")
     loaded = approval_config(home, llm)
@@ -133,9 +152,7 @@ async def test_a_restart_right_after_a_supersede_carries_it_out_once(
         with logged("turn_crashed") as crashed:
             joke = await client.send("no wait, tell me a joke")
             await asyncio.wait_for(crashed.wait(), 10)
-        record = await store.approvals.get(1)
-        assert record is not None
-        assert record.state is ApprovalState.DENIED  # refused as superseded, nothing stored yet
+        assert await state_of(gw, 1) is state  # refused as superseded, no result stored yet
         await store.db.write(lambda c: c.execute("DROP TRIGGER refuse_done"))
     assert len(llm.requests) == 1
 
@@ -146,7 +163,7 @@ async def test_a_restart_right_after_a_supersede_carries_it_out_once(
         status = await client.send("/status")
         assert (await client.recv_type("message"))["reply_to"] == status  # nothing else came
     assert len(llm.requests) == 2
-    tool, user = conversation(llm.requests[1])[-2:]
-    assert tool["content"] == "[denied: the user sent a new message instead of approving]"
+    *tools, user = conversation(llm.requests[1])[-1 - len(results) :]
+    assert [t["content"] for t in tools] == results
     assert user == {"role": "user", "content": "no wait, tell me a joke"}
     assert not (home / "workspace" / "approved.txt").exists()
