@@ -161,8 +161,13 @@ class WebSocketChannel(Channel):
             return _frame("message", **fields, earlier=earlier)
 
         if (ask := ApprovalAsk.of(message)) is not None:  # before its text (docs/PROTOCOL.md)
+            labels = {"approve": ask.approve_label, "deny": ask.deny_label}
             frame = _frame(
-                "approval_request", **fields, approval_id=ask.approval_id, tools=ask.tools
+                "approval_request",
+                **fields,
+                approval_id=ask.approval_id,
+                tools=ask.tools,
+                labels=labels,
             )
             await self._broadcast(message.chat_id, frame)
         if not await self._broadcast_each(message.chat_id, render):

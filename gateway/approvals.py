@@ -3,35 +3,37 @@
 When the agent loop stops before a held batch (`agent.turn_control`),
 `pause` stores the batch and the chat's request in one commit (storage/
 approvals.py) and closes the turn: the conversation is free again. An answer
-(`answer`: /approve, /deny, a button), the timeout (`_expire`) or a newer
-message (`supersede`) decides it; a decided approval goes back into its
-conversation's queue as a `WorkItem` with `approval_id`, and that turn first
-`settle`s the batch: approved calls run (after `executing` is committed, so a
-crash never runs them twice: a call interrupted by one reads "[interrupted]"),
-refused ones read "[denied …]". Then the loop carries on and its reply
-closes the approval.
+(`answer`: /approve, /deny, a button) or the timeout (gateway.approval_timeouts)
+decides it; a decided approval goes back into its conversation's queue as a
+`WorkItem` with `approval_id`, and that turn first `settle`s the batch:
+approved calls run (after `executing` is committed, so a crash never runs
+them twice: a call interrupted by one reads "[interrupted]"; a /stop makes
+them "[cancelled]" and ends the approval), refused ones read "[denied …]".
+Then the loop carries on and its reply closes the approval. A newer message
+instead refuses it and settles it in its own turn (`before_turn`).
 
 At start every open approval is taken up again: decided ones are queued,
-pending ones wait for their answer or their deadline.
+pending ones wait for their answer or their deadline, and one a newer
+message refused waits for that message, which the inbox recovery runs again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import structlog
 
 from agent.approval import ApprovalPolicy
 from agent.context import cut_tool_result
-from agent.messages import INTERRUPTED_RESULT, ChatMessage, ToolCall
+from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT, ChatMessage, ToolCall
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
 from gateway.access import AccessPolicy, sender_ids
-from gateway.approval_texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
+from gateway.approval_texts import SUPERSEDED, denied_result, request_text
+from gateway.approval_timeouts import ApprovalTimeouts
 from gateway.bus import (
     ApprovalAsk,
     ChatType,
@@ -48,7 +50,7 @@ from storage.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
 from storage.store import Store
 from storage.turns import DeferredOpening
 
-__all__ = ["Approvals", "PauseRequest", "TurnControls"]
+__all__ = ["Approvals", "PauseRequest", "TurnControls", "TurnStop"]
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +72,17 @@ class PauseRequest:
     deferred: DeferredOpening | None
     previous: int | None  # the approval this turn carried on from
     locale: Locale = Locale.EN  # of the request the chat gets
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStop:
+    """/stop for a turn that settles an approval before it opens: whether it
+    was asked for, and what the stop notice answers."""
+
+    requested: Callable[[], bool]
+    inbox_ids: tuple[int, ...]  # the stopped turn's
+    reply_to: str
+    locale: Locale
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,20 +122,23 @@ class Approvals:
         self.clock = clock
         self.dispatch: Callable[[WorkItem], bool] | None = None
         self._open: dict[Key, set[int]] = {}
-        self._deadlines: list[tuple[datetime, int]] = []  # a heap
-        self._changed = asyncio.Event()
+        self.timeouts = ApprovalTimeouts(store, self._queue, clock)
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self, tg: asyncio.TaskGroup) -> None:
-        """After the sessions: decided approvals are queued at once."""
+        """After the sessions, before the inbox recovery: decided approvals
+        are queued at once."""
         for record in await self.store.approvals.open():
             self._index(record)
             if record.state is ApprovalState.PENDING:
-                heapq.heappush(self._deadlines, (record.expires_at, record.id))
-            else:
+                self.timeouts.add(record.expires_at, record.id)
+            elif record.decided_by != SUPERSEDED:
                 self._queue(record)
-        self._task = tg.create_task(self._expire(), name="approval-timeouts")
+            # else a newer message refused it and died before its results were
+            # stored: that message is recovered from the inbox, and its turn
+            # settles this one first (`before_turn`), so it gets no turn of its own
+        self._task = tg.create_task(self.timeouts.run(), name="approval-timeouts")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -148,7 +164,11 @@ class Approvals:
                 reply_to_message_id=reply_handle(m),
                 session_id=req.session_id,
                 metadata=ApprovalAsk(
-                    approval_id, tools, group=m.chat_type is ChatType.GROUP
+                    approval_id,
+                    tools,
+                    group=m.chat_type is ChatType.GROUP,
+                    approve_label=tr(req.locale, Msg.TOOL_APPROVAL_APPROVE_BUTTON),
+                    deny_label=tr(req.locale, Msg.TOOL_APPROVAL_DENY_BUTTON),
                 ).metadata(),
             )
 
@@ -173,8 +193,7 @@ class Approvals:
         if req.previous is not None:
             self._closed(m.channel, m.chat_id, req.previous)
         self._open.setdefault((m.channel, m.chat_id), set()).add(paused.approval_id)
-        heapq.heappush(self._deadlines, (new.expires_at, paused.approval_id))
-        self._changed.set()
+        self.timeouts.add(new.expires_at, paused.approval_id)
         log.info("approval_requested", approval_id=paused.approval_id, tools=list(tools))
         return paused.approval_id
 
@@ -186,19 +205,23 @@ class Approvals:
         *,
         run_id: str,
         max_chars: int,
+        stop: TurnStop | None = None,
     ) -> bool:
         """Before a turn opens: the approval it carries on from gets its
         batch's results (False: answered already, nothing to carry on); a new
         message first closes what its chat left waiting (refused, unless it
-        was approved meanwhile: then those calls run first)."""
+        was approved meanwhile: then those calls run first). `stop`: a /stop
+        while approved calls run ends the approval with their results
+        "[cancelled]" and answers the turn with the stop notice."""
         if item.approval_id is not None:
             return await self.settle(
-                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars
+                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars, stop=stop
             )
         for approval_id in self.open_ids(*item.conversation):
             await self.settle(
-                approval_id, tools, context, run_id=run_id, max_chars=max_chars, superseded=True
-            )
+                approval_id, tools, context, run_id=run_id, max_chars=max_chars,
+                superseded=True, stop=stop,
+            )  # fmt: skip
         return True
 
     async def settle(
@@ -211,6 +234,7 @@ class Approvals:
         max_chars: int,
         watcher: ToolCallWatcher | None = None,
         superseded: bool = False,
+        stop: TurnStop | None = None,
     ) -> bool:
         """The batch's results into the session: True when the turn carries
         on from them, False when there is nothing to carry on (answered
@@ -233,16 +257,21 @@ class Approvals:
         refused = set(record.held) if not record.approved else set()
         to_run = [c for c in record.calls if c.id not in refused]
         ran: dict[str, str] = {}
+        denial = denied_result(record.reason, record.decided_by, self.policy.timeout_secs)
         if record.state in _DECIDED and to_run:
             # committed before anything runs: after a crash these read "[interrupted]"
             if not await self.store.approvals.move(approval_id, _DECIDED, ApprovalState.EXECUTING):
                 return False
-            # as the person whose turn asked for them, even when a newer message settles them
-            results = await tools.execute_batch(
-                to_run, context(record.session_id, record.message), watcher
-            )
+            try:
+                # as the person whose turn asked for them, even when a newer message settles them
+                results = await tools.execute_batch(
+                    to_run, context(record.session_id, record.message), watcher
+                )
+            except asyncio.CancelledError:
+                if stop is not None and stop.requested():  # /stop, not a shutdown
+                    await self._stopped(record, refused, denial, run_id, stop)
+                raise
             ran = {r.call.id: cut_tool_result(r.content, max_chars) for r in results}
-        denial = denied_result(record.reason, record.decided_by, self.policy.timeout_secs)
         messages = [
             ChatMessage.tool_result(
                 c, denial if c.id in refused else ran.get(c.id, INTERRUPTED_RESULT)
@@ -255,6 +284,40 @@ class Approvals:
         if superseded:
             self._closed(record.channel, record.chat_id, approval_id)
         return not superseded
+
+    async def _stopped(
+        self, record: ApprovalRecord, refused: set[str], denial: str, run_id: str, stop: TurnStop
+    ) -> None:
+        """/stop cancelled the approved calls: they read "[cancelled]", as in
+        any stopped turn, and the approval is done (one commit with the notice)."""
+        results = [
+            ChatMessage.tool_result(c, denial if c.id in refused else CANCELLED_RESULT)
+            for c in record.calls
+        ]
+        out = OutboundMessage(
+            record.channel,
+            record.chat_id,
+            tr(stop.locale, Msg.STOPPED),
+            reply_to_message_id=stop.reply_to,
+            session_id=record.session_id,
+            run_id=run_id,
+            locale=stop.locale.value,
+        )
+
+        def hand_over(row_id: int | None) -> None:
+            if row_id is not None:
+                self.sink.handoff(out, row_id)
+
+        try:
+            await self.store.approvals.stop(
+                record.id, run_id, results, out, stop.inbox_ids, on_commit=hand_over
+            )
+        except Exception:  # the caller re-raises the stop's CancelledError either way
+            # it stays executing: the chat's next message (or the next start) reads "[interrupted]"
+            log.exception("approval_stop_failed", approval_id=record.id)
+            return
+        self._closed(record.channel, record.chat_id, record.id)
+        log.info("approval_stopped", approval_id=record.id)
 
     def open_ids(self, channel: str, chat_id: str) -> list[int]:
         return sorted(self._open.get((channel, chat_id), ()))
@@ -335,34 +398,3 @@ class Approvals:
             self.dispatch(item)
         except RuntimeError:  # stopping: the next start takes it up again
             log.info("approval_resume_deferred", approval_id=record.id)
-
-    async def _expire(self) -> None:
-        """Deny each pending approval at its deadline: one task, asleep until
-        the nearest deadline or a new request."""
-        while True:
-            self._changed.clear()
-            now = self.clock()
-            while self._deadlines and self._deadlines[0][0] <= now:
-                _, approval_id = heapq.heappop(self._deadlines)
-                await self._time_out(approval_id)
-            delay = (self._deadlines[0][0] - now).total_seconds() if self._deadlines else None
-            try:
-                async with asyncio.timeout(delay):
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
-
-    async def _time_out(self, approval_id: int) -> None:
-        try:
-            moved = await self.store.approvals.move(
-                approval_id, [ApprovalState.PENDING], ApprovalState.DENIED,
-                approved=False, decided_by=TIMED_OUT_BY,
-            )  # fmt: skip
-            if moved:
-                log.info("approval_timed_out", approval_id=approval_id)
-                self._queue(await self.store.approvals.get(approval_id))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # it stays pending in storage: the next start times it out
-            log.exception("approval_timeout_failed", approval_id=approval_id)

@@ -373,7 +373,8 @@ class MessageBus:
 # -- approval requests (gateway.approvals, docs/approvals.md) -----------------
 # An outbound message that asks a person to approve held tool calls carries an
 # `ApprovalAsk` in its metadata (the only metadata key this section owns). A
-# channel with buttons shows Approve / Deny; a press comes back as the plain
+# channel with buttons shows Approve / Deny (labelled in the chat's language by
+# the gateway: channels have no i18n); a press comes back as the plain
 # command text `/approve N` or `/deny N`, so it passes the same inbox, access
 # policy and command path as a typed command, and the gateway decides who may
 # answer. Channels never decide approvals themselves.
@@ -392,9 +393,17 @@ class ApprovalAsk:
     tools: tuple[str, ...]  # the held calls' tool names
     # the chat is a group: for a platform whose button press does not say so (Feishu)
     group: bool = False
+    # the buttons' labels, in the chat's language (gateway.i18n)
+    approve_label: str = "Approve"
+    deny_label: str = "Deny"
 
     def metadata(self) -> dict[str, Any]:
-        ask = {"id": self.approval_id, "tools": list(self.tools), "group": self.group}
+        ask = {
+            "id": self.approval_id,
+            "tools": list(self.tools),
+            "group": self.group,
+            "labels": [self.approve_label, self.deny_label],
+        }
         return {_APPROVAL_KEY: ask}
 
     @staticmethod
@@ -404,7 +413,14 @@ class ApprovalAsk:
             return None
         tools = raw.get("tools")
         names = tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else ()
-        return ApprovalAsk(raw["id"], names, raw.get("group") is True)
+        labels = raw.get("labels")  # absent from a request queued by an older picobot
+        if not (
+            isinstance(labels, list)
+            and len(labels) == 2
+            and all(isinstance(x, str) and x.strip() for x in labels)
+        ):
+            labels = ["Approve", "Deny"]
+        return ApprovalAsk(raw["id"], names, raw.get("group") is True, labels[0], labels[1])
 
 
 def button_command(decision: Decision, approval_id: int) -> str:

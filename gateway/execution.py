@@ -40,7 +40,7 @@ from agent.subagents.types import TASK_TOOL
 from agent.tools.base import NO_SERVICES, ToolContext, ToolServices, ToolSettings
 from agent.turn_control import ApprovalRequired, TurnSteered
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
-from gateway.approvals import Approvals, PauseRequest, TurnControls
+from gateway.approvals import Approvals, PauseRequest, TurnControls, TurnStop
 from gateway.bus import (
     ChannelEvent,
     ChatType,
@@ -186,6 +186,7 @@ class ExecutionService:
             lambda session_id, asker: self._tool_context(plan, session_id, None, asker),
             run_id=plan.run_id,
             max_chars=profile.loop.tool_result_max_chars,
+            stop=TurnStop(stop_requested, plan.inbox_ids, plan.reply_to, plan.locale),
         ):
             return TurnOutcome(ok=True)  # answered already: nothing to carry on
         turn = await self._open(plan, profile)

@@ -85,6 +85,29 @@ class ApprovalStore:
             )
         )
 
+    async def stop(
+        self,
+        approval_id: int,
+        run_id: str,
+        results: Sequence[ChatMessage],
+        out: OutboundMessage | None,
+        inbox_ids: Sequence[int],
+        *,
+        on_commit: Callable[[int | None], None] | None = None,
+    ) -> int | None:
+        """`approvals.stop`: the calls /stop cancelled, the row done, the notice."""
+        return await self.db.write(
+            functools.partial(
+                approvals.stop,
+                approval_id=approval_id,
+                run_id=run_id,
+                results=results,
+                out=out,
+                inbox_ids=inbox_ids,
+            ),
+            on_commit=on_commit,
+        )
+
     async def finish_turn(
         self,
         approval_id: int,

@@ -34,6 +34,7 @@ __all__ = [
     "open_approvals",
     "pause_turn",
     "settle",
+    "stop",
 ]
 
 
@@ -210,6 +211,30 @@ def settle(
     messages.append_messages(conn, record.session_id, results, record.run_id or run_id)
     to = ApprovalState.DONE if done else ApprovalState.SETTLED
     return move(conn, approval_id=approval_id, leaving=leaving, to=to)
+
+
+def stop(
+    conn: sqlite3.Connection,
+    *,
+    approval_id: int,
+    run_id: str,
+    results: Sequence[ChatMessage],
+    out: OutboundMessage | None,
+    inbox_ids: Sequence[int],
+) -> int | None:
+    """/stop while the approved calls ran, in one commit: their results
+    ("[cancelled]") into the session, the row → done and `out` (the stop
+    notice) as the answer of the stopped turn's `inbox_ids`; the outbox row's
+    id (None: nothing sent, or the row was no longer executing)."""
+    if not move(
+        conn, approval_id=approval_id, leaving=[ApprovalState.EXECUTING], to=ApprovalState.DONE
+    ):
+        return None
+    record = get(conn, approval_id=approval_id)
+    assert record is not None
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)).fetchone():
+        messages.append_messages(conn, record.session_id, results, record.run_id or run_id)
+    return inbox.answer(conn, inbox_ids, out) if inbox_ids else None
 
 
 def finish_resumed(

@@ -52,8 +52,8 @@ def approval_card(text: str, ask: ApprovalAsk) -> str:
             {
                 "tag": "action",
                 "actions": [
-                    _button("Approve", "primary", approve, ask.group),
-                    _button("Deny", "danger", deny, ask.group),
+                    _button(ask.approve_label, "primary", approve, ask.group),
+                    _button(ask.deny_label, "danger", deny, ask.group),
                 ],
             },
         ],

@@ -40,8 +40,8 @@ def approval_keyboard(message: OutboundMessage) -> InlineKeyboardMarkup | None:
     return InlineKeyboardMarkup(
         [
             [
-                InlineKeyboardButton("✅ Approve", callback_data=approve),
-                InlineKeyboardButton("❌ Deny", callback_data=deny),
+                InlineKeyboardButton(f"✅ {ask.approve_label}", callback_data=approve),
+                InlineKeyboardButton(f"❌ {ask.deny_label}", callback_data=deny),
             ]
         ]
     )

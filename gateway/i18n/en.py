@@ -210,4 +210,6 @@ TEXTS: Final[Mapping[Msg, str]] = {
         "Reply /approve {id} to run it, or /deny {id} [reason] to refuse. "
         "No answer within {timeout} refuses it."
     ),
+    Msg.TOOL_APPROVAL_APPROVE_BUTTON: "Approve",
+    Msg.TOOL_APPROVAL_DENY_BUTTON: "Deny",
 }

@@ -156,3 +156,5 @@ class Msg(StrEnum):
     TOOL_APPROVAL_NOT_YOURS = "tool_approval_not_yours"
     TOOL_APPROVAL_ASK = "tool_approval_ask"
     TOOL_APPROVAL_HOW = "tool_approval_how"
+    TOOL_APPROVAL_APPROVE_BUTTON = "tool_approval_approve_button"
+    TOOL_APPROVAL_DENY_BUTTON = "tool_approval_deny_button"

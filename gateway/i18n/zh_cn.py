@@ -178,4 +178,6 @@ TEXTS: Final[Mapping[Msg, str]] = {
     Msg.TOOL_APPROVAL_HOW: (
         "回复 /approve {id} 执行，或 /deny {id} [理由] 拒绝。{timeout} 内无人答复则视为拒绝。"
     ),
+    Msg.TOOL_APPROVAL_APPROVE_BUTTON: "批准",
+    Msg.TOOL_APPROVAL_DENY_BUTTON: "拒绝",
 }

@@ -43,17 +43,24 @@ def telegram_with_approvals(
     )
 
 
+@pytest.mark.parametrize(
+    ("locale", "asked", "labels"),
+    [
+        ("en", "Approval needed", ["✅ Approve", "❌ Deny"]),
+        ("zh-CN", "需要审批", ["✅ 批准", "❌ 拒绝"]),  # labelled in the chat's language
+    ],
+)
 async def test_telegram_approve_button_resumes_the_turn(
-    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram, locale: str, asked: str, labels: list[str]
 ) -> None:
     llm.add_tool_call("bash", {"command": MARK})
     llm.add_text("Made it.")
-    async with running_gateway(telegram_with_approvals(home, llm, tg)):
+    async with running_gateway(telegram_with_approvals(home, llm, tg, locale=locale)):
         await tg.add_message("make the file", chat_id=42, user_id=42)
-        await tg.wait_for(lambda: any("Approval needed" in t for t in tg.sent_texts), 10)
+        await tg.wait_for(lambda: any(asked in t for t in tg.sent_texts), 10)
         [ask] = [c for c in tg.calls_of("sendMessage") if c.params.get("reply_markup")]
         [buttons] = json.loads(ask.params["reply_markup"])["inline_keyboard"]
-        assert [b["text"] for b in buttons] == ["✅ Approve", "❌ Deny"]
+        assert [b["text"] for b in buttons] == labels
         assert not (home / "workspace" / "approved.txt").exists()
         await tg.press(ask, buttons[0]["callback_data"])
         await tg.wait_for(lambda: "Made it." in tg.sent_texts, 10)
@@ -86,8 +93,12 @@ async def fs() -> AsyncIterator[FakeFeishu]:
         yield fake
 
 
-def feishu_with_approvals(home: Path, llm: FakeOpenAI, fs: FakeFeishu) -> LoadedConfig:
-    section = config_dict(fs.base_url, ws_ping_interval_secs=5.0, ws_reconnect_base_secs=0.05)
+def feishu_with_approvals(
+    home: Path, llm: FakeOpenAI, fs: FakeFeishu, **overrides: Any
+) -> LoadedConfig:
+    section = config_dict(
+        fs.base_url, ws_ping_interval_secs=5.0, ws_reconnect_base_secs=0.05, **overrides
+    )
     return make_config(
         home,
         llm.base_url,
@@ -100,30 +111,43 @@ def cards(fs: FakeFeishu) -> list[Sent]:
     return [s for s in fs.sent if s.msg_type == "interactive"]
 
 
+APPROVED = "exit_code: 0\n(no output)"
+DENIED = "[denied by user: no reason given]"
+
+
 @pytest.mark.parametrize(
-    ("label", "final", "result"),
+    ("locale", "labels", "label", "final", "result"),
     [
-        ("Approve", "Made it.", "exit_code: 0\n(no output)"),
-        ("Deny", "Fine, I will not.", "[denied by user: no reason given]"),
+        ("en", ["Approve", "Deny"], "Approve", "Made it.", APPROVED),
+        ("en", ["Approve", "Deny"], "Deny", "Fine, I will not.", DENIED),
+        ("zh-CN", ["批准", "拒绝"], "批准", "Made it.", APPROVED),  # in the chat's language
     ],
 )
 async def test_feishu_card_button_resumes_the_turn(
-    home: Path, llm: FakeOpenAI, fs: FakeFeishu, label: str, final: str, result: str
+    home: Path,
+    llm: FakeOpenAI,
+    fs: FakeFeishu,
+    locale: str,
+    labels: list[str],
+    label: str,
+    final: str,
+    result: str,
 ) -> None:
     llm.add_tool_call("bash", {"command": MARK})
     llm.add_text(final)
-    async with running_gateway(feishu_with_approvals(home, llm, fs)):
+    async with running_gateway(feishu_with_approvals(home, llm, fs, locale=locale)):
         await fs.push_event(message_event("make the file"))
         await fs.wait_until(lambda: bool(cards(fs)), 10)
         [card] = cards(fs)
-        assert "Approval needed" in card.text
+        [actions] = [el for el in card.content["elements"] if el.get("tag") == "action"]
+        assert [b["text"]["content"] for b in actions["actions"]] == labels
         assert MARK in card.text
         event = card_action_event(card, label)
         press = await fs.push_event(event)
         await fs.push_event(event)  # delivered twice: taken once
         await fs.wait_until(lambda: any(s.text == final for s in fs.sent), 10)
     assert fs.acks[press] == 200
-    assert (home / "workspace" / "approved.txt").exists() == (label == "Approve")
+    assert (home / "workspace" / "approved.txt").exists() == (result == APPROVED)
     assert len(llm.requests) == 2
     assert [s.text for s in fs.sent][-1] == final
     assert newest(llm.requests[1])["content"] == result

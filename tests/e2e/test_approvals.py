@@ -10,6 +10,7 @@ import pytest
 
 from agent.turn_control import APPROVAL_REFUSED
 from gateway.config import LoadedConfig
+from storage.memories import Scope
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import WsClient, conversation, make_config, newest, running_gateway, ws_client
 
@@ -104,6 +105,7 @@ async def test_websocket_approval_request_and_approve_frames(home: Path, llm: Fa
         request = await client.recv_type("approval_request")
         assert request["approval_id"] == 1
         assert request["tools"] == ["bash"]
+        assert request["labels"] == {"approve": "Approve", "deny": "Deny"}
         assert request["reply_to"] == asked
         assert MARK in request["text"]
         text = await client.recv()  # the same request as text, for clients without buttons
@@ -242,3 +244,39 @@ async def test_an_approved_result_stays_in_the_history_when_the_next_call_fails(
     results = [m["content"] for m in conversation(llm.requests[-1]) if m["role"] == "tool"]
     assert len(results) == 1
     assert "ran-once" in results[0]
+
+
+async def test_calls_an_admin_approves_run_as_the_person_who_asked(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The memory a held `memory_manage` call writes is the asker's (its scope
+    is the ToolContext's sender), not the admin's who approved it."""
+    fact = {"action": "put", "namespace": "profile", "memory_key": "drink", "content": "tea"}
+    llm.add_tool_call("memory_manage", fact)
+    llm.add_text("I will remember that you like tea.")
+    loaded = make_config(
+        home,
+        llm.base_url,
+        tools={"approval": {"tools": {"memory_manage": "always"}}},
+        gateway={"admins": ["websocket:boss"]},
+        channels={"websocket": {"tokens": {"alice": "alice-token", "boss": "boss-token"}}},
+    )
+    async with (
+        running_gateway(loaded) as gw,
+        ws_client(gw, "team", token="alice-token") as alice,
+        ws_client(gw, "team", token="boss-token") as boss,
+    ):
+        await alice.send("remember that I like tea")
+        assert ASK in await next_text(alice)
+        assert gw.store is not None
+        assert await gw.store.memories.scopes() == []  # held: nothing written yet
+        await boss.send("/approve")
+        while (await next_text(alice)) != "I will remember that you like tea.":
+            pass
+        scopes = [info.scope for info in await gw.store.memories.scopes()]
+        alices = Scope("user", "websocket:alice")  # agent.memory.types.MemoryScope.of_user
+        assert scopes == [alices]
+        found = await gw.store.memories.get(alices, "profile", "drink")
+        assert found is not None
+        assert found.content == "tea"
+    assert "denied" not in newest(llm.requests[1])["content"]

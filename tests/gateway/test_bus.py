@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.bus import BusClosed, InboundMessage, MessageBus, Receipt
+from gateway.bus import ApprovalAsk, BusClosed, InboundMessage, MessageBus, OutboundMessage, Receipt
 
 
 def _message(n: int) -> InboundMessage:
@@ -60,3 +60,15 @@ async def test_a_submit_waiting_for_room_is_refused_when_the_bus_closes() -> Non
         await waiting
     assert await queued is Receipt.ACCEPTED
     assert await bus.get() is None
+
+
+def test_an_approval_ask_carries_its_button_labels_through_the_outbox() -> None:
+    ask = ApprovalAsk(3, ("bash",), group=True, approve_label="批准", deny_label="拒绝")
+    assert ApprovalAsk.of(OutboundMessage("c", "chat", "t", metadata=ask.metadata())) == ask
+
+
+def test_an_approval_ask_queued_without_labels_reads_as_english() -> None:
+    metadata = {"approval": {"id": 3, "tools": ["bash"], "group": False}}  # an older row
+    ask = ApprovalAsk.of(OutboundMessage("c", "chat", "t", metadata=metadata))
+    assert ask is not None
+    assert (ask.approve_label, ask.deny_label) == ("Approve", "Deny")

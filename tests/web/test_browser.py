@@ -282,3 +282,24 @@ async def test_an_approval_request_gets_buttons_that_answer_it(home: Path, llm: 
         await screenshot(page, "approval")
     assert not (home / "workspace" / "approved.txt").exists()
     assert newest(llm.requests[1])["content"] == "[denied by user: no reason given]"
+
+
+async def test_approval_buttons_are_labelled_in_the_chats_language(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_tool_call("bash", {"command": "touch approved.txt"})
+    llm.add_text("好的，不做了。")
+    tools = {"approval": {"tools": {"bash": "always"}}, "bash": {"sandbox": "off"}}
+    loaded = make_config(
+        home, llm.base_url, tools=tools, channels={"websocket": {"locale": "zh-CN"}}
+    )
+    async with running_gateway(loaded) as gw, chromium() as browser, page_on(browser) as page:
+        await page.goto(gw.base_url + "/")
+        await expect(page.locator("#conn")).to_have_attribute("data-state", "online")
+        await _send(page, "make the file")
+        request = page.locator(".msg", has_text="需要审批（#1）")
+        await expect(request.locator(".approval button")).to_have_text(["批准", "拒绝"])
+        await request.locator("button", has_text="拒绝").click()
+        await expect(page.locator(".msg", has_text="好的，不做了。")).to_have_count(1)
+        await expect(request.locator(".approval button").last).to_have_text("拒绝 ✓")
+    assert not (home / "workspace" / "approved.txt").exists()

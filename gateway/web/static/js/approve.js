@@ -10,23 +10,27 @@ import { el } from "./render.js";
 export class ApprovalButtons {
   constructor(conn) {
     this.conn = conn;
-    this.asks = new Map(); // outbox id of a request -> its approval id
+    this.asks = new Map(); // outbox id of a request -> [its approval id, its button labels]
   }
 
   // an `approval_request` frame: its text comes next, as a `message` frame
   remember(f) {
-    if (f.id !== null && Number.isInteger(f.approval_id)) this.asks.set(f.id, f.approval_id);
+    if (f.id === null || !Number.isInteger(f.approval_id)) return;
+    const given = f.labels || {}; // in the chat's language; absent from an older gateway
+    const labels = { approve: given.approve || "Approve", deny: given.deny || "Deny" };
+    this.asks.set(f.id, [f.approval_id, labels]);
   }
 
   // the buttons for the message `f` when it is a request, else nothing
   attach(f, node) {
-    const approvalId = this.asks.get(f.id);
-    if (approvalId === undefined) return;
+    const ask = this.asks.get(f.id);
+    if (ask === undefined) return;
     this.asks.delete(f.id);
+    const [approvalId, labels] = ask;
     const row = el("div", "approval");
     const buttons = [
-      [el("button", "approve", "Approve"), "approve"],
-      [el("button", "danger", "Deny"), "deny"],
+      [el("button", "approve", labels.approve), "approve"],
+      [el("button", "danger", labels.deny), "deny"],
     ];
     for (const [button, decision] of buttons) {
       button.type = "button";
@@ -34,7 +38,7 @@ export class ApprovalButtons {
         const frame = { type: "approve", id: newId("a"), approval_id: approvalId, decision };
         if (!this.conn.sendFrame(frame)) return; // offline: the buttons stay
         for (const [b] of buttons) b.disabled = true;
-        button.textContent = decision === "approve" ? "Approve ✓" : "Deny ✓";
+        button.textContent = `${labels[decision]} ✓`;
       });
       row.append(button);
     }
