@@ -101,3 +101,49 @@ async def test_a_child_outside_any_turn_takes_a_free_slot() -> None:
         with pytest.raises(NoRunSlot):
             async with slots.child(NO_WAIT):
                 pass
+
+
+async def test_a_freed_slot_goes_to_the_run_waiting_not_back_to_the_busy_chat() -> None:
+    """A chat whose worker asks again at once (a full queue) must not take its
+    slot back ahead of another chat that waits for one."""
+    slots = RunSlots(limit=1, child_limit=4)
+    order: list[str] = []
+    second_queued = asyncio.Event()
+
+    async def busy_chat() -> None:
+        for n in range(5):
+            async with slots.turn():
+                order.append(f"A{n}")
+                if n == 0:
+                    await second_queued.wait()
+
+    async def other_chat() -> None:
+        second_queued.set()
+        async with slots.turn():
+            order.append("B")
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(busy_chat(), name="busy")
+        await asyncio.sleep(0)
+        tg.create_task(other_chat(), name="other")
+    assert order[:2] == ["A0", "B"]
+
+
+async def test_a_slot_handed_to_a_waiter_cancelled_meanwhile_goes_on_to_the_next() -> None:
+    slots = RunSlots(limit=1, child_limit=4)
+    got: list[str] = []
+
+    async def turn(name: str) -> None:
+        async with slots.turn():
+            got.append(name)
+
+    async with slots.turn():
+        first = asyncio.create_task(turn("first"), name="first")
+        second = asyncio.create_task(turn("second"), name="second")
+        await asyncio.sleep(0)  # both wait
+    first.cancel()  # the slot was just handed to it; it never ran
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await second
+    assert got == ["second"]
+    assert slots.free == 1
