@@ -72,7 +72,7 @@ from gateway.memory_setup import build_memory
 from gateway.metered import MeteredProvider
 from gateway.metrics import Metrics
 from gateway.outbound import OutboundDispatcher
-from gateway.retention import RetentionService, RetentionSettings, received_media_dirs
+from gateway.retention import RetentionService, RetentionSettings
 from gateway.run_slots import RunSlots
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
@@ -384,7 +384,6 @@ class Gateway:
             store,
             self.loaded.media_dir,
             RetentionSettings.of(cfg.storage),
-            received_dirs=received_media_dirs(cfg),
             clock=self.clock,
         )
         services.append(self.retention)  # last: its first pass runs once the gateway is up

@@ -25,12 +25,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Final, TypeVar
 
 import structlog
 
-from gateway.config import Config, StorageConfig
+from gateway.config import StorageConfig
 from gateway.lifecycle import cancel_and_wait
 from gateway.media_retention import Removed, outbox_copies, received_files, remove_paths
 from gateway.session_reset import Clock, utc_now
@@ -42,7 +42,6 @@ __all__ = [
     "PassCounts",
     "RetentionService",
     "RetentionSettings",
-    "received_media_dirs",
 ]
 
 log = structlog.get_logger(__name__)
@@ -63,18 +62,6 @@ class RetentionSettings:
         return cls(
             storage.retention_days, storage.media_retention_days, storage.prune_interval_secs
         )
-
-
-def received_media_dirs(config: Config) -> list[Path]:
-    """The folders enabled channels were told to keep attachments in instead
-    of under the gateway's media directory."""
-    channels = config.channels
-    chosen = [
-        section.media_dir
-        for section in (channels.feishu, channels.wechat, channels.wecom_kf)
-        if section.enabled and section.media_dir
-    ]
-    return [Path(d).expanduser() for d in chosen]
 
 
 @dataclass(slots=True)
@@ -105,14 +92,14 @@ class RetentionService:
         media_dir: Path,
         settings: RetentionSettings,
         *,
-        received_dirs: Sequence[Path] = (),
         clock: Clock = utc_now,
     ) -> None:
-        """`received_dirs`: where channels keep attachments besides `media_dir`
-        (a channel's own `media_dir` setting)."""
+        """Received files are aged out under `media_dir` only: a folder an
+        operator gave a channel (its own `media_dir`) is theirs, and may hold
+        files picobot never wrote, so nothing there is deleted."""
         self._store = store
         self._outbox_dir = media_dir / "outbox"  # gateway.file_delivery
-        self._received = [media_dir, *received_dirs]
+        self._received = [media_dir]
         self.settings = settings
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
@@ -170,14 +157,19 @@ class RetentionService:
     async def _prune_copies(self, now: datetime) -> Removed:
         copies = await asyncio.to_thread(outbox_copies, self._outbox_dir)
         orphan_before = (now - timedelta(seconds=ORPHAN_GRACE_SECS)).timestamp()
+        # folders a row still to be sent names, whichever row the copy was made for
+        named = {PurePath(p).parent for p in await self._store.retention.undelivered_outbox_media()}
         doomed: list[Path] = []
         for chunk in _chunks(copies, self.settings.batch):
             states = await self._store.retention.outbox_states([c.key for c in chunk])
             doomed += [
                 c.path
                 for c in chunk
-                if states.get(c.key) == "sent"
-                or (c.key not in states and c.modified < orphan_before)
+                if PurePath(c.path) not in named
+                and (
+                    states.get(c.key) == "sent"
+                    or (c.key not in states and c.modified < orphan_before)
+                )
             ]
         return await self._remove(doomed)
 

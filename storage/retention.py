@@ -34,6 +34,7 @@ from typing import Final, Generic, TypeVar
 from storage.clock import iso
 
 __all__ = [
+    "YOUNG_RUN",
     "Pruned",
     "RetainedTable",
     "RowRef",
@@ -41,6 +42,7 @@ __all__ = [
     "prune_batch",
     "prune_row_state_batch",
     "row_of_state_key",
+    "undelivered_outbox_media",
     "unfinished_media",
 ]
 
@@ -63,11 +65,13 @@ class _Rule:
 
 
 _BEFORE = "julianday({}) < julianday(:cutoff)"
+YOUNG_RUN: Final = 50
 _RULES: Final = {
     RetainedTable.OUTBOX: _Rule(
         "created_at",
-        f"(state = 'sent' AND {_BEFORE.format('sent_at')}) OR (state = 'failed' AND "
-        f"{_BEFORE.format('COALESCE(requeued_at, created_at)')})",
+        # a given-up row stays until someone retries it: the table has no time
+        # it failed at, and a reply given up must never vanish unseen (§4.6)
+        f"state = 'sent' AND {_BEFORE.format('sent_at')}",
     ),
     RetainedTable.INBOX: _Rule(
         "received_at", f"state = 'done' AND {_BEFORE.format('finished_at')}"
@@ -92,8 +96,10 @@ def prune_batch(
     """Delete up to `limit` expired rows of `table` with ids above `after`.
 
     Rows are walked in id order, which is the order they were written: the
-    walk ends at the first row written after the cutoff, so a pass reads only
-    the old rows (and the few old ones still open) instead of the table."""
+    walk ends once `YOUNG_RUN` rows in a row were written after the cutoff,
+    so a pass reads only the old rows (and the few old ones still open)
+    instead of the table, and one row stamped ahead (a clock set wrong for a
+    while) does not end every pass before the old rows behind it."""
     rule = _RULES[table]
     rows = conn.execute(
         f"SELECT id, ({rule.expired}) AS expired, {_BEFORE.format(rule.born)} AS old "
@@ -103,10 +109,15 @@ def prune_batch(
     ).fetchall()
     doomed: list[int] = []
     resume: int | None = rows[-1]["id"] if len(rows) == limit else None
+    young = 0  # rows in a row written after the cutoff
     for r in rows:
         if not r["old"]:
-            resume = None
-            break
+            young += 1
+            if young >= YOUNG_RUN:
+                resume = None
+                break
+            continue
+        young = 0
         if r["expired"]:
             doomed.append(r["id"])
     conn.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in doomed])
@@ -199,10 +210,30 @@ def outbox_states(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, st
     return {r["idempotency_key"]: r["state"] for r in rows}
 
 
-def unfinished_media(conn: sqlite3.Connection) -> set[str]:
-    """The files the unfinished inbox rows carry: a resumed turn still reads them."""
+def undelivered_outbox_media(conn: sqlite3.Connection) -> set[str]:
+    """The files the outbox rows not yet delivered send. A copy is made for
+    one row, but a message queued again (a new row, a new key) names the same
+    file: a copy goes only once no row still to be sent names it."""
     paths: set[str] = set()
-    for (payload,) in conn.execute("SELECT payload FROM inbox WHERE state != 'done'"):
+    rows = conn.execute("SELECT media FROM outbox WHERE state != 'sent' AND media IS NOT NULL")
+    for (media,) in rows:
+        try:
+            paths.update(str(m["path"]) for m in json.loads(media))
+        except (ValueError, TypeError, KeyError):
+            continue  # not ours to judge here: the row fails when it is sent
+    return paths
+
+
+def unfinished_media(conn: sqlite3.Connection) -> set[str]:
+    """The files the unfinished inbox rows carry, and the messages of turns
+    paused for an approval (their inbox rows are closed): a resumed turn
+    still reads them."""
+    paths: set[str] = set()
+    waiting = conn.execute(
+        "SELECT payload FROM inbox WHERE state != 'done' "
+        "UNION ALL SELECT message FROM approvals WHERE state != 'done'"
+    )
+    for (payload,) in waiting:
         try:
             media = json.loads(payload).get("media", [])
             paths.update(str(m["path"]) for m in media)

@@ -40,3 +40,6 @@ class RetentionStore:
 
     async def unfinished_media(self) -> set[str]:
         return await self.db.read(retention.unfinished_media)
+
+    async def undelivered_outbox_media(self) -> set[str]:
+        return await self.db.read(retention.undelivered_outbox_media)

@@ -76,6 +76,24 @@ async def test_a_delivered_replys_copy_goes_and_a_pending_ones_stays(
     assert counts.outbox_files.removed == 1
 
 
+async def test_a_copy_stays_while_another_row_still_to_be_sent_names_it(
+    store: Store, media: Path, tmp_path: Path
+) -> None:
+    """A message queued again gets a row (and key) of its own, naming the copy
+    made for the first: that copy must outlive the first row's delivery."""
+    first, copy = await queue_file(store, media, tmp_path, "report.pdf")
+    again = OutboundMessage(
+        "feishu", "oc_2", "the report", media=(MediaRef(MediaKind.FILE, str(copy)),)
+    )
+    second = await store.enqueue(again)
+    await store.mark_sent(first)
+    await service(store, media).run_pass()
+    assert copy.exists()
+    await store.mark_sent(second)
+    await service(store, media).run_pass()
+    assert not copy.parent.exists()
+
+
 async def test_a_copy_without_a_row_goes_only_after_the_grace(
     store: Store, media: Path, tmp_path: Path
 ) -> None:
