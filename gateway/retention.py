@@ -1,5 +1,6 @@
 """Retention: the pass that keeps a gateway running for months from growing
-without bound, run at start and then every `storage.prune_interval_secs`.
+without bound, run a minute after start (or `storage.prune_interval_secs`
+after, if that is shorter) and then every `storage.prune_interval_secs`.
 
 One pass, each step on its own (one failing is logged, the others still run):
 
@@ -47,6 +48,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 ORPHAN_GRACE_SECS: Final = 3600.0
+FIRST_PASS_DELAY_SECS: Final = 60.0
 T = TypeVar("T")
 
 
@@ -56,11 +58,18 @@ class RetentionSettings:
     media_retention_days: float = 30.0  # 0: received files are kept
     interval_secs: float = 3600.0
     batch: int = 500  # rows a transaction, files a worker-thread call
+    # the first pass waits this long after start: not while a restart's
+    # recovered turns and first messages are being answered
+    first_delay_secs: float = FIRST_PASS_DELAY_SECS
 
     @classmethod
     def of(cls, storage: StorageConfig) -> RetentionSettings:
+        interval = storage.prune_interval_secs
         return cls(
-            storage.retention_days, storage.media_retention_days, storage.prune_interval_secs
+            storage.retention_days,
+            storage.media_retention_days,
+            interval,
+            first_delay_secs=min(FIRST_PASS_DELAY_SECS, interval),
         )
 
 
@@ -119,6 +128,7 @@ class RetentionService:
             await self._passed.wait_for(lambda: self.passes >= count)
 
     async def _run(self) -> None:
+        await asyncio.sleep(self.settings.first_delay_secs)
         while True:
             await _step("pass", self.run_pass(), None)  # housekeeping never stops the gateway
             await asyncio.sleep(self.settings.interval_secs)

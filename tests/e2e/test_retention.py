@@ -1,6 +1,6 @@
 """Retention end to end: after `send_file` really went out (the scenarios of
 tests/e2e/test_send_file.py), the copy and the keys the channel really wrote
-are what the pass removes; and the running gateway runs a pass at start."""
+are what the pass removes; and the running gateway runs a pass soon after start."""
 
 from __future__ import annotations
 
@@ -74,8 +74,9 @@ async def test_telegram_progress_names_its_outbox_row() -> None:
     assert row_of_state_key(key) == RowRef(outbox_id=17)
 
 
-async def test_the_gateway_runs_a_pass_at_start(home: Path, llm: FakeOpenAI) -> None:
-    loaded = make_config(home, llm.base_url)
+async def test_the_gateway_runs_a_pass_soon_after_start(home: Path, llm: FakeOpenAI) -> None:
+    """The first pass waits a minute, or the interval when that is shorter."""
+    loaded = make_config(home, llm.base_url, storage={"prune_interval_secs": 0.2})
     received = loaded.media_dir / "telegram"
     received.mkdir(parents=True)
     old, recent = received / "old.jpg", received / "recent.jpg"

@@ -14,6 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.bus import InboundMessage, MediaKind, MediaRef, OutboundMessage
+from gateway.config import StorageConfig
 from gateway.file_delivery import copy_for_outbox
 from gateway.media_retention import Removed, remove_paths
 from gateway.retention import ORPHAN_GRACE_SECS, RetentionService, RetentionSettings
@@ -216,3 +217,10 @@ def test_a_file_already_gone_counts_as_removed(tmp_path: Path) -> None:
     (folder / "x.pdf").write_bytes(b"x")
     assert remove_paths([folder, tmp_path / "gone.jpg"]) == Removed(2, 0)
     assert not folder.exists()
+
+
+def test_the_first_pass_waits_a_minute_or_the_interval_if_shorter() -> None:
+    hourly = RetentionSettings.of(StorageConfig())
+    assert (hourly.interval_secs, hourly.first_delay_secs) == (3600.0, 60.0)
+    often = RetentionSettings.of(StorageConfig(prune_interval_secs=5))
+    assert often.first_delay_secs == 5
