@@ -137,12 +137,14 @@ class RunSlots:
     def _hand_over(self) -> None:
         """Give what is free to the waiting claims it fits, oldest first."""
         for claim in list(self._queue):
+            assert claim.granted is not None
+            if claim.granted.done():
+                continue  # cancelled, or timed out, but not yet run: it leaves on its own
             fit = self._fit(claim)
             if fit is None:
                 continue
             self._queue.remove(claim)
             self._take(claim, fit)
-            assert claim.granted is not None
             claim.granted.set_result(fit)
 
     async def _acquire(self, claim: _Claim) -> None:
@@ -158,5 +160,5 @@ class RunSlots:
             if claim.granted.done() and not claim.granted.cancelled():
                 self._release(claim)  # handed a slot meanwhile: on to the next
             else:
-                self._queue.remove(claim)
+                self._queue.remove(claim)  # never handed one: still queued
             raise

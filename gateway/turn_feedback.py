@@ -43,6 +43,7 @@ class TurnRecorder(TurnObserver):
     streamed: bool = False  # a delta went out
 
     async def tool_started(self, call: ToolCall) -> None:
+        await self.flush_deltas()  # "let me check…" is shown now, not after the tool
         await self.progress.started(call)
 
     async def tool_finished(self, result: ToolResult, secs: float) -> None:

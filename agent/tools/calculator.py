@@ -170,7 +170,7 @@ class CalculatorArgs(ToolArgs):
 class CalculatorTool(Tool[CalculatorArgs]):
     name: ClassVar[str] = "calculator"
     description: ClassVar[str] = (
-        "Evaluate arithmetic, e.g. '(2 + 3) * sqrt(16)': + - * / // % **, parentheses, "
+        "Evaluate arithmetic, e.g. '(2+3)*sqrt(16)': + - * / // % **, parentheses, "
         "sqrt, sin, cos, tan, log, exp, abs, round, pi, e."
     )
     Args: ClassVar[type[ToolArgs]] = CalculatorArgs

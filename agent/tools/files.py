@@ -136,7 +136,7 @@ def read_text(path: str, settings: ToolSettings, offset: int, limit: int | None)
 
 class ReadArgs(ToolArgs):
     path: str
-    offset: int = Field(default=1, ge=1)
+    offset: int = Field(default=1, ge=1, description="1-based")
     limit: int | None = Field(default=None, ge=1)
 
 

@@ -46,7 +46,7 @@ class GetTimeArgs(ToolArgs):
 class GetTimeTool(Tool[GetTimeArgs]):
     name: ClassVar[str] = "get_time"
     description: ClassVar[str] = (
-        "The current date and time (ISO 8601), weekday, timezone and UTC offset."
+        "Current date and time (ISO 8601), weekday, timezone and UTC offset."
     )
     Args: ClassVar[type[ToolArgs]] = GetTimeArgs
 

@@ -170,7 +170,7 @@ class HttpRequestArgs(ToolArgs):
 class HttpRequestTool(Tool[HttpRequestArgs]):
     name: ClassVar[str] = "http_request"
     description: ClassVar[str] = (
-        "Make an HTTP request; returns status, main headers and body as text. Private and "
+        "Send an HTTP request; returns status, headers and body. Private and "
         "local addresses are refused unless allowed."
     )
     Args: ClassVar[type[ToolArgs]] = HttpRequestArgs

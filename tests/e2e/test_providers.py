@@ -52,6 +52,25 @@ async def test_a_reply_streamed_whole_within_50_ms_comes_as_one_message(
     assert frame["text"] == "Quick answer, streamed in ten chunks back to back by the fake model."
 
 
+async def test_text_before_a_tool_call_is_shown_before_the_tool_runs(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    llm.add_text("warmed up")
+    llm.add_tool_call("bash", {"command": "true"}, text="Let me check.")
+    llm.add_text("All good.")
+    async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
+        await client.send("warm up")  # a gateway's first turn is slower (lazy imports)
+        while (await client.recv())["type"] != "message":
+            pass
+        await client.send("check it")
+        kinds: list[tuple[str, str]] = []
+        while (frame := await client.recv())["type"] != "message":
+            kinds.append((frame["type"], frame.get("text", frame.get("status", ""))))
+    first_tool = next(i for i, (kind, _) in enumerate(kinds) if kind == "tool")
+    assert ("delta", "Let me check.") in kinds[:first_tool]
+    assert frame["text"] == "All good."
+
+
 async def test_rate_limit_then_success_gives_one_reply(home: Path, llm: FakeOpenAI) -> None:
     llm.add_error(429, headers={"Retry-After": "1"})
     llm.add_text("made it")

@@ -147,3 +147,26 @@ async def test_a_slot_handed_to_a_waiter_cancelled_meanwhile_goes_on_to_the_next
     await second
     assert got == ["second"]
     assert slots.free == 1
+
+
+async def test_a_slot_freed_while_a_waiter_is_being_cancelled_is_not_lost() -> None:
+    """A waiter cancelled (a /stop, a child's timeout) but not yet run is still
+    queued when the holder lets go in the same loop pass: the slot must not be
+    handed to it, and the cap must stay whole."""
+    slots = RunSlots(limit=1, child_limit=4)
+    holding = slots.turn()
+    await holding.__aenter__()
+
+    async def wait_for_a_turn() -> None:
+        async with slots.turn():
+            raise AssertionError("a cancelled waiter ran")
+
+    waiter = asyncio.create_task(wait_for_a_turn(), name="waiter")
+    await asyncio.sleep(0)  # it is queued
+    waiter.cancel()  # its wait is cancelled; the task itself has not run since
+    await holding.__aexit__(None, None, None)  # the release must not fail
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert slots.free == 1
+    async with asyncio.timeout(1), slots.turn():
+        assert slots.free == 0
