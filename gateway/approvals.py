@@ -55,6 +55,8 @@ __all__ = ["Approvals", "PauseRequest", "TurnControls", "TurnStop"]
 log = structlog.get_logger(__name__)
 
 Key = tuple[str, str]
+# the chat's tool progress for approved calls run in a session (by its id)
+Progress = Callable[[str], ToolCallWatcher]
 _DECIDED = (ApprovalState.APPROVED, ApprovalState.DENIED)
 _ID_ARG = re.compile(r"^#?(\d{1,18})(?:\s+(.*))?$", re.DOTALL)
 
@@ -206,6 +208,7 @@ class Approvals:
         run_id: str,
         max_chars: int,
         stop: TurnStop | None = None,
+        progress: Progress | None = None,
     ) -> bool:
         """Before a turn opens: the approval it carries on from gets its
         batch's results (False: answered already, nothing to carry on); a new
@@ -215,12 +218,13 @@ class Approvals:
         "[cancelled]" and answers the turn with the stop notice."""
         if item.approval_id is not None:
             return await self.settle(
-                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars, stop=stop
-            )
+                item.approval_id, tools, context, run_id=run_id, max_chars=max_chars, stop=stop,
+                progress=progress,
+            )  # fmt: skip
         for approval_id in self.open_ids(*item.conversation):
             await self.settle(
                 approval_id, tools, context, run_id=run_id, max_chars=max_chars,
-                superseded=True, stop=stop,
+                superseded=True, stop=stop, progress=progress,
             )  # fmt: skip
         return True
 
@@ -232,7 +236,7 @@ class Approvals:
         *,
         run_id: str,
         max_chars: int,
-        watcher: ToolCallWatcher | None = None,
+        progress: Progress | None = None,
         superseded: bool = False,
         stop: TurnStop | None = None,
     ) -> bool:
@@ -264,6 +268,7 @@ class Approvals:
                 return False
             try:
                 # as the person whose turn asked for them, even when a newer message settles them
+                watcher = progress(record.session_id) if progress is not None else None
                 results = await tools.execute_batch(
                     to_run, context(record.session_id, record.message), watcher
                 )

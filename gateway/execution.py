@@ -187,6 +187,7 @@ class ExecutionService:
             run_id=plan.run_id,
             max_chars=profile.loop.tool_result_max_chars,
             stop=TurnStop(stop_requested, plan.inbox_ids, plan.reply_to, plan.locale),
+            progress=lambda session_id: self._progress(plan, session_id),
         ):
             return TurnOutcome(ok=True)  # answered already: nothing to carry on
         turn = await self._open(plan, profile)
@@ -283,6 +284,19 @@ class ExecutionService:
     def _policy(self, channel: str) -> ChatPolicy:
         return self.chat_policies.get(channel, DEFAULT_POLICY)
 
+    @staticmethod
+    def _working(plan: _Plan, session_id: str) -> ChannelEvent:
+        return ChannelEvent(
+            EventKind.WORKING, plan.channel, plan.chat_id, session_id, plan.run_id, "",
+            plan.reply_to,
+        )  # fmt: skip
+
+    def _progress(self, plan: _Plan, session_id: str) -> ToolProgress:
+        """The turn's tool calls (approved ones run before it too) shown in its chat."""
+        silent = plan.request.delivery is Delivery.FAILURES_ONLY
+        display = ToolDisplay.OFF if silent else self._policy(plan.channel).tools
+        return ToolProgress(self.sink, self._working(plan, session_id), display)
+
     async def _run(
         self,
         plan: _Plan,
@@ -294,15 +308,11 @@ class ExecutionService:
         """The agent loop with typing and streaming around it: the reply (None
         when the turn failed), the text for the chat, and the outcome."""
         first = plan.items[0].message
-        event = ChannelEvent(
-            EventKind.WORKING, plan.channel, plan.chat_id, turn.session_id, plan.run_id, "",
-            plan.reply_to,
-        )  # fmt: skip
+        event = self._working(plan, turn.session_id)
         silent = plan.request.delivery is Delivery.FAILURES_ONLY
         typing = TypingSignal(self.sink, event, None if silent else self.typing_delay_secs)
         await typing.start()
-        display = ToolDisplay.OFF if silent else self._policy(plan.channel).tools
-        progress = ToolProgress(self.sink, event, display)
+        progress = self._progress(plan, turn.session_id)
         observer = TurnRecorder(self.store, self.sink, turn, plan.run_id, event, progress)
         ctx = self._tool_context(plan, turn.session_id, user_message_seq(turn))
         try:

@@ -73,7 +73,8 @@ def summarize_arguments(arguments: str) -> str:
 
 
 class ToolProgress:
-    """One turn's tool calls, passed on to its chat as `display` says."""
+    """One turn's tool calls, passed on to its chat as `display` says (a
+    ToolCallWatcher: approved calls that run before the turn report to it too)."""
 
     def __init__(self, sink: ReplySink, event: ChannelEvent, display: ToolDisplay) -> None:
         self.sink = sink
@@ -82,13 +83,13 @@ class ToolProgress:
         self._calls: dict[str, ToolActivity] = {}  # by call id, in call order
         self._flushed = False
 
-    async def started(self, call: ToolCall) -> None:
+    async def tool_started(self, call: ToolCall) -> None:
         if self.display is ToolDisplay.OFF:
             return
         name = _cut(redact_text(" ".join(call.name.split())), _NAME_MAX)
         await self._update(ToolActivity(call.id, name, summarize_arguments(call.arguments)))
 
-    async def finished(self, result: ToolResult, secs: float) -> None:
+    async def tool_finished(self, result: ToolResult, secs: float) -> None:
         known = self._calls.get(result.call.id)
         if known is None:
             return

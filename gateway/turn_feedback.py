@@ -44,10 +44,10 @@ class TurnRecorder(TurnObserver):
 
     async def tool_started(self, call: ToolCall) -> None:
         await self.flush_deltas()  # "let me check…" is shown now, not after the tool
-        await self.progress.started(call)
+        await self.progress.tool_started(call)
 
     async def tool_finished(self, result: ToolResult, secs: float) -> None:
-        await self.progress.finished(result, secs)
+        await self.progress.tool_finished(result, secs)
 
     async def on_messages(self, new: Sequence[ChatMessage]) -> None:
         turn = self.turn

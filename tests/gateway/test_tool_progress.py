@@ -78,10 +78,10 @@ def test_the_display_follows_the_setting_and_the_channel(
 
 async def run_two(progress: ToolProgress) -> None:
     first, second = call(1, url="https://a"), call(2, url="https://b", token=SECRET)
-    await progress.started(first)
-    await progress.started(second)
-    await progress.finished(ToolResult(second, f"the secret is {SECRET}", ok=False), 0.25)
-    await progress.finished(ToolResult(first, "fine", ok=True), 1.5)
+    await progress.tool_started(first)
+    await progress.tool_started(second)
+    await progress.tool_finished(ToolResult(second, f"the secret is {SECRET}", ok=False), 0.25)
+    await progress.tool_finished(ToolResult(first, "fine", ok=True), 1.5)
     await progress.flush()
 
 
