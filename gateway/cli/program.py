@@ -357,8 +357,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), "")
+    if command:  # a command's parser may import the runtime; `picobot --help` loads nothing
+        _import_structlog_without_rich()
     args = build_parser(command).parse_args(argv)
-    _import_structlog_without_rich()
     from gateway.config import ConfigError
 
     try:

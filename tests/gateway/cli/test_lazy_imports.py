@@ -75,3 +75,23 @@ def test_the_light_help_says_what_each_family_says_of_itself() -> None:
 def test_a_family_command_gets_its_full_parser() -> None:
     args = build_parser("outbox").parse_args(["outbox", "retry", "7"])
     assert args.id == 7
+
+
+def test_a_command_loads_structlog_without_rich_and_rich_still_imports() -> None:
+    """rich (and pygments) are the terminal client's; structlog would load them
+    for every command and the daemon's whole life if they were importable then."""
+    probe = textwrap.dedent("""
+        import json, sys
+        from gateway.cli.program import main
+        try:
+            main(["outbox", "--help"])
+        except SystemExit:
+            pass
+        loaded = ["structlog" in sys.modules, "rich" in sys.modules, "pygments" in sys.modules]
+        import rich.markdown  # the client's Markdown still works
+        print(json.dumps(loaded), file=sys.__stderr__)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [True, False, False]
