@@ -16,9 +16,15 @@ import sqlite3
 from dataclasses import dataclass
 
 from agent.messages import ChatMessage, HistorySize, Marker, Role, message_chars
-from storage.messages import load_segment, message_from_row, messages_from_rows
+from storage.messages import (
+    SELECT_MESSAGES,
+    load_segment,
+    message_from_row,
+    messages_from_rows,
+    plain_rows,
+)
 
-__all__ = ["load_window"]
+__all__ = ["LATEST_MARKED", "load_window"]
 
 # the SQL counterpart of agent.messages.message_chars (tool calls as their JSON text)
 _CHARS = (
@@ -26,6 +32,12 @@ _CHARS = (
 )
 _IN_SEGMENT = "session_id = ? AND segment = ? AND marker IS NOT ?"
 _HEAD_MARKERS = (Marker.AGENT_PROMPT.value, Marker.HISTORY_COMPACTION.value)
+# (session_id, segment, marker, seq): index messages_by_marker, not a scan of
+# the rows between a window's cut and the segment's start
+LATEST_MARKED = (
+    f"{SELECT_MESSAGES} WHERE session_id = ? AND segment = ? AND marker = ? "
+    "AND seq < ? AND role = 'system' ORDER BY seq DESC LIMIT 1"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,22 +65,26 @@ def load_window(
     if scan is None or scan.start is None:
         history = load_segment(conn, session_id, segment)
         return history, HistorySize.of(history)
-    head_rows = conn.execute(
-        f"SELECT * FROM messages WHERE {_IN_SEGMENT} AND seq < ? AND role = 'system' "
-        "AND marker IN (?, ?) ORDER BY seq",
-        (*args, scan.start, *_HEAD_MARKERS),
-    ).fetchall()
-    latest = {r["marker"]: r for r in head_rows}  # the newest of each kind
-    head = [message_from_row(r) for r in sorted(latest.values(), key=lambda r: r["seq"])]
-    rows = conn.execute(
-        f"SELECT * FROM messages WHERE {_IN_SEGMENT} AND seq >= ? ORDER BY seq",
+    latest = [_latest_before(conn, session_id, segment, m, scan.start) for m in _HEAD_MARKERS]
+    head = sorted((m for m in latest if m is not None), key=lambda m: m.seq or 0)
+    rows = plain_rows(
+        conn,
+        f"{SELECT_MESSAGES} WHERE {_IN_SEGMENT} AND seq >= ? ORDER BY seq",
         (*args, scan.start),
-    ).fetchall()
+    )
     tail = messages_from_rows(rows)
     called = {call.id for m in tail for call in m.tool_calls}
     tail = [m for m in tail if m.role is not Role.TOOL or m.tool_call_id in called]
     size = HistorySize(scan.chars + sum(message_chars(m) for m in head), scan.user_turns)
     return [*head, *tail], size
+
+
+def _latest_before(
+    conn: sqlite3.Connection, session_id: str, segment: int, marker: str, seq: int
+) -> ChatMessage | None:
+    """The segment's newest system message with `marker` before `seq` (index messages_by_marker)."""
+    rows = plain_rows(conn, LATEST_MARKED, (session_id, segment, marker, seq))
+    return message_from_row(rows[0]) if rows else None
 
 
 def _scan_back(conn: sqlite3.Connection, args: tuple[str, int, str], budget_chars: int) -> _Scan:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from agent.messages import ChatMessage, Marker, Role, Usage, settle_session_messages
 from storage.clock import now_iso, parse_iso
 
 __all__ = [
     "INSERT_MESSAGE",
+    "SELECT_MESSAGES",
     "append_messages",
     "bound_position",
     "count_messages",
@@ -21,6 +23,7 @@ __all__ = [
     "message_from_row",
     "message_row",
     "messages_from_rows",
+    "plain_rows",
 ]
 
 INSERT_MESSAGE = (
@@ -28,6 +31,25 @@ INSERT_MESSAGE = (
     "name, reasoning_content, media, marker, usage, run_id, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+# What a message is read back from, in the order `message_from_row` takes it
+# (run_id last, for those who need it). Rows are read as plain tuples
+# (`plain_rows`): a turn that opens a long history converts thousands of them.
+SELECT_MESSAGES = (
+    "SELECT role, content, tool_calls, tool_call_id, name, reasoning_content, media, marker, "
+    "usage, created_at, seq, run_id FROM messages"
+)
+_ROLES = {role.value: role for role in Role}
+
+
+def plain_rows(conn: sqlite3.Connection, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+    """The rows of `sql` as tuples, whatever the connection's row factory."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    try:
+        return cursor.execute(sql, args).fetchall()
+    finally:
+        cursor.close()
 
 
 def message_row(
@@ -108,20 +130,21 @@ def append_messages(
     return seqs
 
 
-def message_from_row(row: sqlite3.Row) -> ChatMessage:
-    usage = json.loads(row["usage"]) if row["usage"] else None
+def message_from_row(row: Sequence[Any]) -> ChatMessage:
+    """A message from a row of `SELECT_MESSAGES` (the schema decides the types)."""
+    role, content, calls, call_id, name, reasoning, media, marker, usage, created, seq = row[:11]
     return ChatMessage(
-        role=Role(row["role"]),
-        content=row["content"],
-        tool_calls=ChatMessage.parse_tool_calls(row["tool_calls"]),
-        tool_call_id=row["tool_call_id"],
-        name=row["name"],
-        reasoning_content=row["reasoning_content"],
-        media=tuple(json.loads(row["media"])) if row["media"] else (),
-        marker=row["marker"],
-        usage=Usage.from_dict(usage) if usage else None,
-        created_at=parse_iso(row["created_at"]),
-        seq=row["seq"],
+        _ROLES[role],
+        content,
+        ChatMessage.parse_tool_calls(calls) if calls else (),
+        call_id,
+        name,
+        reasoning,
+        tuple(json.loads(media)) if media else (),
+        marker,
+        Usage.from_dict(json.loads(usage)) if usage else None,
+        parse_iso(created),
+        seq,
     )
 
 
@@ -129,17 +152,18 @@ def load_segment(conn: sqlite3.Connection, session_id: str, segment: int) -> lis
     """The segment's messages in order, without those of failed turns (a
     session message sent during a tool batch after the batch's results:
     `settle_session_messages`)."""
-    rows = conn.execute(
-        "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
-        "AND marker IS NOT ? ORDER BY seq",
+    rows = plain_rows(
+        conn,
+        f"{SELECT_MESSAGES} WHERE session_id = ? AND segment = ? AND marker IS NOT ? ORDER BY seq",
         (session_id, segment, Marker.FAILED_TURN.value),
-    ).fetchall()
+    )
     return messages_from_rows(rows)
 
 
-def messages_from_rows(rows: Sequence[sqlite3.Row]) -> list[ChatMessage]:
-    """A run of a segment's rows, in seq order, as the history holds them (a
-    session message sent during a tool batch after the batch's results)."""
+def messages_from_rows(rows: Sequence[Sequence[Any]]) -> list[ChatMessage]:
+    """A run of a segment's rows (of `SELECT_MESSAGES`), in seq order, as the
+    history holds them (a session message sent during a tool batch after the
+    batch's results)."""
     return settle_session_messages([message_from_row(r) for r in rows])
 
 
@@ -148,12 +172,13 @@ def load_recent(
 ) -> tuple[list[tuple[ChatMessage, str | None]], bool]:
     """The segment's newest `limit` messages in order, each with the run id of
     the turn that wrote it, failed turns left out; and whether older ones exist."""
-    rows = conn.execute(
-        "SELECT * FROM messages WHERE session_id = ? AND segment = ? "
+    rows = plain_rows(
+        conn,
+        f"{SELECT_MESSAGES} WHERE session_id = ? AND segment = ? "
         "AND marker IS NOT ? ORDER BY seq DESC LIMIT ?",
         (session_id, segment, Marker.FAILED_TURN.value, limit + 1),
-    ).fetchall()
-    return [(message_from_row(r), r["run_id"]) for r in reversed(rows[:limit])], len(rows) > limit
+    )
+    return [(message_from_row(r), r[11]) for r in reversed(rows[:limit])], len(rows) > limit
 
 
 def mark_failed_run(conn: sqlite3.Connection, session_id: str, run_id: str) -> None:

@@ -313,6 +313,15 @@ CREATE INDEX approvals_open ON approvals (channel, chat_id) WHERE state != 'done
 """
 
 
+# The latest agent prompt and compaction summary before a window's cut
+# (storage/history_window.py), found without scanning the rows between: only
+# marked rows are in it, a few per segment.
+_V11_MESSAGE_MARKERS = """
+CREATE INDEX messages_by_marker ON messages (session_id, segment, marker, seq)
+    WHERE marker IS NOT NULL;
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -324,4 +333,5 @@ MIGRATIONS: list[str] = [
     _V8_NO_MEMORY_FTS,
     _V9_OUTBOX_IDEMPOTENCY_KEY,
     _V10_APPROVALS,
+    _V11_MESSAGE_MARKERS,
 ]

@@ -11,7 +11,7 @@ import pytest
 from agent.messages import ChatMessage, HistorySize, Marker, Role, ToolCall, message_chars
 from storage import messages, sessions
 from storage.db import Database
-from storage.history_window import load_window
+from storage.history_window import LATEST_MARKED, load_window
 
 SESSION = "chat-1"
 
@@ -92,3 +92,24 @@ async def test_failed_turns_are_not_counted(db: Database) -> None:
     loaded, after = await db.read(lambda c: load_window(c, SESSION, 0, 1_500))
     assert after == before
     assert loaded[-1].content == "answer 1"
+
+
+async def test_the_newest_prompt_and_summary_before_the_cut_lead_and_are_looked_up(
+    db: Database,
+) -> None:
+    later = [
+        ChatMessage.system("persona 2", marker=Marker.AGENT_PROMPT),
+        ChatMessage.system("[Compressed History] later", Marker.HISTORY_COMPACTION),
+    ]
+    history = [*_history(50), *later, *(m for n in range(50, 500) for m in _turn(n))]
+    await db.write(lambda c: _store(c, history))
+    loaded, _ = await db.read(lambda c: load_window(c, SESSION, 0, 2_000))
+    assert [m.content for m in loaded[:2]] == ["persona 2", "[Compressed History] later"]
+    assert loaded[2].role is Role.USER
+    # found through the index of marked rows, not by reading every row before the cut
+    plan = await db.read(
+        lambda c: c.execute(
+            "EXPLAIN QUERY PLAN " + LATEST_MARKED, (SESSION, 0, "agent_prompt", 1_000)
+        ).fetchall()
+    )
+    assert any("messages_by_marker" in str(tuple(row)) for row in plan), plan
