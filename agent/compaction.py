@@ -30,6 +30,7 @@ import structlog
 
 from agent.compaction_prompt import (
     SUMMARY_SYSTEM_PROMPT,
+    bound_summary,
     cut_to_budget,
     format_transcript,
     summary_request_text,
@@ -63,6 +64,7 @@ __all__ = [
     "should_compact",
     "split_history",
     "splits_tool_pair",
+    "summary_budget_chars",
     "tokens_for_chars",
     "transcript_budget_chars",
     "trigger_tokens",
@@ -78,6 +80,7 @@ DEFAULT_SUMMARY_TIMEOUT_SECS: Final = 120.0
 _CHARS_PER_TOKEN: Final = 4
 _TRANSCRIPT_BUDGET_RATIO: Final = 0.4  # of the window, for what the summariser reads
 _FALLBACK_BUDGET_RATIO: Final = 0.1  # of the window, for a summary-less fallback
+_SUMMARY_BUDGET_RATIO: Final = 0.05  # of the window, for the summary itself
 _FALLBACK_NOTE: Final = (
     "(No summary could be produced; the most recent part of the earlier transcript follows.)"
 )
@@ -110,6 +113,11 @@ def transcript_budget_chars(window_tokens: int) -> int:
 def fallback_budget_chars(window_tokens: int) -> int:
     """How much transcript replaces the summary when summarising fails."""
     return int(window_tokens * _FALLBACK_BUDGET_RATIO * _CHARS_PER_TOKEN)
+
+
+def summary_budget_chars(window_tokens: int) -> int:
+    """The longest summary kept (the request asks for no more): 5% of the window."""
+    return int(window_tokens * _SUMMARY_BUDGET_RATIO * _CHARS_PER_TOKEN)
 
 
 def splits_tool_pair(history: Sequence[ChatMessage], boundary: int) -> bool:
@@ -262,7 +270,8 @@ async def compact(
     split = split_history(history, boundary)
     head, body = format_transcript(split.folded)
     transcript = cut_to_budget(head, body, transcript_budget_chars(window_tokens))
-    text, usage = await _summarise(provider, model, transcript, timeout_secs)
+    budget = summary_budget_chars(window_tokens)
+    text, usage = await _summarise(provider, model, transcript, budget, timeout_secs)
     summarised = text is not None
     if text is None:
         fallback = cut_to_budget(head, body, fallback_budget_chars(window_tokens))
@@ -291,13 +300,13 @@ async def compact(
 
 
 async def _summarise(
-    provider: LLMProvider, model: str, transcript: str, timeout_secs: float
+    provider: LLMProvider, model: str, transcript: str, budget_chars: int, timeout_secs: float
 ) -> tuple[str | None, Usage | None]:
     request = LLMRequest(
         model=model,
         messages=[
             ChatMessage.system(SUMMARY_SYSTEM_PROMPT),
-            ChatMessage.user(summary_request_text(transcript)),
+            ChatMessage.user(summary_request_text(transcript, budget_chars)),
         ],
     )
     try:
@@ -316,4 +325,6 @@ async def _summarise(
     if not text:
         log.warning("compaction_summary_empty", provider=provider.name)
         return None, response.usage
-    return text, response.usage
+    if len(text) > budget_chars:
+        log.warning("compaction_summary_cut", provider=provider.name, chars=len(text))
+    return bound_summary(text, budget_chars), response.usage

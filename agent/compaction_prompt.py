@@ -16,6 +16,7 @@ from agent.messages import ChatMessage, Marker, Role
 __all__ = [
     "COMPRESSED_HISTORY_PREFIX",
     "SUMMARY_SYSTEM_PROMPT",
+    "bound_summary",
     "cut_to_budget",
     "format_transcript",
     "summary_request_text",
@@ -43,6 +44,7 @@ transcript. If the transcript starts with an earlier summary, merge it into your
 Reply with the summary only."""
 
 _CUT_NOTICE: Final = "[... earlier part of the transcript cut: {omitted} characters omitted ...]\n"
+_SUMMARY_CUT_NOTICE: Final = "\n[... summary cut: {omitted} characters omitted ...]"
 
 
 def _render(message: ChatMessage) -> str:
@@ -94,9 +96,25 @@ def cut_to_budget(head: str, body: str, budget_chars: int) -> str:
     return head + separator + notice + kept
 
 
-def summary_request_text(transcript: str) -> str:
+def summary_request_text(transcript: str, max_chars: int) -> str:
     """The user message of the summary request."""
-    return f"Summarise this earlier part of the conversation:\n\n<transcript>\n{transcript}\n</transcript>"
+    return (
+        f"Summarise this earlier part of the conversation in at most {max_chars:,} characters:"
+        f"\n\n<transcript>\n{transcript}\n</transcript>"
+    )
+
+
+def bound_summary(text: str, budget_chars: int) -> str:
+    """`text` within `budget_chars`, its end cut (at a line end when one is
+    near) and the cut said: a model that ignores the limit, or a summariser
+    that echoes its input, must not leave a summary that fills the window."""
+    if len(text) <= budget_chars:
+        return text
+    kept = text[:budget_chars]
+    line_end = kept.rfind("\n")
+    if line_end > budget_chars * 0.8:
+        kept = kept[:line_end]
+    return kept + _SUMMARY_CUT_NOTICE.format(omitted=len(text) - len(kept))
 
 
 def with_prefix(text: str) -> str:

@@ -401,6 +401,24 @@ async def test_the_new_history_is_prompt_summary_and_the_last_three_whole_turns(
     assert result.estimate_after == estimate_tokens(new)
 
 
+async def test_a_summary_over_its_budget_is_cut_and_the_request_asks_for_the_limit(
+    llm: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    window = 20_000  # the summary's budget: 5% of it, 4,000 characters
+    llm.add_text("\n".join(f"fact {n}: " + "f" * 60 for n in range(2_000)))  # ~138,000 chars
+
+    result = await compact(_long_history(), provider, "gpt-test", window, 3, timeout_secs=5)
+
+    assert result is not None and result.summarised
+    [request] = llm.requests
+    assert "in at most 4,000 characters" in request["messages"][1]["content"]
+    content = result.summary.content
+    assert content.startswith("[Compressed History]\nfact 0: ")
+    assert content.endswith(" characters omitted ...]")
+    assert "fact 1999" not in content
+    assert len(content) <= 4_000 + 100  # the prefix and the notice
+
+
 async def test_a_failed_summary_falls_back_to_the_truncated_transcript(
     llm: FakeOpenAI, provider: OpenAIProvider
 ) -> None:
