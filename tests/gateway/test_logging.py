@@ -215,6 +215,7 @@ def emit_everything(log: Any) -> int:
     log.info("credentials", contents=CREDENTIAL_FILE)
     log.info("url", url=f"https://api.telegram.org/bot{BOT_TOKEN}/getMe")
     log.info("query", url="https://qyapi/cgi-bin/gettoken?corpid=1&corpsecret=unregisteredQ")
+    log.info("bot", url=f"https://api.telegram.org/bot{UNREGISTERED_BOT}/sendMessage")
     try:
         raise RuntimeError(f"provider said: invalid key {API_KEY}")
     except RuntimeError:
@@ -225,10 +226,12 @@ def emit_everything(log: Any) -> int:
         raise ConnectionError(f"auth {APP_SECRET} refused")
     except ConnectionError:
         std.exception("library failure")
-    return 13
+    return 14
 
 
+UNREGISTERED_BOT = "5550001234:AAFq8ZxW2vLm8RtY5uJc1oEb4sDfGhKzz"  # no keyword around it
 UNREGISTERED = (
+    UNREGISTERED_BOT,
     "unregistered-xyz-123456",
     "unregistered-abc-987654",
     "sk-proj-unregistered0123456789",
