@@ -409,7 +409,8 @@ async def test_a_summary_over_its_budget_is_cut_and_the_request_asks_for_the_lim
 
     result = await compact(_long_history(), provider, "gpt-test", window, 3, timeout_secs=5)
 
-    assert result is not None and result.summarised
+    assert result is not None
+    assert result.summarised
     [request] = llm.requests
     assert "in at most 4,000 characters" in request["messages"][1]["content"]
     content = result.summary.content
