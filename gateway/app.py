@@ -129,6 +129,7 @@ class Gateway:
         self.access = AccessPolicy(loaded.admins, self.config.channels.enabled())
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
+        self.warmed = asyncio.Event()  # started, and the providers' SDKs imported (or failed to)
         self._readiness = Readiness()
         self.budget = ShutdownBudget(self.config.gateway.shutdown_timeout_secs)
         self.port: int | None = None
@@ -176,8 +177,8 @@ class Gateway:
                 log.info(
                     "gateway_started", host=self.config.gateway.host, port=self.port, channels=names
                 )
-                for provider in self._deferred:  # the SDKs' import, off the event loop
-                    tg.create_task(_warm(provider), name=f"provider-warm-{provider.name}")
+                # the SDKs' import, off the event loop
+                tg.create_task(_warm(self._deferred, self.warmed), name="providers-warm")
                 await self._stop.wait()
                 log.info("gateway_stopping")
                 self.budget.begin()
@@ -473,11 +474,14 @@ async def _job_views(store: Store, zone: tzinfo) -> list[dict[str, Any]]:
     return [JobView(job, last).to_dict(zone) for job, last in await store.scheduled_jobs()]
 
 
-async def _warm(provider: DeferredProvider) -> None:
-    """A failed import is only logged here: the first turn meets the same error."""
-    try:
-        await provider.warm()
-    except Exception:
-        log.exception("provider_warm_failed", provider=provider.name)
-    else:
-        log.info("provider_warmed", provider=provider.name)
+async def _warm(providers: list[DeferredProvider], warmed: asyncio.Event) -> None:
+    """One after another (each import takes the GIL). A failed import is only
+    logged here: the first turn meets the same error."""
+    for provider in providers:
+        try:
+            await provider.warm()
+        except Exception:
+            log.exception("provider_warm_failed", provider=provider.name)
+        else:
+            log.info("provider_warmed", provider=provider.name)
+    warmed.set()
