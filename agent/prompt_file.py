@@ -85,14 +85,29 @@ class AgentPromptFile:
         self.agent_dir = agent_dir
         self.path = agent_dir / AGENT_PROMPT_FILENAME
         self.default = default
+        self._lock = asyncio.Lock()
+        self._reads = 0  # reads started so far
+        self._last: tuple[int, str] | None = None  # the newest finished read: (number, text)
 
     async def ensure(self) -> None:
         """Create the directory and the default file if they are missing."""
         await asyncio.to_thread(self._ensure_sync)
 
     async def load(self) -> str:
-        """The current file content (created first if missing), read fresh."""
-        return await asyncio.to_thread(self._load_sync)
+        """The current file content (created first if missing), read fresh:
+        by a read that started after this call did. Calls that come together
+        (many new chats at once) share such a read instead of each taking a
+        worker thread."""
+        started_before = self._reads
+        async with self._lock:
+            last = self._last
+            if last is not None and last[0] > started_before:
+                return last[1]
+            self._reads += 1
+            number = self._reads
+            text = await asyncio.to_thread(self._load_sync)
+            self._last = (number, text)
+            return text
 
     def _ensure_sync(self) -> None:
         self.agent_dir.mkdir(parents=True, exist_ok=True)

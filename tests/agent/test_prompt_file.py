@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,29 @@ async def test_an_edit_is_picked_up_at_the_next_load(tmp_path: Path) -> None:
 
     assert first == prompt_text(DEFAULT_AGENT_PROMPT)
     assert second == "# Persona\nAlways answer in haiku."
+
+
+class _CountedReads(AgentPromptFile):
+    reads = 0
+
+    def _load_sync(self) -> str:
+        self.reads += 1
+        return super()._load_sync()
+
+
+async def test_loads_that_come_together_share_a_read_that_started_after_them(
+    tmp_path: Path,
+) -> None:
+    prompt = _CountedReads(tmp_path / "agent")
+    await prompt.load()
+    prompt.path.write_text("Answer in haiku.\n", encoding="utf-8")
+
+    texts = await asyncio.gather(*(prompt.load() for _ in range(50)))
+
+    assert set(texts) == {"Answer in haiku."}
+    # the first load; then, for all fifty, the read the first of them started
+    # (the others came while it ran, so it may predate them) and one after it
+    assert prompt.reads == 3
 
 
 async def test_html_comments_are_notes_for_the_operator_not_the_model(tmp_path: Path) -> None:
