@@ -184,9 +184,9 @@ class Metrics:
 
     def tokens(self, model: str, input: int, output: int) -> None:
         if input > 0:
-            self._tokens.labels(model=model, direction="input").inc(input)
+            self._child(self._tokens, model, "input").inc(input)
         if output > 0:
-            self._tokens.labels(model=model, direction="output").inc(output)
+            self._child(self._tokens, model, "output").inc(output)
 
     def input_tokens(self, model: str, uncached: int, cache_read: int, cache_write: int) -> None:
         """One call's input split by cache use (the hit rate is read / all)."""
