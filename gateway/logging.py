@@ -75,12 +75,19 @@ _HINT_WORDS: Final = (
     "bearer", "basic", "sk-", "key", "token", "secret", "passw", "authori", "credential",
 )  # fmt: skip
 _HINT_TOKEN: Final = re.compile(r":[A-Za-z0-9_\-]{30}")
+# The patterns' re.I also matches "ſ" to s, and "ı" and "İ" to i, which
+# str.lower() does not turn into those letters: a text with one of them is
+# checked the slow way.
+_HINT_FOLDS: Final = ("ſ", "ı", "İ")
+_HINT_FOLDED: Final = re.compile("|".join(_HINT_WORDS), re.I)
 
 
 def _hinted(text: str) -> bool:
     """Whether a credential pattern could match `text` (false positives are fine)."""
     lowered = text.lower()
-    return any(word in lowered for word in _HINT_WORDS) or _HINT_TOKEN.search(text) is not None
+    if any(word in lowered for word in _HINT_WORDS) or _HINT_TOKEN.search(text) is not None:
+        return True
+    return any(c in text for c in _HINT_FOLDS) and _HINT_FOLDED.search(text) is not None
 
 
 # Short strings found clean, so that the channel names, event names and ids

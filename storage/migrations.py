@@ -315,7 +315,7 @@ CREATE INDEX approvals_open ON approvals (channel, chat_id) WHERE state != 'done
 
 # The latest agent prompt and compaction summary before a window's cut
 # (storage/history_window.py), found without scanning the rows between: only
-# marked rows are in it, a few per segment.
+# marked rows are in it (prompts, summaries, session messages, failed turns).
 _V11_MESSAGE_MARKERS = """
 CREATE INDEX messages_by_marker ON messages (session_id, segment, marker, seq)
     WHERE marker IS NOT NULL;

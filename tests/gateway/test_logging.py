@@ -216,6 +216,7 @@ def emit_everything(log: Any) -> int:
     log.info("url", url=f"https://api.telegram.org/bot{BOT_TOKEN}/getMe")
     log.info("query", url="https://qyapi/cgi-bin/gettoken?corpid=1&corpsecret=unregisteredQ")
     log.info("bot", url=f"https://api.telegram.org/bot{UNREGISTERED_BOT}/sendMessage")
+    log.info("folded", note="ſecret=unregisteredF1 CREDENTİAL=unregisteredF2")  # re.I letters
     try:
         raise RuntimeError(f"provider said: invalid key {API_KEY}")
     except RuntimeError:
@@ -226,7 +227,7 @@ def emit_everything(log: Any) -> int:
         raise ConnectionError(f"auth {APP_SECRET} refused")
     except ConnectionError:
         std.exception("library failure")
-    return 14
+    return 15
 
 
 UNREGISTERED_BOT = "5550001234:AAFq8ZxW2vLm8RtY5uJc1oEb4sDfGhKzz"  # no keyword around it
@@ -236,6 +237,8 @@ UNREGISTERED = (
     "unregistered-abc-987654",
     "sk-proj-unregistered0123456789",
     "unregisteredQ",
+    "unregisteredF1",
+    "unregisteredF2",
 )
 
 
