@@ -133,7 +133,7 @@ class TrimmedCopies:
         The conversation's last answer is kept: when what it was made from is
         still the start of `history` (compared in C), only the messages after
         it are looked at, so a long chat's turn does not walk its history."""
-        source = list(history[:end])
+        source = history[:end] if isinstance(history, list) else list(history[:end])
         start, done = 0, []
         kept = self._older.pop(key, None) if key is not None else None
         if kept is not None and len(kept[0]) <= end and source[: len(kept[0])] == kept[0]:

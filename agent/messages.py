@@ -156,7 +156,9 @@ def shared_prefix(new: list[ChatMessage], old: list[ChatMessage]) -> int:
     n = min(len(new), len(old))
     lo, hi = 0, n + 1  # new[:lo] == old[:lo]; new[:hi] differs (n + 1: not looked at)
     for k in range(n, max(n - 4, 0), -1):  # the end is where they usually part
-        if new[:k] == old[:k]:
+        # the last item first: a prefix that ends in a different message is
+        # told apart without copying two long slices to compare them
+        if new[k - 1] == old[k - 1] and new[:k] == old[:k]:
             return k
         hi = k
     while hi - lo > 1:  # equal prefixes are nested: bisect the rest

@@ -54,10 +54,11 @@ class BodyEncoder:
         params: dict[str, Any],
     ) -> bytes:
         """`{"messages": [...], "tools": [...], **params}` as JSON bytes."""
-        messages = list(messages)
+        messages = list(messages)  # kept: a caller may change its own list later
         last = self._sent.pop(conversation, None) if conversation is not None else None
         same = shared_prefix(messages, last.messages) if last is not None else 0
-        pieces = last.pieces[:same] if last is not None else []
+        pieces = last.pieces if last is not None else []  # ours: it left the cache
+        del pieces[same:]
         for message in messages[same:]:
             pieces.append(_encode(await self._convert(message)).encode())
         if conversation is not None:
