@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fanout, history, memory_search, real_path, startup, sustained
-from bench.harness import machine, quiet_logs
+from bench.harness import calibration_ms, machine, quiet_logs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -77,8 +77,18 @@ async def main(args: argparse.Namespace) -> None:
     names = SCENARIOS if args.scenario == "all" else (args.scenario,)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     for name in names:
-        calibration = machine()  # just before: the machine's speed drifts within minutes
-        for result in await _run(name, args):
+        # The machine's speed drifts within minutes: each scenario is divided
+        # by the mean of a calibration just before it and one just after.
+        calibration = machine()
+        before = calibration["calibration_ms"]
+        results = await _run(name, args)
+        after = calibration_ms()
+        calibration.update(
+            calibration_ms=round((before + after) / 2, 1),
+            calibration_before_ms=before,
+            calibration_after_ms=after,
+        )
+        for result in results:
             result.update({"measured_at": stamp, "machine": calibration})
             result["per_calibration"] = per_calibration(result, calibration["calibration_ms"])
             suffix = f"-{result['clients']}" if "clients" in result else ""
