@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
+import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,12 @@ SCENARIOS = (
 )
 
 
+# A figure's unit is a part of its name ("cpu_ms_per_message", "p50_ms",
+# "wall_secs_until_last_reply"); a scenario's inputs are not figures.
+_UNIT = re.compile(r"(?:^|_)(ms|secs)(?:_|$)")
+_INPUTS = frozenset({"llm_latency_secs", "seconds"})
+
+
 def per_calibration(result: dict[str, Any], calibration_ms: float) -> dict[str, float]:
     """Every ms or secs figure (at any depth) divided by the calibration in ms."""
     out: dict[str, float] = {}
@@ -45,30 +54,39 @@ def per_calibration(result: dict[str, Any], calibration_ms: float) -> dict[str, 
                 walk(f"{prefix}{key}.", value)
         elif isinstance(node, int | float) and not isinstance(node, bool):
             name = prefix.rstrip(".")
-            if "_ms" in name or name.endswith("_secs"):
-                ms = node * 1000 if name.endswith("_secs") else node
-                out[name] = round(ms / calibration_ms, 4)
+            leaf = name.rsplit(".", 1)[-1]
+            unit = _UNIT.search(leaf)
+            if unit is None or leaf in _INPUTS or leaf.startswith("target"):
+                return
+            ms = node * 1000 if unit.group(1) == "secs" else node
+            out[name] = round(ms / calibration_ms, 4)
 
     walk("", {k: v for k, v in result.items() if k not in ("targets", "machine")})
     return out
 
 
-async def _run(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+Run = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def _runs(name: str, args: argparse.Namespace) -> list[Run]:
+    """The scenario's runs (one per client count where it has several)."""
     if name == "real_sustained":
-        return [await real_path.sustained(clients=c, seconds=args.seconds) for c in args.clients]
+        return [functools.partial(real_path.sustained, clients=c, seconds=args.seconds)
+                for c in args.clients]  # fmt: skip
     if name == "real_fanout":
-        return [await real_path.fanout(chats=args.fanout_chats)]
+        return [functools.partial(real_path.fanout, chats=args.fanout_chats)]
     if name == "history_scaling":
-        return [await history.scaling()]
+        return [history.scaling]
     if name == "big_session":
-        return [await history.big_session()]
+        return [history.big_session]
     if name == "startup":
-        return [await startup.run()]
+        return [startup.run]
     if name == "fanout":
-        return [await fanout.run(chats=args.chats)]
+        return [functools.partial(fanout.run, chats=args.chats)]
     if name == "sustained":
-        return [await sustained.run(clients=c, seconds=args.seconds) for c in args.clients]
-    return [await memory_search.run(memories=args.memories)]
+        return [functools.partial(sustained.run, clients=c, seconds=args.seconds)
+                for c in args.clients]  # fmt: skip
+    return [functools.partial(memory_search.run, memories=args.memories)]
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -77,18 +95,18 @@ async def main(args: argparse.Namespace) -> None:
     names = SCENARIOS if args.scenario == "all" else (args.scenario,)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     for name in names:
-        # The machine's speed drifts within minutes: each scenario is divided
-        # by the mean of a calibration just before it and one just after.
-        calibration = machine()
-        before = calibration["calibration_ms"]
-        results = await _run(name, args)
-        after = calibration_ms()
-        calibration.update(
-            calibration_ms=round((before + after) / 2, 1),
-            calibration_before_ms=before,
-            calibration_after_ms=after,
-        )
-        for result in results:
+        for run in _runs(name, args):
+            # The machine's speed drifts within minutes: each run is divided
+            # by the mean of a calibration just before it and one just after.
+            calibration = machine()
+            before = calibration["calibration_ms"]
+            result = await run()
+            after = calibration_ms()
+            calibration.update(
+                calibration_ms=round((before + after) / 2, 1),
+                calibration_before_ms=before,
+                calibration_after_ms=after,
+            )
             result.update({"measured_at": stamp, "machine": calibration})
             result["per_calibration"] = per_calibration(result, calibration["calibration_ms"])
             suffix = f"-{result['clients']}" if "clients" in result else ""

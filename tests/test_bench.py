@@ -65,9 +65,19 @@ async def test_startup_scenario_reports_help_ready_and_rss() -> None:
 
 
 def test_every_figure_is_also_given_per_calibration() -> None:
-    result = {"cpu_ms_per_message": 2.0, "by": {"p50_ms": 4.0}, "wall_secs": 1.0, "n": 3}
+    result = {
+        "cpu_ms_per_message": 2.0,
+        "by": {"p50_ms": 4.0},
+        "wall_secs_until_last_reply": 1.0,
+        "n": 3,
+        "messages": 10,
+        "llm_latency_secs": 1.0,  # an input, not a figure
+        "target_wall_secs": 1.15,
+        "default_cap": {"fastest_reply_secs": 0.5},
+    }
     assert per_calibration(result, 20.0) == {
         "cpu_ms_per_message": 0.1,
         "by.p50_ms": 0.2,
-        "wall_secs": 50.0,
+        "wall_secs_until_last_reply": 50.0,
+        "default_cap.fastest_reply_secs": 25.0,
     }
