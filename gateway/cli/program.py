@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib
 import os
@@ -63,7 +64,7 @@ def _load(args: argparse.Namespace) -> LoadedConfig:
     return load_config(getattr(args, "config", None))
 
 
-async def _settle_memory(warmed: asyncio.Event) -> None:
+async def _settle_memory(warmed: asyncio.Event, latest_secs: float = 60.0) -> None:
     """Start-up runs with the garbage collector off (`cmd_gateway`): its
     objects — modules, classes, config, the SDKs' models, over 100,000 —
     live as long as the process, and collecting passes over them cost
@@ -71,8 +72,11 @@ async def _settle_memory(warmed: asyncio.Event) -> None:
     gateway is ready and its SDKs imported they are frozen (no collection
     looks at them again) and collection resumes for what comes after.
     (The few thousand cycles start-up leaves are frozen too: collecting them
-    first would cost more than they take.)"""
-    await warmed.wait()
+    first would cost more than they take.) A warm-up that never ends must not
+    leave the collector off: `latest_secs` after start it settles anyway."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(latest_secs):
+            await warmed.wait()
     gc.freeze()
     gc.enable()
 

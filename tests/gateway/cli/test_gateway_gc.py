@@ -52,3 +52,11 @@ def test_a_gateway_that_fails_to_start_leaves_the_collector_on(
     assert "gateway.port" in capsys.readouterr().err
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
+
+
+async def test_a_warm_up_that_never_ends_does_not_leave_the_collector_off(
+    collector: None,
+) -> None:
+    gc.disable()
+    await asyncio.wait_for(_settle_memory(asyncio.Event(), latest_secs=0.05), 5)
+    assert gc.isenabled()
