@@ -39,9 +39,7 @@ async def test_a_reply_streamed_whole_within_50_ms_comes_as_one_message(
     llm.add_text("warmed up")
     llm.add_text("Quick answer, streamed in ten chunks back to back by the fake model.")
     async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
-        await client.send("warm up")  # a gateway's first turn is slower (lazy imports)
-        while (await client.recv())["type"] != "message":
-            pass
+        await client.ask("warm up")  # a gateway's first turn is slower (lazy imports)
         await client.send("quick")
         kinds: list[str] = []
         while (frame := await client.recv())["type"] != "message":
@@ -59,9 +57,7 @@ async def test_text_before_a_tool_call_is_shown_before_the_tool_runs(
     llm.add_tool_call("bash", {"command": "true"}, text="Let me check.")
     llm.add_text("All good.")
     async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
-        await client.send("warm up")  # a gateway's first turn is slower (lazy imports)
-        while (await client.recv())["type"] != "message":
-            pass
+        await client.ask("warm up")  # a gateway's first turn is slower (lazy imports)
         await client.send("check it")
         kinds: list[tuple[str, str]] = []
         while (frame := await client.recv())["type"] != "message":
