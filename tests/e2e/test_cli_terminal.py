@@ -86,7 +86,7 @@ async def terminal(gw: Gateway, home: Path, name: str) -> AsyncIterator[Terminal
 async def slow_turn(term: Terminal, llm: FakeOpenAI) -> None:
     """Ask for the scripted `sleep 30` tool call; back once the turn runs."""
     term.type("run the slow thing")
-    await llm.wait_requests(1)  # the turn has started (its working frame went first)
+    await llm.wait_requests(1, timeout=20)  # the turn has started (its working frame went first)
 
 
 async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at_once(
@@ -142,7 +142,7 @@ async def test_a_reply_written_while_away_is_shown_on_reconnect_once(
         terminal(gw, home, "away-1") as term,
     ):
         term.type("answer me later")
-        await llm.wait_requests(1)
+        await llm.wait_requests(1, timeout=20)
         term.type("/quit")  # the turn goes on without the client
         assert await term.exits() == 0
         llm.release()

@@ -148,7 +148,9 @@ async def test_scheduled_jobs_keep_their_own_session(home: Path, llm: FakeOpenAI
     )
     async with running_gateway(loaded, extra_channels=[channel], clock=clock):
         await channel.wait_sent(2)
-    assert channel.texts() == ["echo: Report", "echo: Report"]  # no new-session notice
+    texts = channel.texts()  # (a third run may get in before the gateway stops)
+    assert len(texts) >= 2
+    assert set(texts) == {"echo: Report"}  # no new-session notice
     assert [m["content"] for m in conversation(llm.requests[1])] == [
         "Report",
         "echo: Report",

@@ -56,6 +56,7 @@ async def test_typing_frames_come_only_for_a_turn_slower_than_the_delay(
                 if frame["type"] == "message" and frame.get("reply_to") == msg_id:
                     return kinds
 
+        await client.ask("warm up")  # a gateway's first turn is slower (lazy imports)
         quick = await client.send("quick")
         assert await frames_until_reply(quick) == ["ack", "message"]
         llm.delay = 1.5

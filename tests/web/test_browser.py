@@ -18,6 +18,8 @@ from tests.support import make_config, newest, running_gateway, ws_client
 from tests.web.browser import PHONE, chromium, page_on, screenshot
 
 pytestmark = pytest.mark.browser
+# Playwright's assertions wait 5 s by default; a loaded CI machine renders slower
+expect.set_options(timeout=15_000)
 
 TOKEN = "browser-test-token"
 TABLE_REPLY = (
