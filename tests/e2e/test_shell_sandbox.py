@@ -156,13 +156,13 @@ async def test_background_jobs_die_with_the_command(
     await chat.bash(f"setsid sh -c 'sleep 0.7351; touch {ws}/m1' >/dev/null 2>&1 &")
     await chat.bash(f"nohup sh -c 'sleep 0.7352; touch {ws}/m2' >/dev/null 2>&1 &")
     timed = await chat.bash(
-        f"(sleep 1.7353; touch {ws}/m3) >/dev/null 2>&1 & sleep 30.7354", timeout_secs=1
+        f"(sleep 2.7353; touch {ws}/m3) >/dev/null 2>&1 & sleep 30.7354", timeout_secs=1
     )
     assert timed.startswith("[timed out")
     # each command's processes are gone the moment its tool call returned
-    for marker in ("0.7351", "0.7352", "1.7353", "30.7354"):
+    for marker in ("0.7351", "0.7352", "2.7353", "30.7354"):
         assert _processes_with(f"sleep\0{marker}") == []
-    await asyncio.sleep(1.8)  # past every marker's deadline: absence cannot be awaited
+    await asyncio.sleep(2.8)  # past every marker's deadline: absence cannot be awaited
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith("m")) == []
 
 
