@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,3 +250,24 @@ def newest(body: dict[str, Any]) -> dict[str, Any]:
     while end > 1 and messages[end - 1]["role"] == "system":
         end -= 1
     return messages[end - 1]
+
+
+def processes_with(marker: str) -> list[int]:
+    """The pids whose command line contains `marker` (NUL between arguments)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Polls: the state of another process tree cannot be awaited."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.05)

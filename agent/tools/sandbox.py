@@ -11,6 +11,10 @@ credentials, media) replaced by empty mounts. Network stays on unless
 child still gets a parent-death signal and the resource limits; the gateway
 being non-dumpable (gateway.hardening) keeps its environ from a same-uid child.
 
+A bwrap killed in its first moment leaves a sandbox that has not armed that
+signal yet, so the tool also kills the sandbox's first process, which bwrap
+reports on `--info-fd` (agent/tools/shell.py).
+
 Nothing here runs a process: it builds the argv and the pre-exec hook.
 """
 
@@ -53,12 +57,16 @@ class Sandbox:
     hidden: tuple[Path, ...] = ()  # never visible inside the sandbox
     max_processes: int | None = None  # RLIMIT_NPROC (per user id, as the kernel counts)
 
-    def argv(self, command: Sequence[str], workspace: Path) -> list[str]:
+    def argv(
+        self, command: Sequence[str], workspace: Path, info_fd: int | None = None
+    ) -> list[str]:
+        """`info_fd`: where bwrap reports the sandbox's first process (`--info-fd`)."""
         if self.bwrap is None:
             return list(command)
         ws = workspace.resolve()
         args = [
             self.bwrap,
+            *([] if info_fd is None else ["--info-fd", str(info_fd)]),
             "--die-with-parent",
             "--new-session",
             "--unshare-pid",

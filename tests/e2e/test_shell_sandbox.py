@@ -20,7 +20,7 @@ import pytest
 import websockets
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import GatewayProcess, child_env, spawn_gateway
+from tests.support import GatewayProcess, child_env, processes_with, spawn_gateway, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -103,26 +103,6 @@ async def started(
             await gw.stop()
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
-async def _wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    """Polls: the state of another process tree cannot be awaited."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.05)
-
-
 @pytest.mark.parametrize("started", ["bwrap"], indirect=True)
 async def test_sandboxed_bash_sees_no_secrets(
     home: Path, started: tuple[GatewayProcess, Chat]
@@ -161,7 +141,7 @@ async def test_background_jobs_die_with_the_command(
     assert timed.startswith("[timed out")
     # each command's processes are gone the moment its tool call returned
     for marker in ("0.7351", "0.7352", "2.7353", "30.7354"):
-        assert _processes_with(f"sleep\0{marker}") == []
+        assert processes_with(f"sleep\0{marker}") == []
     await asyncio.sleep(2.8)  # past every marker's deadline: absence cannot be awaited
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith("m")) == []
 
@@ -174,10 +154,10 @@ async def test_sigkill_of_the_gateway_kills_the_running_command(
     ws = home / "workspace"
     llm.add_tool_call("bash", {"command": f"sleep 20.7355; touch {ws}/after-kill"})
     await chat.ws.send(json.dumps({"type": "message", "id": "k", "text": "long one"}))
-    await _wait_until(lambda: _processes_with("sleep\x0020.7355") != [])
+    await wait_until(lambda: processes_with("sleep\x0020.7355") != [])
     gw.proc.send_signal(signal.SIGKILL)
     await gw.stop(sig=None)
-    await _wait_until(lambda: _processes_with("sleep\x0020.7355") == [])
+    await wait_until(lambda: processes_with("sleep\x0020.7355") == [])
     assert not (ws / "after-kill").exists()
 
 

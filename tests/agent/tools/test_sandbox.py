@@ -34,6 +34,9 @@ def test_hidden_paths_inside_the_workspace_are_hidden_after_its_bind(tmp_path: P
     assert joined.index(f"--bind {ws} {ws}") < joined.index(f"--tmpfs {secret_dir}")
     assert f"--ro-bind /dev/null {config}" in joined
     assert argv[-4:] == ["--", "bash", "-c", "true"]
+    assert "--info-fd" not in argv
+    reported = box.argv(["bash", "-c", "true"], ws, info_fd=7)
+    assert reported[1:3] == ["--info-fd", "7"]  # where bwrap says which process the sandbox is
 
 
 def test_sandbox_bwrap_without_bwrap_refuses_to_start(

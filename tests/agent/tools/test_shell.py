@@ -8,14 +8,18 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.messages import ToolCall
 from agent.tools.base import ToolContext, ToolRegistry
+from agent.tools.sandbox import Sandbox, bwrap_path
 from agent.tools.shell import ShellArgs, ShellTool, scrubbed_environment
+from tests.support import processes_with, wait_until
 
 MakeCtx = Callable[..., ToolContext]
+needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed")
 
 
 async def bash(ctx: ToolContext, command: str, timeout_secs: float | None = None) -> str:
@@ -73,6 +77,71 @@ async def test_cancellation_kills_the_process_group(workspace: Path, ctx: ToolCo
     result = await registry.execute(call, ctx)
     assert (result.ok, result.content) == (False, "Error: tool timed out after 1s")
     await assert_process_ends(int((workspace / "pid").read_text()))
+
+
+@pytest.mark.parametrize(
+    "sandboxed",
+    [False, pytest.param(True, marks=needs_bwrap)],
+)
+async def test_a_call_cancelled_while_its_process_starts_ends_at_once_and_kills_it(
+    make_ctx: MakeCtx, monkeypatch: pytest.MonkeyPatch, sandboxed: bool
+) -> None:
+    """/stop lands while the process starts (its output pipe not connected
+    yet). asyncio's own clean-up of a start cut short kills the direct child
+    alone and then waits for the pipe to close, which the command's other
+    processes held open, so the stopped call waited for the command (30 s):
+    plain, bash's forked `sleep`; under bwrap, killed in its first moment, a
+    sandbox that had not armed --die-with-parent yet."""
+    ctx = make_ctx(shell_sandbox=Sandbox(bwrap=bwrap_path()) if sandboxed else Sandbox())
+    loop = asyncio.get_running_loop()
+    connect = loop.connect_read_pipe
+    marker = f"30.{4244 if sandboxed else 4242}"  # in the command line of each process
+
+    async def connect_cancelled(*args: Any, **kwargs: Any) -> Any:
+        # the second process: plain, bash's forked sleep; under bwrap, the sandbox
+        # just cloned, in the moment before bwrap lets it go
+        await wait_until(lambda: len(processes_with(marker)) >= 2)
+        call.cancel()
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "connect_read_pipe", connect_cancelled)
+    # not bash's last command: bash forks it rather than becoming it
+    call = asyncio.create_task(bash(ctx, f"sleep {marker}; true"))
+    try:
+        done, _ = await asyncio.wait([call], timeout=10)
+        assert call in done
+        assert call.cancelled()
+        # nothing it started outlives it (a process dies a moment after its SIGKILL)
+        await wait_until(lambda: processes_with(marker) == [], timeout=5)
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.wait([call], timeout=10)
+
+
+@needs_bwrap
+async def test_under_bwrap_a_kill_ends_the_sandbox_through_its_first_process(
+    make_ctx: MakeCtx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox arms --die-with-parent itself, a moment after bwrap starts
+    it: a bwrap killed sooner left it running. So the tool also kills the
+    sandbox's first process (bwrap reports it on --info-fd), which ends its
+    whole PID namespace; shown here with the kill of bwrap's group left out,
+    and a reap that would otherwise wait 60 s for the sandbox to end."""
+    monkeypatch.setattr("agent.tools.shell._kill_group", lambda transport: None)
+    monkeypatch.setattr("agent.tools.shell._REAP_SECS", 60.0)
+    marker = "sleep\x0030.4343"
+    ctx = make_ctx(shell_sandbox=Sandbox(bwrap=bwrap_path()))
+    call = asyncio.create_task(bash(ctx, "sleep 30.4343; true", 0.5))
+    try:
+        done, _ = await asyncio.wait([call], timeout=10)
+        assert call in done
+        assert call.result().startswith("[timed out after 0.5s")
+        await wait_until(lambda: processes_with(marker) == [], timeout=5)
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.wait([call], timeout=10)
 
 
 async def test_a_process_that_left_the_group_holding_the_pipe_does_not_leak_it(
