@@ -112,7 +112,8 @@ async def test_a_call_cancelled_while_its_process_starts_ends_at_once_and_kills_
         assert call in done
         assert call.cancelled()
         # nothing it started outlives it (a process dies a moment after its SIGKILL)
-        await wait_until(lambda: processes_with(marker) == [], timeout=5)
+        for pid in processes_with(marker):
+            await assert_process_ends(pid)
     finally:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
@@ -137,7 +138,8 @@ async def test_under_bwrap_a_kill_ends_the_sandbox_through_its_first_process(
         done, _ = await asyncio.wait([call], timeout=10)
         assert call in done
         assert call.result().startswith("[timed out after 0.5s")
-        await wait_until(lambda: processes_with(marker) == [], timeout=5)
+        for pid in processes_with(marker):
+            await assert_process_ends(pid)
     finally:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
