@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import ssl
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,13 +53,20 @@ __all__ = [
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
-# Requests and responses stay plain JSON: the body is posted as bytes built
-# once per message (`client.post(content=...)`, the SDK's documented way to
-# make custom requests; agent.providers.openai_body) and chunks are read as
-# dicts (`cast_to=object`). The typed `chat.completions.create`
-# walks every message and tool schema again to transform it, and building a
-# model per streamed chunk costs more still: milliseconds of CPU per call on a
-# small machine, which bounds how many turns run at once.
+# Requests and responses stay plain JSON: the body is bytes built once per
+# message (agent.providers.openai_body) and chunks are read as dicts. The
+# typed `chat.completions.create` walks every message and tool schema again
+# to transform it, and building a model per streamed chunk costs more still.
+# Even `client.post` builds a request-options model, merges headers and parses
+# the URL on every call: about half a millisecond of CPU per call on a small
+# machine, more than the HTTP exchange itself, and it bounds how many turns
+# run at once. So the request goes out on the SDK's own HTTP client (its
+# aiohttp transport) with the URL and headers the SDK gives this client (its
+# base URL, `auth_headers`, `default_headers`), worked out once (`_Route`).
+# What `post` adds beyond that are hooks for credentials picobot never
+# configures (a key callback, workload identity, a provider runtime); the
+# client is always built here with a fixed key. A test holds the request
+# equal to the one `client.post` sends (tests/agent/test_openai_provider.py).
 _PATH = "/chat/completions"
 _STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 
@@ -250,42 +258,83 @@ def _parse_completion(raw: object, provider: str) -> LLMResponse:
 
 
 def map_openai_error(exc: Exception, provider: str) -> ProviderError:
-    """Translate an SDK/transport exception into the provider error tree."""
+    """Translate a transport exception, or an error event in the middle of a
+    stream (`openai.APIError`, as the SDK raises it), into the provider error
+    tree; HTTP error statuses are classified where the response arrives."""
     prefix = f"provider '{provider}'"
-    if isinstance(exc, openai.APIStatusError):
-        return classify_status(provider, exc.status_code, dict(exc.response.headers), exc.body)
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+    if isinstance(exc, httpx2.TimeoutException):
         return ProviderUnavailable(f"{prefix}: request timed out")
-    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+    if isinstance(exc, httpx2.RequestError | ssl.SSLError):  # what `post` calls a connection error
         return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
-    if isinstance(exc, openai.APIResponseValidationError):
-        return ProviderError(f"{prefix}: unexpected response shape")
-    if isinstance(exc, openai.APIError):  # e.g. an error event in the middle of a stream
+    if isinstance(exc, openai.APIError):
         return ProviderUnavailable(f"{prefix}: {server_message(exc.body) or 'stream error'}")
     return ProviderError(f"{prefix}: {type(exc).__name__}")
 
 
-class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
+def _json_of(response: httpx2.Response, provider: str) -> object:
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        raise ProviderError(f"provider '{provider}': unexpected response shape") from None
+
+
+class _Route:
+    """An SDK client and where and how its chat-completions requests go: the
+    URL and headers `client.post` would build for them, worked out once."""
+
+    def __init__(self, settings: ProviderSettings) -> None:
+        timeout = httpx2.Timeout(settings.timeout_secs)
+        # aiohttp transport: a fraction of httpx's CPU per request
+        self.http = openai.DefaultAioHttpClient(timeout=timeout)
+        self.client = openai.AsyncOpenAI(
+            api_key=settings.api_key,
+            base_url=settings.base_url,
+            default_headers=settings.extra_headers or None,
+            timeout=timeout,
+            max_retries=0,
+            http_client=self.http,
+        )
+        base = self.client.base_url  # the SDK ends it with "/"
+        self.url = base.copy_with(raw_path=base.raw_path + _PATH.lstrip("/").encode())
+        headers = httpx2.Headers(self.http.headers)  # what `build_request` merges in first
+        headers.update(self.client.auth_headers)
+        headers.update({k: v for k, v in self.client.default_headers.items() if isinstance(v, str)})
+        headers["X-Stainless-Retry-Count"] = "0"  # as `post` marks a first attempt
+        headers["X-Stainless-Read-Timeout"] = str(timeout.read)
+        self.headers = headers
+
+    async def close(self) -> None:
+        await self.client.close()  # and the HTTP client it was given
+
+    async def send(self, provider: str, body: bytes, *, stream: bool) -> httpx2.Response:
+        """The response to `body`, streamed or read whole; an HTTP error status
+        raises it as the provider error tree has it (`classify_status`)."""
+        request = httpx2.Request("POST", self.url, headers=self.headers, content=body)
+        response = await self.http.send(request, stream=stream)
+        if response.status_code < 400:
+            return response
+        try:
+            raw = await response.aread()
+        finally:
+            await response.aclose()
+        error: object
+        try:
+            error = json.loads(raw)
+        except ValueError:
+            error = raw.decode(errors="replace").strip()
+        raise classify_status(provider, response.status_code, dict(response.headers), error)
+
+
+class OpenAIProvider(SdkProvider[_Route]):
     """`LLMProvider` for any OpenAI-compatible chat-completions endpoint."""
 
     def __init__(self, settings: ProviderSettings, *, sleep: Sleep = asyncio.sleep) -> None:
-        client = None
-        if settings.api_key:
-            client = openai.AsyncOpenAI(
-                api_key=settings.api_key,
-                base_url=settings.base_url,
-                default_headers=settings.extra_headers or None,
-                timeout=settings.timeout_secs,
-                max_retries=0,
-                # aiohttp transport: a fraction of httpx's CPU per request, which
-                # is what bounds many concurrent turns on a small machine
-                http_client=openai.DefaultAioHttpClient(timeout=settings.timeout_secs),
-            )
-        super().__init__(settings, client, sleep=sleep)
+        route = _Route(settings) if settings.api_key else None
+        super().__init__(settings, route, sleep=sleep)
         self._bodies = BodyEncoder(to_openai_message)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
-        client = self._client_for_call()
+        route = self._client_for_call()
         messages = [*request.messages, *request.tail]  # the tail after the cacheable prefix
         tools = request.tools
         params: dict[str, Any] = {"model": request.model}
@@ -304,30 +353,21 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             )
             try:
                 if sink is None:
-                    completion = await client.post(_PATH, content=body, cast_to=object)
-                    return _parse_completion(completion, self.name)
-                return await self._stream(client, body, sink)
-            except (openai.OpenAIError, httpx2.TransportError) as exc:
+                    response = await route.send(self.name, body, stream=False)
+                    return _parse_completion(_json_of(response, self.name), self.name)
+                return await self._stream(route, body, sink)
+            except (openai.OpenAIError, httpx2.RequestError, ssl.SSLError) as exc:
                 raise map_openai_error(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
 
-    async def _stream(
-        self, client: openai.AsyncOpenAI, body: bytes, sink: DeltaSink
-    ) -> LLMResponse:
+    async def _stream(self, route: _Route, body: bytes, sink: DeltaSink) -> LLMResponse:
         assembler = _StreamAssembler(sink)
-        stream = await client.post(
-            _PATH,
-            content=body,
-            cast_to=object,
-            stream=True,
-            stream_cls=openai.AsyncStream[object],
-        )
-        # The events are read here, to the end of the body: the SDK's own
+        response = await route.send(self.name, body, stream=True)
+        # The events are read here, to the end of the body (the SDK's own
         # iterator stops at [DONE] and leaves three async generators for the
-        # event loop to finalise, a task and a self-pipe write each, per call.
-        async with stream:
-            response = stream.response
+        # event loop to finalise, a task and a self-pipe write each, per call).
+        try:
             data: list[str] = []
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
@@ -337,4 +377,6 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                     data.clear()
             if data:
                 await _dispatch("\n".join(data), assembler, response.request)
+        finally:
+            await response.aclose()
         return assembler.response()

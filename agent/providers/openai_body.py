@@ -7,8 +7,8 @@ dict and JSON-encoding the whole body again on every call is the one cost of
 a turn that grows with the history; here the messages a request shares with
 the conversation's last one (`LLMRequest.cache_key`), the same objects from
 the start, keep their encoded pieces, only the rest is converted and
-encoded, and the body is the joined pieces. The SDK takes the bytes as they are (`client.post(content=...)`, its
-documented raw-body option).
+encoded, and the body is the joined pieces, sent as they are
+(agent.providers.openai).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import openai
 import pytest
+from aiohttp import web
 
 from agent.messages import ChatMessage, Role, ToolCall, Usage
 from agent.providers import create_provider
@@ -300,6 +302,69 @@ async def test_extra_headers_reach_the_server(fake: FakeOpenAI) -> None:
     provider = make(fake, extra_headers={"X-Tenant": "blue"})
     await provider.complete(ask())
     assert fake.request_headers[0]["X-Tenant"] == "blue"
+
+
+async def test_a_request_carries_what_the_sdks_own_post_sends(fake: FakeOpenAI) -> None:
+    """The provider sends through the SDK's HTTP client without `client.post`
+    (agent.providers.openai): path and headers must stay what `post` builds,
+    also after an SDK upgrade changes them."""
+    extra = {"X-Tenant": "blue"}
+    provider = make(fake, extra_headers=extra)
+    await provider.complete(ask())
+    timeout = ProviderSettings(name="default", api_key=KEY).timeout_secs
+    client = openai.AsyncOpenAI(
+        api_key=KEY,
+        base_url=fake.base_url,
+        default_headers=extra,
+        timeout=timeout,
+        max_retries=0,
+        http_client=openai.DefaultAioHttpClient(timeout=timeout),
+    )
+    try:
+        body = json.dumps(fake.requests[0], separators=(",", ":")).encode()
+        await client.post("/chat/completions", content=body, cast_to=object)
+    finally:
+        await client.close()
+    ours, sdks = ({k.lower(): v for k, v in h.items()} for h in fake.request_headers)
+    assert ours == sdks
+    assert ours["authorization"] == f"Bearer {KEY}"
+    assert ours["x-tenant"] == "blue"
+
+
+async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
+    async def answer(_: web.Request) -> web.Response:
+        return web.Response(status=status, text=text, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "says"),
+    [
+        (502, ProviderUnavailable, "HTTP 502"),  # retried: a proxy between picobot and the service
+        (200, ProviderError, "unexpected response shape"),
+    ],
+)
+async def test_a_page_that_is_not_json_is_a_provider_error(
+    status: int, error: type[ProviderError], says: str
+) -> None:
+    runner, url = await _page_server(status, "Bad Gateway from the proxy")
+    settings = ProviderSettings(name="default", api_key=KEY, base_url=url, max_retries=0)
+    provider = OpenAIProvider(settings, sleep=Waits())
+    try:
+        with pytest.raises(error) as caught:
+            await provider.complete(ask())
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+    assert type(caught.value) is error
+    assert says in str(caught.value)
 
 
 async def test_create_provider_builds_openai_and_rejects_unknown_kind(fake: FakeOpenAI) -> None:
