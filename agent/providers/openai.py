@@ -220,6 +220,40 @@ class _StreamAssembler:
         )
 
 
+class _SseEvents:
+    """The `data` of each server-sent event, from the stream's bytes as they
+    come. Lines end with LF, CRLF or CR (a CR that ends a piece waits for the
+    next, which may begin with its LF) and are UTF-8, as the format requires;
+    httpx's `aiter_lines` would read the charset from the headers on every
+    call and decode through two more layers."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._data: list[str] = []
+
+    def feed(self, piece: bytes) -> list[str]:
+        text = self._pending + piece
+        cut = len(text) - 1 if text.endswith(b"\r") else len(text)
+        lines = text[:cut].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._pending = lines.pop() + text[cut:]
+        return self._take(lines)
+
+    def end(self) -> list[str]:
+        """What an unterminated last event carried."""
+        rest, self._pending = self._pending.rstrip(b"\r"), b""
+        return self._take([rest, b""] if rest else [b""])
+
+    def _take(self, lines: list[bytes]) -> list[str]:
+        events: list[str] = []
+        for raw in lines:
+            if raw.startswith(b"data:"):
+                self._data.append(raw[5:].removeprefix(b" ").decode(errors="replace"))
+            elif not raw and self._data:  # an empty line ends the event
+                events.append("\n".join(self._data))
+                self._data.clear()
+        return events
+
+
 async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> None:
     """One server-sent event's data: a chunk, the end, or an error (as the SDK raises it)."""
     if payload.startswith("[DONE]"):
@@ -368,15 +402,12 @@ class OpenAIProvider(SdkProvider[_Route]):
         # iterator stops at [DONE] and leaves three async generators for the
         # event loop to finalise, a task and a self-pipe write each, per call).
         try:
-            data: list[str] = []
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                elif not line and data:
-                    await _dispatch("\n".join(data), assembler, response.request)
-                    data.clear()
-            if data:
-                await _dispatch("\n".join(data), assembler, response.request)
+            events = _SseEvents()
+            async for piece in response.aiter_bytes():
+                for payload in events.feed(piece):
+                    await _dispatch(payload, assembler, response.request)
+            for payload in events.end():
+                await _dispatch(payload, assembler, response.request)
         finally:
             await response.aclose()
         return assembler.response()

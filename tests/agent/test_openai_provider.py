@@ -24,7 +24,7 @@ from agent.providers.base import (
     ProviderUnavailable,
     ToolSpec,
 )
-from agent.providers.openai import OpenAIProvider
+from agent.providers.openai import OpenAIProvider, _SseEvents
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 KEY = "sk-test-key-123"
@@ -365,6 +365,73 @@ async def test_a_page_that_is_not_json_is_a_provider_error(
         await runner.cleanup()
     assert type(caught.value) is error
     assert says in str(caught.value)
+
+
+def _chunk(**delta: object) -> str:
+    return json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+
+# lone CR, CRLF and LF line ends, a comment, an event whose data spans two
+# lines (joined by CRLF), non-ASCII text, and a last event without its
+# closing empty line
+_AWKWARD_STREAM = (
+    f"data: {_chunk(content='Grüße, ')}\r\r"
+    ": keep-alive\r\n\r\n"
+    f"data: {_chunk(content='世界')}\n\n"
+    'data: {"choices": [{"index": 0,\r\ndata: "delta": {"content": "!"}}]}\r\n\r\n'
+    f"data:{_chunk(content=' end')}"
+).encode()
+
+
+async def _sse_server(body: bytes, pieces: int) -> tuple[web.AppRunner, str]:
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        size = -(-len(body) // pieces)
+        for at in range(0, len(body), size):
+            await response.write(body[at : at + size])
+            await asyncio.sleep(0.01)  # let each piece leave on its own
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+
+async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
+    runner, url = await _sse_server(_AWKWARD_STREAM, pieces=7)
+    provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    try:
+        reply = await provider.complete(ask(), sink)
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+    assert deltas == ["Grüße, ", "世界", "!", " end"]
+    assert reply.content == "Grüße, 世界! end"
+
+
+def test_stream_events_do_not_depend_on_where_the_bytes_are_cut() -> None:
+    whole = _SseEvents()
+    expected = whole.feed(_AWKWARD_STREAM) + whole.end()
+    assert len(expected) == 4
+    for cut in range(1, len(_AWKWARD_STREAM)):
+        events = _SseEvents()
+        got = events.feed(_AWKWARD_STREAM[:cut]) + events.feed(_AWKWARD_STREAM[cut:])
+        assert got + events.end() == expected, cut
+    one_by_one = _SseEvents()
+    got = [
+        e for i in range(len(_AWKWARD_STREAM)) for e in one_by_one.feed(_AWKWARD_STREAM[i : i + 1])
+    ]
+    assert got + one_by_one.end() == expected
 
 
 async def test_create_provider_builds_openai_and_rejects_unknown_kind(fake: FakeOpenAI) -> None:
