@@ -82,7 +82,7 @@ async def test_the_same_tool_list_is_encoded_once() -> None:
 async def test_a_request_that_parts_from_the_last_one_midway_is_encoded_as_new() -> None:
     a, b, c, d = (ChatMessage.user(text) for text in "abcd")
     encoder = BodyEncoder(to_openai_message)
-    for messages in ([a, b, c], [a, b, d], [a, b, c], [a], [a, b, c, d]):
+    for messages in ([a, b, c], [a, b, d], [a, b, c], [a], [a, b, c, d], [b], [], [c, d]):
         body = await encoder.body("chat", messages, [], list, {"model": "m"})
         fresh = await BodyEncoder(to_openai_message).body("x", messages, [], list, {"model": "m"})
         assert body == fresh
