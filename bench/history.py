@@ -2,8 +2,8 @@
 
 - `scaling`: chats filled through the storage layer with 10, 1,000 and 8,000
   short messages (below the compaction trigger, so the whole history is sent
-  every turn), then a few turns each, one at a time: the gateway's CPU per
-  warm turn, and the cold first turn (opening the session from storage).
+  every turn): the cold first turn (opening the session from storage), then
+  the gateway's CPU per warm turn, one chat of each size taking turns.
 - `big_session`: one session of 50,000 messages (~2.8 MB, far beyond the
   128k-token window): the first turn must succeed with a request inside the
   window; its CPU (the opening included), the background compaction's, and
@@ -78,6 +78,33 @@ async def _warm_turns(gw: GatewayProc, chat_id: str, n: int) -> float:
     return warm
 
 
+_SETTLE_SECS = 0.02  # a turn's work after its reply frame (the send marked, ...) ends in ~1 ms
+
+
+async def _interleaved_warm_turns(
+    gw: GatewayProc, chat_ids: dict[str, str], n: int
+) -> dict[str, float]:
+    """CPU ms per turn of `n` turns in each of `chat_ids` (already open), one
+    chat after the other turn by turn, so that each size sees the machine at
+    the same speed (it drifts within minutes)."""
+    sockets = {key: await connect(gw.ws_url, chat_id) for key, chat_id in chat_ids.items()}
+    used = dict.fromkeys(sockets, 0.0)
+    try:
+        for ws in sockets.values():
+            await ask(ws, "i0", "hello")
+        for i in range(1, n + 1):
+            for key, ws in sockets.items():
+                meter = CpuMeter(gw.pid)
+                meter.start()
+                await ask(ws, f"i{i}", f"turn {i}")  # ids unique in the chat: not duplicates
+                await asyncio.sleep(_SETTLE_SECS)  # what follows the reply is this turn's too
+                used[key] += meter.stop(1)["cpu_ms_per_message"]
+    finally:
+        for ws in sockets.values():
+            await ws.close()
+    return {key: round(total / n, 3) for key, total in used.items()}
+
+
 async def scaling(
     sizes: tuple[int, ...] = (10, 1_000, 8_000), turns: int = 50, chats: int = 5
 ) -> dict[str, Any]:
@@ -90,13 +117,29 @@ async def scaling(
             config = shipped_config(llm.base_url)
             async with gateway_process(config, home) as gw:
                 await _warm_turns(gw, "warm-up", 5)
-                rows = {}
-                for n in sizes:
-                    ids = [f"hist-{n}-{c}" for c in range(chats)]
-                    first = await _first_turns(gw, ids)
-                    warm = await _warm_turns(gw, ids[0], turns)
-                    rows[str(n)] = {"first_turn_cpu_ms": first, "warm_turn_cpu_ms": warm}
-    short, long = rows[str(sizes[0])]["warm_turn_cpu_ms"], rows[str(sizes[-1])]["warm_turn_cpu_ms"]
+                first = {
+                    n: await _first_turns(gw, [f"hist-{n}-{c}" for c in range(chats)])
+                    for n in sizes
+                }
+                warm = await _interleaved_warm_turns(
+                    gw, {str(n): f"hist-{n}-0" for n in sizes}, turns
+                )
+                # the same chats' turns back to back (each turn's trailing
+                # writes share a commit with the next one's), one size after another
+                closed = {n: await _warm_turns(gw, f"hist-{n}-0", turns) for n in sizes}
+                rows = {
+                    str(n): {
+                        "first_turn_cpu_ms": first[n],
+                        "warm_turn_cpu_ms": warm[str(n)],
+                        "back_to_back_turn_cpu_ms": closed[n],
+                    }
+                    for n in sizes
+                }
+
+    def ratio(figure: str) -> float | None:
+        short, long = rows[str(sizes[0])][figure], rows[str(sizes[-1])][figure]
+        return round(long / short, 2) if short else None
+
     return {
         "scenario": "history_scaling",
         "path": "picobot gateway process, shipped defaults, OpenAI SDK → fake LLM process (HTTP)",
@@ -104,7 +147,8 @@ async def scaling(
         "warm_turns": turns,
         "cold_chats": chats,
         "by_history_messages": rows,
-        "longest_vs_shortest": round(long / short, 2) if short else None,
+        "longest_vs_shortest": ratio("warm_turn_cpu_ms"),
+        "back_to_back_longest_vs_shortest": ratio("back_to_back_turn_cpu_ms"),
         "target_longest_vs_shortest": 1.5,
     }
 
@@ -118,7 +162,7 @@ async def _idle(gw: GatewayProc, quiet_secs: float = 1.0, limit_secs: float = 12
         probe = CpuMeter(gw.pid)
         probe.start()
         await asyncio.sleep(quiet_secs)
-        if probe.stop(1)["cpu_ms_per_message"] < 20:  # clock ticks: ~10 ms resolution
+        if probe.stop(1)["cpu_ms_per_message"] < 20:  # an idle gateway's timers: a few ms a second
             break
     total = meter.stop(1)["cpu_ms_per_message"]
     return total
@@ -133,7 +177,7 @@ def _request_tokens(llm: FakeLLM, text: str) -> tuple[int, int]:
     return tokens_for_chars(chars), record["wire_bytes"]
 
 
-async def big_session(count: int = 50_000, later_turns: int = 20) -> dict[str, Any]:
+async def big_session(count: int = 50_000, later_turns: int = 50) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         home = Path(tmp)
         await _filled(home, {"big": (count, 56), **{f"short-{c}": (10, 56) for c in range(5)}})
