@@ -228,19 +228,26 @@ class _SseEvents:
     call and decode through two more layers."""
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._partial: list[bytes] = []  # the line so far, in pieces
+        self._cr = b""  # a CR that ended the last piece
         self._data: list[str] = []
 
     def feed(self, piece: bytes) -> list[str]:
-        text = self._pending + piece
-        cut = len(text) - 1 if text.endswith(b"\r") else len(text)
-        lines = text[:cut].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        self._pending = lines.pop() + text[cut:]
-        return self._take(lines)
+        text = self._cr + piece  # only the new bytes are scanned: a long line costs once
+        self._cr = b"\r" if text.endswith(b"\r") else b""
+        lines = text[: len(text) - len(self._cr)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        parts = lines.split(b"\n")
+        if len(parts) == 1:
+            self._partial.append(parts[0])
+            return []
+        parts[0] = b"".join([*self._partial, parts[0]])
+        self._partial = [parts.pop()]
+        return self._take(parts)
 
     def end(self) -> list[str]:
         """What an unterminated last event carried."""
-        rest, self._pending = self._pending.rstrip(b"\r"), b""
+        rest = b"".join(self._partial)
+        self._partial, self._cr = [], b""
         return self._take([rest, b""] if rest else [b""])
 
     def _take(self, lines: list[bytes]) -> list[str]:
@@ -258,7 +265,10 @@ async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.R
     """One server-sent event's data: a chunk, the end, or an error (as the SDK raises it)."""
     if payload.startswith("[DONE]"):
         return
-    chunk = json.loads(payload)
+    try:
+        chunk = json.loads(payload)
+    except ValueError:
+        raise openai.APIError("an event that is not JSON", request, body=None) from None
     error = chunk.get("error") if isinstance(chunk, dict) else None
     if error:
         message = error.get("message") if isinstance(error, dict) else None
@@ -330,9 +340,13 @@ class _Route:
         )
         base = self.client.base_url  # the SDK ends it with "/"
         self.url = base.copy_with(raw_path=base.raw_path + _PATH.lstrip("/").encode())
-        headers = httpx2.Headers(self.http.headers)  # what `build_request` merges in first
-        headers.update(self.client.auth_headers)
-        headers.update({k: v for k, v in self.client.default_headers.items() if isinstance(v, str)})
+        headers = httpx2.Headers()
+        for name, value in (
+            *self.client.auth_headers.items(),
+            *self.client.default_headers.items(),
+        ):
+            if isinstance(value, str):  # not `Omit`
+                headers[name] = value  # any case; the later one wins, as in `post`
         headers["X-Stainless-Retry-Count"] = "0"  # as `post` marks a first attempt
         headers["X-Stainless-Read-Timeout"] = str(timeout.read)
         self.headers = headers
@@ -341,11 +355,13 @@ class _Route:
         await self.client.close()  # and the HTTP client it was given
 
     async def send(self, provider: str, body: bytes, *, stream: bool) -> httpx2.Response:
-        """The response to `body`, streamed or read whole; an HTTP error status
-        raises it as the provider error tree has it (`classify_status`)."""
-        request = httpx2.Request("POST", self.url, headers=self.headers, content=body)
+        """The response to `body`, streamed or read whole; any other status than
+        2xx (a redirect is not followed) raises as the provider error tree has
+        it (`classify_status`)."""
+        # the HTTP client's own headers and cookies merged in, as for `post`
+        request = self.http.build_request("POST", self.url, headers=self.headers, content=body)
         response = await self.http.send(request, stream=stream)
-        if response.status_code < 400:
+        if response.is_success:
             return response
         try:
             raw = await response.aread()

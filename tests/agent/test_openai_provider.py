@@ -308,7 +308,7 @@ async def test_a_request_carries_what_the_sdks_own_post_sends(fake: FakeOpenAI) 
     """The provider sends through the SDK's HTTP client without `client.post`
     (agent.providers.openai): path and headers must stay what `post` builds,
     also after an SDK upgrade changes them."""
-    extra = {"X-Tenant": "blue"}
+    extra = {"X-Tenant": "blue", "user-agent": "picobot-test"}  # another case than the SDK's
     provider = make(fake, extra_headers=extra)
     await provider.complete(ask())
     timeout = ProviderSettings(name="default", api_key=KEY).timeout_secs
@@ -325,10 +325,10 @@ async def test_a_request_carries_what_the_sdks_own_post_sends(fake: FakeOpenAI) 
         await client.post("/chat/completions", content=body, cast_to=object)
     finally:
         await client.close()
-    ours, sdks = ({k.lower(): v for k, v in h.items()} for h in fake.request_headers)
+    ours, sdks = (sorted((k.lower(), v) for k, v in h.items()) for h in fake.request_headers)
     assert ours == sdks
-    assert ours["authorization"] == f"Bearer {KEY}"
-    assert ours["x-tenant"] == "blue"
+    assert ("authorization", f"Bearer {KEY}") in ours
+    assert ("user-agent", "picobot-test") in ours
 
 
 async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
@@ -348,6 +348,7 @@ async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
     ("status", "error", "says"),
     [
         (502, ProviderUnavailable, "HTTP 502"),  # retried: a proxy between picobot and the service
+        (302, ProviderError, "HTTP 302"),  # a captive portal's redirect is not a reply
         (200, ProviderError, "unexpected response shape"),
     ],
 )
@@ -417,6 +418,49 @@ async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
         await runner.cleanup()
     assert deltas == ["Grüße, ", "世界", "!", " end"]
     assert reply.content == "Grüße, 世界! end"
+
+
+async def test_an_event_that_is_not_json_is_a_stream_error() -> None:
+    runner, url = await _sse_server(b"data: {not json\n\n", pieces=1)
+    settings = ProviderSettings(name="default", api_key=KEY, base_url=url, max_retries=0)
+    provider = OpenAIProvider(settings, sleep=Waits())
+
+    async def sink(_: str) -> None:
+        pass
+
+    try:
+        with pytest.raises(ProviderUnavailable, match="stream error"):
+            await provider.complete(ask(), sink)
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+
+
+async def test_a_cookie_the_service_sets_comes_back_on_the_next_request() -> None:
+    """A sticky load balancer's cookie, as the SDK's own requests carry it."""
+    cookies: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        cookies.append(request.headers.get("Cookie"))
+        body = {"choices": [{"message": {"role": "assistant", "content": "hi"}}]}
+        response = web.json_response(body)
+        response.set_cookie("lb", "sticky1")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
+    try:
+        for _ in range(2):
+            assert (await provider.complete(ask())).content == "hi"
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+    assert cookies == [None, "lb=sticky1"]
 
 
 def test_stream_events_do_not_depend_on_where_the_bytes_are_cut() -> None:
