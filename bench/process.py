@@ -39,12 +39,12 @@ def shipped_config(base_url: str, **gateway: Any) -> dict[str, Any]:
     }
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds so far of each thread of `pid`, grouped by thread name;
-    the main thread (the event loop) is `event_loop`. Read from the
-    scheduler's nanosecond count (`schedstat`) where the kernel keeps it:
-    `stat`'s clock ticks are 10 ms, too coarse for a few milliseconds a turn."""
-    out: dict[str, float] = {}
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """Each thread of `pid` now: its kind and its CPU seconds so far. The main
+    thread (the event loop) is `event_loop`. Read from the scheduler's
+    nanosecond count (`schedstat`) where the kernel keeps it: `stat`'s clock
+    ticks are 10 ms, too coarse for a few milliseconds a turn."""
+    out: dict[int, tuple[str, float]] = {}
     with open(f"/proc/{pid}/comm") as f:
         main = f.read().strip()
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -54,20 +54,22 @@ def thread_cpu(pid: int) -> dict[str, float]:
                 name = f.read().strip()
         except FileNotFoundError:
             continue  # the thread ended meanwhile
-        key = "event_loop" if int(tid) == pid else _thread_kind(name, main)
-        out[key] = out.get(key, 0.0) + secs
+        out[int(tid)] = ("event_loop" if int(tid) == pid else _thread_kind(name, main), secs)
     return out
 
 
 def _thread_secs(task: str) -> float:
     try:
         with open(f"{task}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):  # no schedstat: the ticks in stat
-        with open(f"{task}/stat") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
+            nanos = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        nanos = 0
+    if nanos:  # 0: no schedstat, or a kernel that keeps no count: the ticks in stat
+        return nanos / 1e9
+    with open(f"{task}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _thread_kind(name: str, main: str) -> str:
@@ -86,18 +88,21 @@ def rss_mib(pid: int) -> float:
 
 @dataclass
 class CpuMeter:
-    """CPU of a process between `start` and `stop`, in total and per thread."""
+    """CPU of a process between `start` and `stop`, in total and per thread
+    kind. Counted per thread: one that ended meanwhile takes its whole CPU
+    along, so it counts 0 (not minus what it had used before `start`)."""
 
     pid: int
-    before: dict[str, float] = field(default_factory=dict)
+    before: dict[int, tuple[str, float]] = field(default_factory=dict)
 
     def start(self) -> None:
         self.before = thread_cpu(self.pid)
 
     def stop(self, per: int) -> dict[str, Any]:
         """The CPU used since `start`, in ms per one of `per` units of work."""
-        after = thread_cpu(self.pid)
-        used = {k: v - self.before.get(k, 0.0) for k, v in after.items()}
+        used: dict[str, float] = {}
+        for tid, (kind, secs) in thread_cpu(self.pid).items():
+            used[kind] = used.get(kind, 0.0) + secs - self.before.get(tid, (kind, 0.0))[1]
         total = sum(used.values())
         n = max(1, per)
         return {
