@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import openai
@@ -36,6 +36,7 @@ CALC = ToolSpec(
 
 
 _open: list[OpenAIProvider] = []
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @pytest.fixture
@@ -331,17 +332,21 @@ async def test_a_request_carries_what_the_sdks_own_post_sends(fake: FakeOpenAI) 
     assert ("user-agent", "picobot-test") in ours
 
 
-async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
-    async def answer(_: web.Request) -> web.Response:
-        return web.Response(status=status, text=text, content_type="text/html")
-
+async def _serve(answer: Handler) -> tuple[web.AppRunner, str]:
+    """A service on loopback whose chat completions `answer` gives; its base URL."""
     app = web.Application()
     app.router.add_post("/v1/chat/completions", answer)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
     return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+
+async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
+    async def answer(_: web.Request) -> web.Response:
+        return web.Response(status=status, text=text, content_type="text/html")
+
+    return await _serve(answer)
 
 
 @pytest.mark.parametrize(
@@ -395,12 +400,7 @@ async def _sse_server(body: bytes, pieces: int) -> tuple[web.AppRunner, str]:
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    return await _serve(answer)
 
 
 async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
@@ -447,12 +447,7 @@ async def test_a_cookie_the_service_sets_comes_back_on_the_next_request() -> Non
         response.set_cookie("lb", "sticky1")
         return response
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    runner, url = await _serve(answer)
     provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
     try:
         for _ in range(2):
