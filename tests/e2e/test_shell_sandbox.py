@@ -142,7 +142,9 @@ async def test_background_jobs_die_with_the_command(
     # each command's processes are gone the moment its tool call returned
     for marker in ("0.7351", "0.7352", "2.7353", "30.7354"):
         assert processes_with(f"sleep\0{marker}") == []
-    await asyncio.sleep(2.8)  # past every marker's deadline: absence cannot be awaited
+    # nor anything that could still write a marker (each shell's, and bwrap's,
+    # command line holds its `touch`): none can appear later
+    assert processes_with(f"touch {ws}/m") == []
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith("m")) == []
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,21 @@ async def test_cancellation_kills_the_process_group(workspace: Path, ctx: ToolCo
     await assert_process_ends(int((workspace / "pid").read_text()))
 
 
+@asynccontextmanager
+async def _leaves_no_process(marker: str, call: asyncio.Task[str]) -> AsyncIterator[None]:
+    """After the body, nothing whose command line holds `marker` outlives
+    `call`: each such process is awaited to its end (it dies a moment after
+    its SIGKILL); whatever happened, what is left is killed and `call` ended."""
+    try:
+        yield
+        for pid in processes_with(marker):
+            await assert_process_ends(pid)
+    finally:
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.wait([call], timeout=10)
+
+
 @pytest.mark.parametrize(
     "sandboxed",
     [False, pytest.param(True, marks=needs_bwrap)],
@@ -107,17 +123,10 @@ async def test_a_call_cancelled_while_its_process_starts_ends_at_once_and_kills_
     monkeypatch.setattr(loop, "connect_read_pipe", connect_cancelled)
     # not bash's last command: bash forks it rather than becoming it
     call = asyncio.create_task(bash(ctx, f"sleep {marker}; true"))
-    try:
+    async with _leaves_no_process(marker, call):
         done, _ = await asyncio.wait([call], timeout=10)
         assert call in done
         assert call.cancelled()
-        # nothing it started outlives it (a process dies a moment after its SIGKILL)
-        for pid in processes_with(marker):
-            await assert_process_ends(pid)
-    finally:
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
-        await asyncio.wait([call], timeout=10)
 
 
 @needs_bwrap
@@ -134,16 +143,10 @@ async def test_under_bwrap_a_kill_ends_the_sandbox_through_its_first_process(
     marker = "sleep\x0030.4343"
     ctx = make_ctx(shell_sandbox=Sandbox(bwrap=bwrap_path()))
     call = asyncio.create_task(bash(ctx, "sleep 30.4343; true", 0.5))
-    try:
+    async with _leaves_no_process(marker, call):
         done, _ = await asyncio.wait([call], timeout=10)
         assert call in done
         assert call.result().startswith("[timed out after 0.5s")
-        for pid in processes_with(marker):
-            await assert_process_ends(pid)
-    finally:
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
-        await asyncio.wait([call], timeout=10)
 
 
 async def test_a_process_that_left_the_group_holding_the_pipe_does_not_leak_it(
