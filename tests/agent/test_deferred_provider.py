@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -14,6 +15,7 @@ from agent.providers.base import (
     LLMRequest,
     LLMResponse,
     ProviderConfigError,
+    ProviderError,
     ProviderSettings,
 )
 from agent.providers.deferred import DeferredProvider
@@ -59,3 +61,42 @@ async def test_closing_one_never_used_builds_nothing() -> None:
 def test_an_unknown_kind_is_refused_at_once() -> None:
     with pytest.raises(ProviderConfigError, match="unknown type"):
         deferred_provider("nope", ProviderSettings("p", "key"))
+
+
+async def test_the_build_runs_off_the_event_loop() -> None:
+    """Building an SDK client loads the CA bundle: not on the loop's thread."""
+    threads: list[threading.Thread] = []
+
+    def build() -> LLMProvider:
+        threads.append(threading.current_thread())
+        return Echo()
+
+    provider = DeferredProvider("echo", "json", build)
+    await provider.warm()
+    assert threads
+    assert threads[0] is not threading.main_thread()
+    await provider.aclose()
+
+
+async def test_closed_while_building_the_built_one_is_closed_and_calls_fail() -> None:
+    built: list[Echo] = []
+    building, release = threading.Event(), threading.Event()
+
+    def build() -> LLMProvider:
+        building.set()
+        release.wait(5)
+        built.append(Echo())
+        return built[-1]
+
+    provider = DeferredProvider("echo", "json", build)
+    warm = asyncio.create_task(provider.warm())
+    assert await asyncio.to_thread(building.wait, 5)
+    await provider.aclose()
+    release.set()
+    with pytest.raises(ProviderError, match="is closed"):
+        await warm
+    assert len(built) == 1
+    assert built[0].closed
+    with pytest.raises(ProviderError, match="is closed"):  # and nothing is built again
+        await provider.complete(LLMRequest("m", [ChatMessage.user("hi")]))
+    assert len(built) == 1
