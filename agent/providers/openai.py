@@ -15,6 +15,7 @@ Usage keeps the cached part of the prompt apart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import ssl
@@ -69,6 +70,8 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 # equal to the one `client.post` sends (tests/agent/test_openai_provider.py).
 _PATH = "/chat/completions"
 _STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+# how long the body's end may take after [DONE] (it comes with it, normally)
+_AFTER_DONE_SECS = 0.5
 
 
 async def _user_message(message: ChatMessage) -> dict[str, Any]:
@@ -261,10 +264,11 @@ class _SseEvents:
         return events
 
 
-async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> None:
-    """One server-sent event's data: a chunk, the end, or an error (as the SDK raises it)."""
+async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> bool:
+    """One server-sent event's data: a chunk, or an error (as the SDK raises
+    it); True for the end (`[DONE]`)."""
     if payload.startswith("[DONE]"):
-        return
+        return True
     try:
         chunk = json.loads(payload)
     except ValueError:
@@ -276,6 +280,7 @@ async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.R
             message = "An error occurred during streaming"
         raise openai.APIError(message, request, body=error)
     await assembler.feed(chunk)
+    return False
 
 
 def _parse_completion(raw: object, provider: str) -> LLMResponse:
@@ -414,16 +419,29 @@ class OpenAIProvider(SdkProvider[_Route]):
     async def _stream(self, route: _Route, body: bytes, sink: DeltaSink) -> LLMResponse:
         assembler = _StreamAssembler(sink)
         response = await route.send(self.name, body, stream=True)
-        # The events are read here, to the end of the body (the SDK's own
-        # iterator stops at [DONE] and leaves three async generators for the
-        # event loop to finalise, a task and a self-pipe write each, per call).
+        # The events are read here (the SDK's own iterator leaves three async
+        # generators for the event loop to finalise, a task and a self-pipe
+        # write each, per call). Nothing after [DONE] counts; the body's end
+        # is still awaited, briefly, so that the connection can be reused; a
+        # server that holds it open past that is cut off, not waited for
+        # until the read timeout.
+        request = response.request
         try:
-            events = _SseEvents()
-            async for piece in response.aiter_bytes():
-                for payload in events.feed(piece):
-                    await _dispatch(payload, assembler, response.request)
-            for payload in events.end():
-                await _dispatch(payload, assembler, response.request)
+            async with contextlib.aclosing(response.aiter_bytes()) as pieces:
+                events, done = _SseEvents(), False
+                async for piece in pieces:
+                    for payload in events.feed(piece):
+                        done = done or await _dispatch(payload, assembler, request)
+                    if done:
+                        break
+                else:
+                    for payload in events.end():
+                        done = done or await _dispatch(payload, assembler, request)
+                if done:  # the reply is whole: a failure now only costs the connection
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(_AFTER_DONE_SECS):
+                            async for _ in pieces:
+                                pass
         finally:
             await response.aclose()
         return assembler.response()

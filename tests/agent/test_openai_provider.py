@@ -435,6 +435,80 @@ async def test_an_event_that_is_not_json_is_a_stream_error() -> None:
         await runner.cleanup()
 
 
+async def _stream_of(url: str) -> str:
+    provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
+
+    async def sink(_: str) -> None:
+        pass
+
+    try:
+        return (await provider.complete(ask(), sink)).content
+    finally:
+        await provider.aclose()
+
+
+async def test_nothing_after_done_counts() -> None:
+    body = f"data: {_chunk(content='hi')}\n\ndata: [DONE]\n\ndata: {{not json\n\n"
+    runner, url = await _sse_server((body + f"data: {_chunk(content='!')}\n\n").encode(), 1)
+    try:
+        assert await _stream_of(url) == "hi"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_stream_held_open_after_done_does_not_hold_the_reply() -> None:
+    """The server never ends the body: the reply still comes, not after the
+    read timeout (120 s, the default)."""
+    release = asyncio.Event()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(f"data: {_chunk(content='hi')}\n\ndata: [DONE]\n\n".encode())
+        await release.wait()
+        return response
+
+    runner, url = await _serve(answer)
+    try:
+        async with asyncio.timeout(20):
+            assert await _stream_of(url) == "hi"
+    finally:
+        release.set()
+        await runner.cleanup()
+
+
+async def test_streamed_replies_reuse_the_connection() -> None:
+    """The body is still read to its end after [DONE], even when that end
+    comes a moment later, so the next call needs no new connection."""
+    peers: list[object] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername"))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(f"data: {_chunk(content='hi')}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await asyncio.sleep(0.05)  # the body's end comes a moment later, on its own
+        await response.write_eof()
+        return response
+
+    runner, url = await _serve(answer)
+    provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
+
+    async def sink(_: str) -> None:
+        pass
+
+    try:
+        for _ in range(3):
+            assert (await provider.complete(ask(), sink)).content == "hi"
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+    assert len(peers) == 3
+    assert len(set(peers)) == 1
+
+
 async def test_a_cookie_the_service_sets_comes_back_on_the_next_request() -> None:
     """A sticky load balancer's cookie, as the SDK's own requests carry it."""
     cookies: list[str | None] = []
