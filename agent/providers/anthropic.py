@@ -11,11 +11,14 @@ SDK errors to the provider error tree. It never logs keys or message text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
 import anthropic
 import httpx2
+from anthropic.lib.streaming import MessageStreamEvent
 from anthropic.types import Message
 
 from agent.messages import ToolCall, Usage
@@ -29,7 +32,7 @@ from agent.providers.base import (
     ProviderUnavailable,
 )
 from agent.providers.retry import Sleep, classify_status
-from agent.providers.sdk import SdkProvider
+from agent.providers.sdk import SdkProvider, drain_briefly
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "map_anthropic_error"]
 
@@ -142,9 +145,20 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     async def _stream(
         client: anthropic.AsyncAnthropic, params: dict[str, Any], sink: DeltaSink
     ) -> LLMResponse:
+        # The message is whole at message_stop; what follows is only read
+        # briefly (`drain_briefly`), as the SDK itself would wait for the
+        # body's end until the read timeout.
         async with client.messages.stream(**params) as stream:
-            async for event in stream:
-                if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                    await sink(event.delta.text)
-            final = await stream.get_final_message()
-        return _parse_message(final)
+            # closed on leaving, so that a break leaves no generator to the
+            # loop's finaliser (closing it leaves the SDK's own iterator open)
+            events = cast(AsyncGenerator[MessageStreamEvent, None], stream.__aiter__())
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        await sink(event.delta.text)
+                    elif event.type == "message_stop":
+                        break
+                else:  # the body ended first: the SDK says what was missing
+                    return _parse_message(await stream.get_final_message())
+            await drain_briefly(stream)
+            return _parse_message(stream.current_message_snapshot)

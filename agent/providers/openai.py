@@ -40,7 +40,7 @@ from agent.providers.base import (
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, classify_status, server_message
-from agent.providers.sdk import SdkProvider
+from agent.providers.sdk import SdkProvider, drain_briefly
 
 __all__ = [
     "OpenAIProvider",
@@ -70,8 +70,6 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 # equal to the one `client.post` sends (tests/agent/test_openai_provider.py).
 _PATH = "/chat/completions"
 _STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
-# how long the body's end may take after [DONE] (it comes with it, normally)
-_AFTER_DONE_SECS = 0.5
 
 
 async def _user_message(message: ChatMessage) -> dict[str, Any]:
@@ -422,9 +420,7 @@ class OpenAIProvider(SdkProvider[_Route]):
         # The events are read here (the SDK's own iterator leaves three async
         # generators for the event loop to finalise, a task and a self-pipe
         # write each, per call). Nothing after [DONE] counts; the body's end
-        # is still awaited, briefly, so that the connection can be reused; a
-        # server that holds it open past that is cut off, not waited for
-        # until the read timeout.
+        # is still awaited, briefly (`drain_briefly`).
         request = response.request
         try:
             async with contextlib.aclosing(response.aiter_bytes()) as pieces:
@@ -437,11 +433,8 @@ class OpenAIProvider(SdkProvider[_Route]):
                 else:
                     for payload in events.end():
                         done = done or await _dispatch(payload, assembler, request)
-                if done:  # the reply is whole: a failure now only costs the connection
-                    with contextlib.suppress(Exception):
-                        async with asyncio.timeout(_AFTER_DONE_SECS):
-                            async for _ in pieces:
-                                pass
+                if done:
+                    await drain_briefly(pieces)
         finally:
             await response.aclose()
         return assembler.response()

@@ -8,7 +8,8 @@ and retries a call only while no streamed text has reached the user.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 from agent.providers.base import (
@@ -20,13 +21,28 @@ from agent.providers.base import (
 )
 from agent.providers.retry import Sleep, with_retries
 
-__all__ = ["SdkProvider", "missing_key_error"]
+__all__ = ["AFTER_END_SECS", "SdkProvider", "drain_briefly", "missing_key_error"]
+
+# How long a stream's body may take to end after its last event ([DONE],
+# message_stop); it comes with that event, normally.
+AFTER_END_SECS = 0.5
 
 
 def missing_key_error(settings: ProviderSettings) -> ProviderKeyMissing:
     where = f"providers.{settings.name}.api_key"
     setting = f"{settings.api_key_hint} ({where})" if settings.api_key_hint else where
     return ProviderKeyMissing(settings.name, setting)
+
+
+async def drain_briefly(rest: AsyncIterator[object]) -> None:
+    """Read what is left of a stream whose reply is already whole, so that its
+    connection can be reused: for at most `AFTER_END_SECS`, after which a
+    server that holds the response open is cut off instead of holding the
+    reply until the read timeout. A failure now only costs the connection."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(AFTER_END_SECS):
+            async for _ in rest:
+                pass
 
 
 class _Closable(Protocol):

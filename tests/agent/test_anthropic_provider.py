@@ -291,3 +291,19 @@ async def test_cancelling_a_streamed_turn_propagates(fake: FakeAnthropic) -> Non
     assert waits.waits == []
     fake.release()
     assert (await provider.complete(ask("again"), _discard)).content == "echo: again"
+
+
+async def test_a_stream_held_open_after_message_stop_does_not_hold_the_reply(
+    fake: FakeAnthropic,
+) -> None:
+    """The body never ends: the reply still comes, not after the read timeout
+    (120 s, the default)."""
+    fake.hold_open = asyncio.Event()
+    fake.add_text("Hello there")
+    try:
+        async with asyncio.timeout(20):
+            reply = await make(fake).complete(ask(), _discard)
+    finally:
+        fake.hold_open.set()
+    assert reply.content == "Hello there"
+    assert reply.finish_reason == "end_turn"

@@ -15,6 +15,7 @@ tests/fakes/prompt_cache.py): usage reports `cache_read_input_tokens` and
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from typing import Any
@@ -50,6 +51,9 @@ class FakeAnthropic(ScriptedLLMServer):
     def __init__(self, *, prompt_cache: AnthropicCache | None = None) -> None:
         super().__init__()
         self.prompt_cache = prompt_cache or AnthropicCache()
+        # when set: a stream's body is ended only once this is set (a server
+        # that holds the response open after message_stop)
+        self.hold_open: asyncio.Event | None = None
 
     @property
     def base_url(self) -> str:
@@ -201,6 +205,8 @@ class FakeAnthropic(ScriptedLLMServer):
             for name, data in events:
                 frame = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
                 await response.write(frame.encode())
+            if self.hold_open is not None:
+                await self.hold_open.wait()
             await response.write_eof()
         except ConnectionResetError:
             pass  # the client went away mid-stream (cancelled turn); nothing to clean up
