@@ -135,7 +135,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             try:
                 if sink is None:
                     return _parse_message(await client.messages.create(**params))
-                return await self._stream(client, params, sink)
+                return await self._stream(self.name, client, params, sink)
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 raise map_anthropic_error(exc, self.name) from exc
 
@@ -143,7 +143,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
 
     @staticmethod
     async def _stream(
-        client: anthropic.AsyncAnthropic, params: dict[str, Any], sink: DeltaSink
+        name: str, client: anthropic.AsyncAnthropic, params: dict[str, Any], sink: DeltaSink
     ) -> LLMResponse:
         # The message is whole at message_stop; what follows is only read
         # briefly (`drain_briefly`), as the SDK itself would wait for the
@@ -158,7 +158,12 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                         await sink(event.delta.text)
                     elif event.type == "message_stop":
                         break
-                else:  # the body ended first: the SDK says what was missing
-                    return _parse_message(await stream.get_final_message())
+                else:  # the body ended first: what came, if anything did
+                    try:
+                        return _parse_message(await stream.get_final_message())
+                    except AssertionError:  # how this SDK says no message began
+                        raise ProviderUnavailable(
+                            f"provider '{name}': the stream ended without a message"
+                        ) from None
             await drain_briefly(stream)
             return _parse_message(stream.current_message_snapshot)

@@ -12,6 +12,7 @@ first waits for the same build instead of starting another.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 from collections.abc import Callable
 
@@ -28,24 +29,30 @@ class DeferredProvider:
         self._module = module
         self._build = build
         self._real: LLMProvider | None = None
-        self._lock = asyncio.Lock()
+        # The build in progress, shared: a caller cancelled while it runs
+        # leaves it to the next caller (or to aclose), never to a second build.
+        self._building: asyncio.Future[LLMProvider] | None = None
         self._closed = False
 
     async def warm(self) -> None:
         await self._provider()
 
     async def _provider(self) -> LLMProvider:
+        self._check_open()
         if self._real is None:
-            async with self._lock:
-                if self._real is None:
-                    self._check_open()
-                    real = await asyncio.to_thread(self._import_and_build)
-                    try:
-                        self._check_open()  # closed while it was being built
-                    except ProviderError:
-                        await real.aclose()
-                        raise
-                    self._real = real
+            if self._building is None:
+                loop = asyncio.get_running_loop()
+                self._building = loop.run_in_executor(None, self._import_and_build)
+            building = self._building
+            try:
+                real = await asyncio.shield(building)
+            except Exception:
+                if self._building is building:  # failed: the next call tries again
+                    self._building = None
+                raise
+            if self._real is None:
+                self._real = real
+            self._check_open()  # closed while it was being built: aclose closes it
         return self._real
 
     def _check_open(self) -> None:
@@ -61,6 +68,10 @@ class DeferredProvider:
         return await provider.complete(request, on_delta)
 
     async def aclose(self) -> None:
+        """Also waits for a build in progress, to close what it built."""
         self._closed = True
+        if self._real is None and self._building is not None:
+            with contextlib.suppress(Exception):  # nothing built: its caller saw why
+                self._real = await asyncio.shield(self._building)
         if self._real is not None:
             await self._real.aclose()

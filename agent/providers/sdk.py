@@ -1,4 +1,4 @@
-"""What the SDK-backed providers share: lifecycle and the streaming retry rule.
+"""What the SDK-backed providers share: lifecycle, the streaming retry rule and a stream's end.
 
 A provider holds one SDK client (none when the API key is missing, so the
 missing key is reported per call, not at start-up), refuses calls once closed,
@@ -8,9 +8,10 @@ and retries a call only while no streamed text has reached the user.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
+
+import structlog
 
 from agent.providers.base import (
     DeltaSink,
@@ -22,6 +23,8 @@ from agent.providers.base import (
 from agent.providers.retry import Sleep, with_retries
 
 __all__ = ["AFTER_END_SECS", "SdkProvider", "drain_briefly", "missing_key_error"]
+
+log = structlog.get_logger(__name__)
 
 # How long a stream's body may take to end after its last event ([DONE],
 # message_stop); it comes with that event, normally.
@@ -39,10 +42,12 @@ async def drain_briefly(rest: AsyncIterator[object]) -> None:
     connection can be reused: for at most `AFTER_END_SECS`, after which a
     server that holds the response open is cut off instead of holding the
     reply until the read timeout. A failure now only costs the connection."""
-    with contextlib.suppress(Exception):
+    try:
         async with asyncio.timeout(AFTER_END_SECS):
             async for _ in rest:
                 pass
+    except Exception as exc:  # TimeoutError: held open; or the connection failed
+        log.debug("stream_end_not_read", error=type(exc).__name__)
 
 
 class _Closable(Protocol):

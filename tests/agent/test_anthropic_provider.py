@@ -307,3 +307,22 @@ async def test_a_stream_held_open_after_message_stop_does_not_hold_the_reply(
         fake.hold_open.set()
     assert reply.content == "Hello there"
     assert reply.finish_reason == "end_turn"
+
+
+async def test_streamed_replies_reuse_the_connection(fake: FakeAnthropic) -> None:
+    """After message_stop the body is still read to its end, even when that
+    end comes a moment later, so the next call needs no new connection."""
+    fake.end_delay_secs = 0.05
+    provider = make(fake)
+    for _ in range(3):
+        fake.add_text("Hello there")
+        assert (await provider.complete(ask(), _discard)).content == "Hello there"
+    assert len(fake.peers) == 3
+    assert len(set(fake.peers)) == 1
+
+
+async def test_a_stream_that_ends_without_a_message_is_unavailable(fake: FakeAnthropic) -> None:
+    """An empty 200 stream is a provider failure (retried), not a crash."""
+    fake.empty_stream = True
+    with pytest.raises(ProviderUnavailable, match="ended without a message"):
+        await make(fake, max_retries=0).complete(ask(), _discard)

@@ -91,8 +91,9 @@ async def test_closed_while_building_the_built_one_is_closed_and_calls_fail() ->
     provider = DeferredProvider("echo", "json", build)
     warm = asyncio.create_task(provider.warm())
     assert await asyncio.to_thread(building.wait, 5)
-    await provider.aclose()
+    closing = asyncio.create_task(provider.aclose())  # it waits for the build
     release.set()
+    await closing
     with pytest.raises(ProviderError, match="is closed"):
         await warm
     assert len(built) == 1
@@ -100,3 +101,46 @@ async def test_closed_while_building_the_built_one_is_closed_and_calls_fail() ->
     with pytest.raises(ProviderError, match="is closed"):  # and nothing is built again
         await provider.complete(LLMRequest("m", [ChatMessage.user("hi")]))
     assert len(built) == 1
+
+
+async def test_a_call_cancelled_during_the_build_leaves_it_to_the_next_one() -> None:
+    """The build thread cannot be stopped: what it builds is used (and closed
+    in the end), and no second build starts."""
+    built: list[Echo] = []
+    building, release = threading.Event(), threading.Event()
+
+    def build() -> LLMProvider:
+        building.set()
+        release.wait(5)
+        built.append(Echo())
+        return built[-1]
+
+    provider = DeferredProvider("echo", "json", build)
+    first = asyncio.create_task(provider.warm())
+    assert await asyncio.to_thread(building.wait, 5)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    second = asyncio.create_task(provider.complete(LLMRequest("m", [ChatMessage.user("hi")])))
+    release.set()
+    assert (await second).content == "hi"
+    assert len(built) == 1
+    await provider.aclose()
+    assert built[0].closed
+
+
+async def test_a_failed_build_is_tried_again_by_the_next_call() -> None:
+    attempts: list[int] = []
+
+    def build() -> LLMProvider:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("first build fails")
+        return Echo()
+
+    provider = DeferredProvider("echo", "json", build)
+    with pytest.raises(RuntimeError, match="first build fails"):
+        await provider.warm()
+    await provider.warm()
+    assert len(attempts) == 2
+    await provider.aclose()

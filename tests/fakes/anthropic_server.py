@@ -54,6 +54,8 @@ class FakeAnthropic(ScriptedLLMServer):
         # when set: a stream's body is ended only once this is set (a server
         # that holds the response open after message_stop)
         self.hold_open: asyncio.Event | None = None
+        self.end_delay_secs = 0.0  # a stream's body ends this long after its last event
+        self.empty_stream = False  # a stream of no events at all (a broken proxy)
 
     @property
     def base_url(self) -> str:
@@ -198,7 +200,7 @@ class FakeAnthropic(ScriptedLLMServer):
             }
         )
         await response.prepare(request)
-        events = self._events(body, reply, usage)
+        events = [] if self.empty_stream else self._events(body, reply, usage)
         if reply.stream_error is not None:
             events.append(("error", anthropic_error_body(529, reply.stream_error)))
         try:
@@ -207,6 +209,7 @@ class FakeAnthropic(ScriptedLLMServer):
                 await response.write(frame.encode())
             if self.hold_open is not None:
                 await self.hold_open.wait()
+            await asyncio.sleep(self.end_delay_secs)
             await response.write_eof()
         except ConnectionResetError:
             pass  # the client went away mid-stream (cancelled turn); nothing to clean up

@@ -100,6 +100,7 @@ class ScriptedLLMServer:
         # each answered request with the usage reported for it
         self.billed: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.request_headers: list[CIMultiDict[str]] = []  # case-insensitive keys
+        self.peers: list[object] = []  # each request's client address: a new one, a new connection
         self._script: deque[Reply] = deque()
         self._gate = asyncio.Event()
         self._gate.set()
@@ -211,6 +212,7 @@ class ScriptedLLMServer:
         async with self._arrived:
             self.requests.append(body)
             self.request_headers.append(CIMultiDict(request.headers))
+            self.peers.append(request.transport and request.transport.get_extra_info("peername"))
             self._arrived.notify_all()
         return body
 
