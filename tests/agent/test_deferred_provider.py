@@ -34,6 +34,24 @@ class Echo:
         self.closed = True
 
 
+class GatedBuild:
+    """A build that, in its thread, waits until the test releases it."""
+
+    def __init__(self) -> None:
+        self.built: list[Echo] = []
+        self.building = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> LLMProvider:
+        self.building.set()
+        self.release.wait(5)
+        self.built.append(Echo())
+        return self.built[-1]
+
+    async def started(self) -> None:
+        assert await asyncio.to_thread(self.building.wait, 5)
+
+
 async def test_a_call_and_a_warm_up_together_build_it_once() -> None:
     built: list[Echo] = []
 
@@ -79,20 +97,13 @@ async def test_the_build_runs_off_the_event_loop() -> None:
 
 
 async def test_closed_while_building_the_built_one_is_closed_and_calls_fail() -> None:
-    built: list[Echo] = []
-    building, release = threading.Event(), threading.Event()
-
-    def build() -> LLMProvider:
-        building.set()
-        release.wait(5)
-        built.append(Echo())
-        return built[-1]
-
+    build = GatedBuild()
+    built = build.built
     provider = DeferredProvider("echo", "json", build)
     warm = asyncio.create_task(provider.warm())
-    assert await asyncio.to_thread(building.wait, 5)
+    await build.started()
     closing = asyncio.create_task(provider.aclose())  # it waits for the build
-    release.set()
+    build.release.set()
     await closing
     with pytest.raises(ProviderError, match="is closed"):
         await warm
@@ -106,23 +117,16 @@ async def test_closed_while_building_the_built_one_is_closed_and_calls_fail() ->
 async def test_a_call_cancelled_during_the_build_leaves_it_to_the_next_one() -> None:
     """The build thread cannot be stopped: what it builds is used (and closed
     in the end), and no second build starts."""
-    built: list[Echo] = []
-    building, release = threading.Event(), threading.Event()
-
-    def build() -> LLMProvider:
-        building.set()
-        release.wait(5)
-        built.append(Echo())
-        return built[-1]
-
+    build = GatedBuild()
+    built = build.built
     provider = DeferredProvider("echo", "json", build)
     first = asyncio.create_task(provider.warm())
-    assert await asyncio.to_thread(building.wait, 5)
+    await build.started()
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
     second = asyncio.create_task(provider.complete(LLMRequest("m", [ChatMessage.user("hi")])))
-    release.set()
+    build.release.set()
     assert (await second).content == "hi"
     assert len(built) == 1
     await provider.aclose()
