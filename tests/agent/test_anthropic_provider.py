@@ -311,8 +311,8 @@ async def test_a_stream_held_open_after_message_stop_does_not_hold_the_reply(
 
 async def test_streamed_replies_reuse_the_connection(fake: FakeAnthropic) -> None:
     """After message_stop the body is still read to its end, even when that
-    end comes a moment later, so the next call needs no new connection."""
-    fake.end_delay_secs = 0.05
+    end comes pieces later, so the next call needs no new connection."""
+    fake.trailing_comment_bytes = 256_000
     provider = make(fake)
     for _ in range(3):
         fake.add_text("Hello there")

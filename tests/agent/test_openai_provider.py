@@ -435,6 +435,11 @@ async def test_an_event_that_is_not_json_is_a_stream_error() -> None:
         await runner.cleanup()
 
 
+# SSE comments (ignored by every reader), far more than one read takes
+_TRAILING_COMMENTS = b": " + b"x" * 1_000 + b"\n" * 2
+_TRAILING_COMMENTS *= 256
+
+
 async def _stream_of(url: str) -> str:
     provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
 
@@ -479,7 +484,7 @@ async def test_a_stream_held_open_after_done_does_not_hold_the_reply() -> None:
 
 async def test_streamed_replies_reuse_the_connection() -> None:
     """The body is still read to its end after [DONE], even when that end
-    comes a moment later, so the next call needs no new connection."""
+    comes pieces later, so the next call needs no new connection."""
     peers: list[object] = []
 
     async def answer(request: web.Request) -> web.StreamResponse:
@@ -489,7 +494,7 @@ async def test_streamed_replies_reuse_the_connection() -> None:
         await response.prepare(request)
         await response.write(f"data: {_chunk(content='hi')}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
-        await asyncio.sleep(0.05)  # the body's end comes a moment later, on its own
+        await response.write(_TRAILING_COMMENTS)  # the end comes in later pieces
         await response.write_eof()
         return response
 

@@ -54,7 +54,9 @@ class FakeAnthropic(ScriptedLLMServer):
         # when set: a stream's body is ended only once this is set (a server
         # that holds the response open after message_stop)
         self.hold_open: asyncio.Event | None = None
-        self.end_delay_secs = 0.0  # a stream's body ends this long after its last event
+        # SSE comment bytes sent after a stream's last event (its end then
+        # comes pieces later)
+        self.trailing_comment_bytes = 0
         self.empty_stream = False  # a stream of no events at all (a broken proxy)
 
     @property
@@ -209,7 +211,8 @@ class FakeAnthropic(ScriptedLLMServer):
                 await response.write(frame.encode())
             if self.hold_open is not None:
                 await self.hold_open.wait()
-            await asyncio.sleep(self.end_delay_secs)
+            if self.trailing_comment_bytes:
+                await response.write(b": " + b"x" * self.trailing_comment_bytes + b"\n\n")
             await response.write_eof()
         except ConnectionResetError:
             pass  # the client went away mid-stream (cancelled turn); nothing to clean up
