@@ -32,7 +32,7 @@ from agent.providers.base import (
     ProviderUnavailable,
 )
 from agent.providers.retry import Sleep, classify_status
-from agent.providers.sdk import SdkProvider, drain_briefly
+from agent.providers.sdk import CUT_SHORT, SdkProvider, drain_briefly
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "map_anthropic_error"]
 
@@ -158,12 +158,15 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                         await sink(event.delta.text)
                     elif event.type == "message_stop":
                         break
-                else:  # the body ended first: what came, if anything did
+                else:  # the body ended first: whole only if the message has its stop reason
                     try:
-                        return _parse_message(await stream.get_final_message())
+                        message = await stream.get_final_message()
                     except AssertionError:  # how this SDK says no message began
                         raise ProviderUnavailable(
                             f"provider '{name}': the stream ended without a message"
                         ) from None
+                    if message.stop_reason is None:
+                        raise ProviderUnavailable(f"provider '{name}': {CUT_SHORT}")
+                    return _parse_message(message)
             await drain_briefly(stream)
             return _parse_message(stream.current_message_snapshot)

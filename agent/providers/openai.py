@@ -40,7 +40,7 @@ from agent.providers.base import (
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, classify_status, server_message
-from agent.providers.sdk import SdkProvider, drain_briefly
+from agent.providers.sdk import CUT_SHORT, SdkProvider, drain_briefly
 
 __all__ = [
     "OpenAIProvider",
@@ -420,7 +420,9 @@ class OpenAIProvider(SdkProvider[_Route]):
         # The events are read here (the SDK's own iterator leaves three async
         # generators for the event loop to finalise, a task and a self-pipe
         # write each, per call). Nothing after [DONE] counts; the body's end
-        # is still awaited, briefly (`drain_briefly`).
+        # is still awaited, briefly (`drain_briefly`). A body that ends with
+        # neither [DONE] nor a finish reason was cut short (a proxy, a dropped
+        # upstream): that is a failed call, not a reply.
         request = response.request
         try:
             async with contextlib.aclosing(response.aiter_bytes()) as pieces:
@@ -435,6 +437,8 @@ class OpenAIProvider(SdkProvider[_Route]):
                         done = done or await _dispatch(payload, assembler, request)
                 if done:
                     await drain_briefly(pieces)
+                elif assembler.finish_reason is None:  # cut short: not a whole reply
+                    raise ProviderUnavailable(f"provider '{self.name}': {CUT_SHORT}")
         finally:
             await response.aclose()
         return assembler.response()

@@ -22,13 +22,17 @@ from agent.providers.base import (
 )
 from agent.providers.retry import Sleep, with_retries
 
-__all__ = ["AFTER_END_SECS", "SdkProvider", "drain_briefly", "missing_key_error"]
+__all__ = ["AFTER_END_SECS", "CUT_SHORT", "SdkProvider", "drain_briefly", "missing_key_error"]
 
 log = structlog.get_logger(__name__)
 
 # How long a stream's body may take to end after its last event ([DONE],
 # message_stop); it comes with that event, normally.
 AFTER_END_SECS = 0.5
+
+# A stream whose body ended before its reply did: a failed call (retried
+# while no text has reached the user), never a reply.
+CUT_SHORT = "the stream ended before the reply was complete"
 
 
 def missing_key_error(settings: ProviderSettings) -> ProviderKeyMissing:

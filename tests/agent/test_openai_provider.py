@@ -25,7 +25,7 @@ from agent.providers.base import (
     ToolSpec,
 )
 from agent.providers.openai import OpenAIProvider, _SseEvents
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
 
 KEY = "sk-test-key-123"
 CALC = ToolSpec(
@@ -67,6 +67,10 @@ def make(fake: FakeOpenAI, waits: Waits | None = None, **overrides: object) -> O
     provider = OpenAIProvider(settings, sleep=waits or Waits())
     _open.append(provider)
     return provider
+
+
+async def _discard(_: str) -> None:
+    pass
 
 
 def ask(text: str = "hi", *, tools: tuple[ToolSpec, ...] = ()) -> LLMRequest:
@@ -273,6 +277,38 @@ async def test_stream_failing_after_text_is_not_retried(fake: FakeOpenAI) -> Non
     assert waits.waits == []
 
 
+async def test_a_stream_cut_short_after_text_fails_and_is_not_retried(fake: FakeOpenAI) -> None:
+    """The body ends cleanly with neither a finish reason nor [DONE] (a proxy
+    cut it): the partial text is not a reply."""
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_reply(Reply(text="partial answer here", cut_short=True))
+    fake.add_text("must not be used")
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    with pytest.raises(ProviderUnavailable, match="ended before the reply was complete"):
+        await provider.complete(ask(), sink)
+    assert "".join(deltas) == "partial answer here"
+    assert len(fake.requests) == 1
+    assert waits.waits == []
+
+
+async def test_a_stream_cut_short_before_any_text_is_retried(fake: FakeOpenAI) -> None:
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_reply(
+        Reply(tool_calls=(ScriptedToolCall("calculator", {"expression": "1"}),), cut_short=True)
+    )
+    fake.add_text("whole")
+    reply = await provider.complete(ask(), _discard)
+    assert (reply.content, reply.tool_calls, reply.finish_reason) == ("whole", (), "stop")
+    assert len(fake.requests) == 2
+    assert len(waits.waits) == 1
+
+
 async def test_missing_key_names_the_env_var_and_sends_nothing(fake: FakeOpenAI) -> None:
     provider = make(fake, api_key="", api_key_hint="OPENAI_API_KEY")
     with pytest.raises(ProviderConfigError) as caught:
@@ -385,7 +421,7 @@ _AWKWARD_STREAM = (
     ": keep-alive\r\n\r\n"
     f"data: {_chunk(content='世界')}\n\n"
     'data: {"choices": [{"index": 0,\r\ndata: "delta": {"content": "!"}}]}\r\n\r\n'
-    f"data:{_chunk(content=' end')}"
+    'data:{"choices": [{"index": 0, "delta": {"content": " end"}, "finish_reason": "stop"}]}'
 ).encode()
 
 
@@ -457,6 +493,18 @@ async def test_nothing_after_done_counts() -> None:
     runner, url = await _sse_server((body + f"data: {_chunk(content='!')}\n\n").encode(), 1)
     try:
         assert await _stream_of(url) == "hi"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_finish_reason_without_done_is_a_whole_reply() -> None:
+    """Some compatible servers end the body after the finishing chunk."""
+    last = {"choices": [{"index": 0, "delta": {"content": "!"}, "finish_reason": "stop"}]}
+    runner, url = await _sse_server(
+        f"data: {_chunk(content='hi')}\n\ndata: {json.dumps(last)}\n\n".encode(), 2
+    )
+    try:
+        assert await _stream_of(url) == "hi!"
     finally:
         await runner.cleanup()
 

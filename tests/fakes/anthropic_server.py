@@ -177,6 +177,8 @@ class FakeAnthropic(ScriptedLLMServer):
             if kind == "text" and reply.stream_error is not None:
                 return events
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        if reply.cut_short:  # the last block's deltas, then nothing: no stop reason
+            return events[:-1] if events[-1][0] == "content_block_stop" else events
         completion = usage["output_tokens"]
         stop = "tool_use" if reply.tool_calls else "end_turn"
         events.append(

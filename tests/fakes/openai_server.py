@@ -57,6 +57,9 @@ class Reply:
     usage: tuple[int, int] | None = None  # (input, output); None means counted from words
     stream_error: str | None = None  # streaming only: fail with this message after the text
     chunk_delay: float = 0.0  # streaming only: seconds between chunks (a model's pace)
+    # streaming only: the body ends cleanly right after the text, with no
+    # finish and no end marker (a proxy that cut the stream short)
+    cut_short: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -434,7 +437,7 @@ class FakeOpenAI(ScriptedLLMServer):
             chunks.append(chunk({"content": None, "reasoning_content": piece}))
         for piece in split_text(reply.text):
             chunks.append(chunk({"content": piece}))
-        if reply.stream_error is not None:
+        if reply.stream_error is not None or reply.cut_short:
             return chunks
         for index, call in enumerate(self._tool_calls(reply)):
             head = {
@@ -470,7 +473,7 @@ class FakeOpenAI(ScriptedLLMServer):
             if reply.stream_error is not None:
                 error = openai_error_body(500, reply.stream_error)
                 await response.write(f"data: {json.dumps(error)}\n\n".encode())
-            else:
+            elif not reply.cut_short:
                 await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
         except ConnectionResetError:
