@@ -15,7 +15,6 @@ Usage keeps the cached part of the prompt apart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import ssl
@@ -39,8 +38,9 @@ from agent.providers.base import (
 )
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
-from agent.providers.retry import Sleep, classify_status, server_message
-from agent.providers.sdk import CUT_SHORT, SdkProvider, drain_briefly
+from agent.providers.retry import Sleep, server_message
+from agent.providers.route import Route, read_events
+from agent.providers.sdk import CUT_SHORT, SdkProvider
 
 __all__ = [
     "OpenAIProvider",
@@ -55,18 +55,8 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 # Requests and responses stay plain JSON: the body is bytes built once per
-# message (agent.providers.openai_body) and chunks are read as dicts. The
-# typed `chat.completions.create` walks every message and tool schema again
-# to transform it, and building a model per streamed chunk costs more still.
-# Even `client.post` builds a request-options model, merges headers and parses
-# the URL on every call: about half a millisecond of CPU per call on a small
-# machine, more than the HTTP exchange itself, and it bounds how many turns
-# run at once. So the request goes out on the SDK's own HTTP client (its
-# aiohttp transport) with the URL and headers the SDK gives this client (its
-# base URL, `auth_headers`, `default_headers`), worked out once (`_Route`).
-# What `post` adds beyond that are hooks for credentials picobot never
-# configures (a key callback, workload identity, a provider runtime); the
-# client is always built here with a fixed key. A test holds the request
+# message (agent.providers.openai_body), sent and read by agent.providers.route
+# (why: see there), and chunks are read as dicts. A test holds the request
 # equal to the one `client.post` sends (tests/agent/test_openai_provider.py).
 _PATH = "/chat/completions"
 _STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
@@ -221,47 +211,6 @@ class _StreamAssembler:
         )
 
 
-class _SseEvents:
-    """The `data` of each server-sent event, from the stream's bytes as they
-    come. Lines end with LF, CRLF or CR (a CR that ends a piece waits for the
-    next, which may begin with its LF) and are UTF-8, as the format requires;
-    httpx's `aiter_lines` would read the charset from the headers on every
-    call and decode through two more layers."""
-
-    def __init__(self) -> None:
-        self._partial: list[bytes] = []  # the line so far, in pieces
-        self._cr = b""  # a CR that ended the last piece
-        self._data: list[str] = []
-
-    def feed(self, piece: bytes) -> list[str]:
-        text = self._cr + piece  # only the new bytes are scanned: a long line costs once
-        self._cr = b"\r" if text.endswith(b"\r") else b""
-        lines = text[: len(text) - len(self._cr)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        parts = lines.split(b"\n")
-        if len(parts) == 1:
-            self._partial.append(parts[0])
-            return []
-        parts[0] = b"".join([*self._partial, parts[0]])
-        self._partial = [parts.pop()]
-        return self._take(parts)
-
-    def end(self) -> list[str]:
-        """What an unterminated last event carried."""
-        rest = b"".join(self._partial)
-        self._partial, self._cr = [], b""
-        return self._take([rest, b""] if rest else [b""])
-
-    def _take(self, lines: list[bytes]) -> list[str]:
-        events: list[str] = []
-        for raw in lines:
-            if raw.startswith(b"data:"):
-                self._data.append(raw[5:].removeprefix(b" ").decode(errors="replace"))
-            elif not raw and self._data:  # an empty line ends the event
-                events.append("\n".join(self._data))
-                self._data.clear()
-        return events
-
-
 async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> bool:
     """One server-sent event's data: a chunk, or an error (as the SDK raises
     it); True for the end (`[DONE]`)."""
@@ -325,64 +274,26 @@ def _json_of(response: httpx2.Response, provider: str) -> object:
         raise ProviderError(f"provider '{provider}': unexpected response shape") from None
 
 
-class _Route:
-    """An SDK client and where and how its chat-completions requests go: the
-    URL and headers `client.post` would build for them, worked out once."""
-
-    def __init__(self, settings: ProviderSettings) -> None:
-        timeout = httpx2.Timeout(settings.timeout_secs)
-        # aiohttp transport: a fraction of httpx's CPU per request
-        self.http = openai.DefaultAioHttpClient(timeout=timeout)
-        self.client = openai.AsyncOpenAI(
-            api_key=settings.api_key,
-            base_url=settings.base_url,
-            default_headers=settings.extra_headers or None,
-            timeout=timeout,
-            max_retries=0,
-            http_client=self.http,
-        )
-        base = self.client.base_url  # the SDK ends it with "/"
-        self.url = base.copy_with(raw_path=base.raw_path + _PATH.lstrip("/").encode())
-        headers = httpx2.Headers()
-        for name, value in (
-            *self.client.auth_headers.items(),
-            *self.client.default_headers.items(),
-        ):
-            if isinstance(value, str):  # not `Omit`
-                headers[name] = value  # any case; the later one wins, as in `post`
-        headers["X-Stainless-Retry-Count"] = "0"  # as `post` marks a first attempt
-        headers["X-Stainless-Read-Timeout"] = str(timeout.read)
-        self.headers = headers
-
-    async def close(self) -> None:
-        await self.client.close()  # and the HTTP client it was given
-
-    async def send(self, provider: str, body: bytes, *, stream: bool) -> httpx2.Response:
-        """The response to `body`, streamed or read whole; any other status than
-        2xx (a redirect is not followed) raises as the provider error tree has
-        it (`classify_status`)."""
-        # the HTTP client's own headers and cookies merged in, as for `post`
-        request = self.http.build_request("POST", self.url, headers=self.headers, content=body)
-        response = await self.http.send(request, stream=stream)
-        if response.is_success:
-            return response
-        try:
-            raw = await response.aread()
-        finally:
-            await response.aclose()
-        error: object
-        try:
-            error = json.loads(raw)
-        except ValueError:
-            error = raw.decode(errors="replace").strip()
-        raise classify_status(provider, response.status_code, dict(response.headers), error)
+def _route(settings: ProviderSettings) -> Route:
+    timeout = httpx2.Timeout(settings.timeout_secs)
+    # aiohttp transport: a fraction of httpx's CPU per request
+    http = openai.DefaultAioHttpClient(timeout=timeout)
+    client = openai.AsyncOpenAI(
+        api_key=settings.api_key,
+        base_url=settings.base_url,
+        default_headers=settings.extra_headers or None,
+        timeout=timeout,
+        max_retries=0,
+        http_client=http,
+    )
+    return Route(client, http, _PATH, timeout)
 
 
-class OpenAIProvider(SdkProvider[_Route]):
+class OpenAIProvider(SdkProvider[Route]):
     """`LLMProvider` for any OpenAI-compatible chat-completions endpoint."""
 
     def __init__(self, settings: ProviderSettings, *, sleep: Sleep = asyncio.sleep) -> None:
-        route = _Route(settings) if settings.api_key else None
+        route = _route(settings) if settings.api_key else None
         super().__init__(settings, route, sleep=sleep)
         self._bodies = BodyEncoder(to_openai_message)
 
@@ -414,31 +325,16 @@ class OpenAIProvider(SdkProvider[_Route]):
 
         return await self._with_retries(once, on_delta)
 
-    async def _stream(self, route: _Route, body: bytes, sink: DeltaSink) -> LLMResponse:
+    async def _stream(self, route: Route, body: bytes, sink: DeltaSink) -> LLMResponse:
         assembler = _StreamAssembler(sink)
         response = await route.send(self.name, body, stream=True)
-        # The events are read here (the SDK's own iterator leaves three async
-        # generators for the event loop to finalise, a task and a self-pipe
-        # write each, per call). Nothing after [DONE] counts; the body's end
-        # is still awaited, briefly (`drain_briefly`). A body that ends with
-        # neither [DONE] nor a finish reason was cut short (a proxy, a dropped
-        # upstream): that is a failed call, not a reply.
         request = response.request
-        try:
-            async with contextlib.aclosing(response.aiter_bytes()) as pieces:
-                events, done = _SseEvents(), False
-                async for piece in pieces:
-                    for payload in events.feed(piece):
-                        done = done or await _dispatch(payload, assembler, request)
-                    if done:
-                        break
-                else:
-                    for payload in events.end():
-                        done = done or await _dispatch(payload, assembler, request)
-                if done:
-                    await drain_briefly(pieces)
-                elif assembler.finish_reason is None:  # cut short: not a whole reply
-                    raise ProviderUnavailable(f"provider '{self.name}': {CUT_SHORT}")
-        finally:
-            await response.aclose()
+
+        async def dispatch(payload: str) -> bool:
+            return await _dispatch(payload, assembler, request)
+
+        # A body that ends with neither [DONE] nor a finish reason was cut
+        # short (a proxy, a dropped upstream): a failed call, not a reply.
+        if not await read_events(response, dispatch) and assembler.finish_reason is None:
+            raise ProviderUnavailable(f"provider '{self.name}': {CUT_SHORT}")
         return assembler.response()

@@ -24,7 +24,8 @@ from agent.providers.base import (
     ProviderUnavailable,
     ToolSpec,
 )
-from agent.providers.openai import OpenAIProvider, _SseEvents
+from agent.providers.openai import OpenAIProvider
+from agent.providers.route import SseEvents
 from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
 
 KEY = "sk-test-key-123"
@@ -585,14 +586,14 @@ async def test_a_cookie_the_service_sets_comes_back_on_the_next_request() -> Non
 
 
 def test_stream_events_do_not_depend_on_where_the_bytes_are_cut() -> None:
-    whole = _SseEvents()
+    whole = SseEvents()
     expected = whole.feed(_AWKWARD_STREAM) + whole.end()
     assert len(expected) == 4
     for cut in range(1, len(_AWKWARD_STREAM)):
-        events = _SseEvents()
+        events = SseEvents()
         got = events.feed(_AWKWARD_STREAM[:cut]) + events.feed(_AWKWARD_STREAM[cut:])
         assert got + events.end() == expected, cut
-    one_by_one = _SseEvents()
+    one_by_one = SseEvents()
     got = [
         e for i in range(len(_AWKWARD_STREAM)) for e in one_by_one.feed(_AWKWARD_STREAM[i : i + 1])
     ]

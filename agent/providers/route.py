@@ -1,0 +1,151 @@
+"""What both SDK providers send and read without the SDK's per-call machinery.
+
+The typed SDK calls (`chat.completions.create`, `messages.stream`) walk every
+message and tool schema again to transform them and build a model per
+streamed event; even `client.post` builds a request-options model, merges
+headers and parses the URL on every call. That is most of a call's CPU on a
+small machine: more than the HTTP exchange itself, and it bounds how many
+turns run at once. So a request goes out on the SDK's own HTTP client (its
+aiohttp transport) with the URL and headers the SDK gives that client (its
+base URL, `auth_headers`, `default_headers`), worked out once (`Route`), and
+a streamed response is read here as server-sent events of plain JSON
+(`SseEvents`, `read_events`). What `post` adds beyond that are hooks for
+credentials picobot never configures (a key callback, workload identity, a
+provider runtime); the clients are always built with a fixed key. Tests hold
+each provider's request equal to the one its SDK's `client.post` sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+import httpx2
+
+from agent.providers.retry import classify_status
+from agent.providers.sdk import drain_briefly
+
+__all__ = ["Route", "SseEvents", "read_events"]
+
+
+class _SdkClient(Protocol):
+    @property
+    def base_url(self) -> httpx2.URL: ...
+
+    @property
+    def auth_headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def default_headers(self) -> Mapping[str, object]: ...
+
+    async def close(self) -> None: ...
+
+
+class Route:
+    """An SDK client, its HTTP client, and where and how requests to `path`
+    go: the URL and headers `client.post` would build for them."""
+
+    def __init__(
+        self, client: _SdkClient, http: httpx2.AsyncClient, path: str, timeout: httpx2.Timeout
+    ) -> None:
+        self.client = client
+        self.http = http
+        base = client.base_url
+        root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
+        self.url = base.copy_with(raw_path=root + path.lstrip("/").encode())
+        headers = httpx2.Headers()
+        for name, value in (*client.auth_headers.items(), *client.default_headers.items()):
+            if isinstance(value, str):  # not `Omit`
+                headers[name] = value  # any case; the later one wins, as in `post`
+        headers["X-Stainless-Retry-Count"] = "0"  # as `post` marks a first attempt
+        headers["X-Stainless-Read-Timeout"] = str(timeout.read)
+        self.headers = headers
+
+    async def close(self) -> None:
+        await self.client.close()  # and the HTTP client it was given
+
+    async def send(self, provider: str, body: bytes, *, stream: bool) -> httpx2.Response:
+        """The response to `body`, streamed or read whole; any other status than
+        2xx raises as the provider error tree has it (`classify_status`)."""
+        # the HTTP client's own headers and cookies merged in, as for `post`
+        request = self.http.build_request("POST", self.url, headers=self.headers, content=body)
+        response = await self.http.send(request, stream=stream)
+        if response.is_success:
+            return response
+        try:
+            raw = await response.aread()
+        finally:
+            await response.aclose()
+        error: object
+        try:
+            error = json.loads(raw)
+        except ValueError:
+            error = raw.decode(errors="replace").strip()
+        raise classify_status(provider, response.status_code, dict(response.headers), error)
+
+
+class SseEvents:
+    """The `data` of each server-sent event, from the stream's bytes as they
+    come. Lines end with LF, CRLF or CR (a CR that ends a piece waits for the
+    next, which may begin with its LF) and are UTF-8, as the format requires;
+    httpx's `aiter_lines` would read the charset from the headers on every
+    call and decode through two more layers. Event names are not kept: both
+    APIs repeat the kind inside the data."""
+
+    def __init__(self) -> None:
+        self._partial: list[bytes] = []  # the line so far, in pieces
+        self._cr = b""  # a CR that ended the last piece
+        self._data: list[str] = []
+
+    def feed(self, piece: bytes) -> list[str]:
+        text = self._cr + piece  # only the new bytes are scanned: a long line costs once
+        self._cr = b"\r" if text.endswith(b"\r") else b""
+        lines = text[: len(text) - len(self._cr)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        parts = lines.split(b"\n")
+        if len(parts) == 1:
+            self._partial.append(parts[0])
+            return []
+        parts[0] = b"".join([*self._partial, parts[0]])
+        self._partial = [parts.pop()]
+        return self._take(parts)
+
+    def end(self) -> list[str]:
+        """What an unterminated last event carried."""
+        rest = b"".join(self._partial)
+        self._partial, self._cr = [], b""
+        return self._take([rest, b""] if rest else [b""])
+
+    def _take(self, lines: list[bytes]) -> list[str]:
+        events: list[str] = []
+        for raw in lines:
+            if raw.startswith(b"data:"):
+                self._data.append(raw[5:].removeprefix(b" ").decode(errors="replace"))
+            elif not raw and self._data:  # an empty line ends the event
+                events.append("\n".join(self._data))
+                self._data.clear()
+        return events
+
+
+async def read_events(
+    response: httpx2.Response, dispatch: Callable[[str], Awaitable[bool]]
+) -> bool:
+    """Hand each event's data of a streamed `response` to `dispatch` until it
+    says the reply is whole (True); then read the body's end, briefly
+    (`drain_briefly`), so the connection can be reused. Nothing after that
+    event counts. False: the body ended first. The response is closed."""
+    try:
+        async with contextlib.aclosing(response.aiter_bytes()) as pieces:
+            events = SseEvents()
+            async for piece in pieces:
+                for payload in events.feed(piece):
+                    if await dispatch(payload):
+                        await drain_briefly(pieces)
+                        return True
+            for payload in events.end():
+                if await dispatch(payload):
+                    return True
+            return False
+    finally:
+        await response.aclose()
