@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anthropic
 import pytest
 
 from agent.messages import ChatMessage, Role, Usage
@@ -302,6 +303,42 @@ async def test_a_stream_cut_short_before_any_text_is_retried(fake: FakeAnthropic
     assert (reply.content, reply.tool_calls, reply.finish_reason) == ("whole", (), "end_turn")
     assert len(fake.requests) == 2
     assert len(waits.waits) == 1
+
+
+async def test_a_request_carries_what_the_sdks_own_call_sends(fake: FakeAnthropic) -> None:
+    """The provider sends through the SDK's HTTP client without `client.post`
+    or the typed `messages.create` (agent.providers.route): path and headers
+    must stay what `post` builds, and the body what `create` sends, also
+    after an SDK upgrade changes them."""
+    extra = {"anthropic-beta": "blue", "user-agent": "picobot-test"}  # another case than the SDK's
+    provider = make(fake, extra_headers=extra)
+    await provider.complete(ask("what is 6*7?", tools=(CALC,), temperature=0.2))
+    timeout = ProviderSettings(name="c", api_key=KEY).timeout_secs
+    client = anthropic.AsyncAnthropic(
+        api_key=KEY,
+        base_url=fake.base_url,
+        default_headers=extra,
+        timeout=timeout,
+        max_retries=0,
+        http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
+    )
+    try:
+        ours = fake.requests[0]
+        body = json.dumps(ours, separators=(",", ":")).encode()
+        await client.post("/v1/messages", content=body, cast_to=object)
+        typed = {k: v for k, v in ours.items() if k != "temperature"}
+        await client.messages.create(**typed, extra_body={"temperature": 0.2})
+    finally:
+        await client.close()
+    # but the per-call timeout `post` reports: this SDK sends "NOT_GIVEN" there
+    mine, posts = (
+        sorted((k.lower(), v) for k, v in h.items() if k.lower() != "x-stainless-timeout")
+        for h in fake.request_headers[:2]
+    )
+    assert mine == posts
+    assert ("user-agent", "picobot-test") in mine
+    assert ("anthropic-beta", "blue") in mine
+    assert fake.requests[2] == ours
 
 
 async def test_create_provider_builds_anthropic(fake: FakeAnthropic) -> None:

@@ -3,6 +3,7 @@ against the caching fakes on loopback."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -116,9 +117,9 @@ async def test_the_fake_refuses_a_fifth_breakpoint(claude: FakeAnthropic) -> Non
         "messages": [{"role": "user", "content": [marked, marked]}],
     }
     try:
-        client = provider._client_for_call()
-        with pytest.raises(Exception, match="A maximum of 4 blocks with cache_control"):
-            await client.messages.create(**body)  # type: ignore[call-overload]
+        route = provider._client_for_call()
+        with pytest.raises(ProviderError, match="A maximum of 4 blocks with cache_control"):
+            await route.send(provider.name, json.dumps(body).encode(), stream=False)
     finally:
         await provider.aclose()
 
