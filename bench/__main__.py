@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import fanout, history, memory_search, real_path, startup, sustained
+from bench import fanout, history, memory_search, providers, real_path, startup, sustained
 from bench.harness import calibration_ms, machine, quiet_logs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -32,6 +32,7 @@ SCENARIOS = (
     "history_scaling",
     "big_session",
     "startup",
+    "providers",
     "fanout",
     "sustained",
     "memory_search",
@@ -81,6 +82,8 @@ def _runs(name: str, args: argparse.Namespace) -> list[Run]:
         return [history.big_session]
     if name == "startup":
         return [startup.run]
+    if name == "providers":
+        return [providers.run]
     if name == "fanout":
         return [functools.partial(fanout.run, chats=args.chats)]
     if name == "sustained":

@@ -1,9 +1,10 @@
-"""The fake OpenAI server in its own process for benchmarks, so its CPU does
-not count against the gateway: `python -m bench.fake_llm DELAY_SECS [RECORD
-COUNT]`. Prints its base URL on the first line, then serves until stdin
-closes. With RECORD, the first COUNT request bodies are written there, one
-JSON line each; no body is kept in memory past its answer (a long run with
-a long history would otherwise grow without bound)."""
+"""The fake OpenAI (or Anthropic) server in its own process for benchmarks,
+so its CPU does not count against the gateway: `python -m bench.fake_llm
+DELAY_SECS [RECORD COUNT [openai|anthropic]]`. Prints its base URL on the
+first line, then serves until stdin closes. With RECORD, the first COUNT
+request bodies are written there, one JSON line each; no body is kept in
+memory past its answer (a long run with a long history would otherwise grow
+without bound)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,14 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.openai_server import FakeOpenAI, ScriptedLLMServer
 
 
-class BenchLLM(FakeOpenAI):
-    def __init__(self, record: Path | None, count: int) -> None:
-        super().__init__()
-        self.record = record
-        self.count = count
-        self.seen = 0
+class _Recording(ScriptedLLMServer):
+    record: Path | None = None
+    count = 0
+    seen = 0
 
     async def _record(self, request: web.Request) -> dict[str, Any]:
         body = await super()._record(request)
@@ -37,8 +37,18 @@ class BenchLLM(FakeOpenAI):
         return body
 
 
-async def main(delay: float, record: Path | None, count: int) -> None:
-    async with BenchLLM(record, count) as llm:
+class BenchLLM(_Recording, FakeOpenAI):
+    pass
+
+
+class BenchAnthropic(_Recording, FakeAnthropic):
+    pass
+
+
+async def main(delay: float, record: Path | None, count: int, kind: str = "openai") -> None:
+    llm = BenchAnthropic() if kind == "anthropic" else BenchLLM()
+    llm.record, llm.count = record, count
+    async with llm:
         llm.delay = delay
         print(llm.base_url, flush=True)
         await asyncio.to_thread(sys.stdin.read)  # until the parent closes our stdin
@@ -46,4 +56,5 @@ async def main(delay: float, record: Path | None, count: int) -> None:
 
 if __name__ == "__main__":
     path = Path(sys.argv[2]) if len(sys.argv) > 2 else None
-    asyncio.run(main(float(sys.argv[1]), path, int(sys.argv[3]) if len(sys.argv) > 3 else 0))
+    count = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    asyncio.run(main(float(sys.argv[1]), path, count, *sys.argv[4:5]))

@@ -129,10 +129,12 @@ class FakeLLM:
 
 
 @asynccontextmanager
-async def fake_llm(delay: float, workdir: Path, record: int = 4) -> AsyncIterator[FakeLLM]:
-    path = workdir / "requests.jsonl"
+async def fake_llm(
+    delay: float, workdir: Path, record: int = 4, kind: str = "openai"
+) -> AsyncIterator[FakeLLM]:
+    path = workdir / f"requests-{kind}.jsonl"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.fake_llm", str(delay), str(path), str(record),
+        sys.executable, "-m", "bench.fake_llm", str(delay), str(path), str(record), kind,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None

@@ -4,7 +4,7 @@ was answered and the results hang together."""
 
 from __future__ import annotations
 
-from bench import fanout, history, memory_search, real_path, startup, sustained
+from bench import fanout, history, memory_search, providers, real_path, startup, sustained
 from bench.__main__ import per_calibration
 
 
@@ -81,3 +81,10 @@ def test_every_figure_is_also_given_per_calibration() -> None:
         "wall_secs_until_last_reply": 50.0,
         "default_cap.fastest_reply_secs": 25.0,
     }
+
+
+async def test_providers_scenario_measures_each_provider_and_the_floor() -> None:
+    result = await providers.run(calls=20, clients=2)
+    for kind in ("openai", "anthropic", "bare_llm_call"):
+        assert result[kind]["calls"] == 20
+        assert result[kind]["cpu_ms_per_call"] > 0
