@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -34,7 +34,7 @@ from agent.providers.base import (
     ProviderUnavailable,
 )
 from agent.providers.retry import Sleep, classify_status
-from agent.providers.route import Route, read_events
+from agent.providers.route import TRANSPORT_ERRORS, Route, read_events, transport_failure
 from agent.providers.sdk import CUT_SHORT, SdkProvider
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "map_anthropic_error"]
@@ -76,7 +76,11 @@ def _parse_message(raw: object) -> LLMResponse:
         elif kind == "thinking":
             thinking.append(str(block.get("thinking") or ""))
         elif kind == "tool_use":
-            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            given = block.get("input")
+            # a string: input JSON that did not parse (cut off): the loop says so
+            arguments = (
+                given if isinstance(given, str) else json.dumps(given or {}, ensure_ascii=False)
+            )
             calls.append(
                 ToolCall(str(block.get("id") or ""), str(block.get("name") or ""), arguments)
             )
@@ -103,14 +107,15 @@ class _MessageAssembler:
     """A stream's events (plain JSON objects) folded into the message they
     describe, as the SDK's own accumulator does, forwarding text deltas."""
 
-    def __init__(self, provider: str, on_delta: DeltaSink) -> None:
+    def __init__(self, provider: str, on_delta: DeltaSink, headers: Mapping[str, str]) -> None:
         self._provider = provider
         self._on_delta = on_delta
+        self._headers = headers  # the response's: an error event's Retry-After
         self.message: dict[str, Any] | None = None  # from message_start on
         self._blocks: dict[int, dict[str, Any]] = {}
         self._inputs: dict[int, list[str]] = {}  # a tool_use block's input JSON, in pieces
 
-    async def feed(self, payload: str) -> bool:
+    async def feed(self, name: str, payload: str) -> bool:
         """One event; True at message_stop (the message is whole)."""
         try:
             event = _obj(json.loads(payload))
@@ -119,6 +124,8 @@ class _MessageAssembler:
                 f"provider '{self._provider}': stream error (an event that is not JSON)"
             ) from None
         kind = event.get("type")
+        if name == "error" or kind == "error":  # as the SDK: the event's name is enough
+            raise _error_of(self._provider, event, self._headers)
         if kind == "content_block_delta":
             await self._delta(event.get("index"), _obj(event.get("delta")))
         elif kind == "message_start":
@@ -135,25 +142,24 @@ class _MessageAssembler:
             )
         elif kind == "message_stop":
             return True
-        elif kind == "error":  # inside a 200 stream: its type says what status it means
-            inner = _obj(event.get("error"))
-            status = _STREAM_ERROR_STATUS.get(str(inner.get("type")), 500)
-            raise classify_status(self._provider, status, {}, event)
         return False  # ping, content_block_stop, and kinds added later
 
     async def _delta(self, index: object, delta: dict[str, Any]) -> None:
-        block = self._blocks.get(index) if isinstance(index, int) else None
+        if not isinstance(index, int):
+            return
         kind = delta.get("type")
-        if kind == "text_delta":
+        if kind == "text_delta":  # kept as shown, even without its block's start
+            text = self._blocks.setdefault(index, {"type": "text", "text": ""})
             piece = str(delta.get("text") or "")
-            if block is not None:
-                block["text"] = str(block.get("text") or "") + piece
+            text["text"] = str(text.get("text") or "") + piece
             if piece:
                 await self._on_delta(piece)
-        elif block is None:
             return
-        elif kind == "input_json_delta":
-            self._inputs.setdefault(index, []).append(str(delta.get("partial_json") or ""))  # type: ignore[arg-type]
+        block = self._blocks.get(index)
+        if block is None:
+            return
+        if kind == "input_json_delta":
+            self._inputs.setdefault(index, []).append(str(delta.get("partial_json") or ""))
         elif kind == "thinking_delta":
             block["thinking"] = str(block.get("thinking") or "") + str(delta.get("thinking") or "")
 
@@ -164,21 +170,40 @@ class _MessageAssembler:
             raw = "".join(pieces)
             try:
                 self._blocks[index]["input"] = json.loads(raw) if raw else {}
-            except ValueError:  # cut short mid-input: the loop reports bad arguments
+            except ValueError:  # cut off (max_tokens): the loop reports bad arguments
                 self._blocks[index]["input"] = raw
         self.message["content"] = [self._blocks[i] for i in sorted(self._blocks)]
         return self.message
 
 
+def _error_of(provider: str, body: object, headers: Mapping[str, str]) -> ProviderError:
+    """An `error` in a 200 response (a stream's event, or a proxy's body):
+    its type says what status it means."""
+    inner = _obj(_obj(body).get("error"))
+    status = _STREAM_ERROR_STATUS.get(str(inner.get("type")), 500)
+    return classify_status(provider, status, headers, body)
+
+
+def _message_of(provider: str, response: httpx2.Response) -> LLMResponse:
+    """A whole (not streamed) reply: a message, or an error in a 200 body."""
+    try:
+        raw = json.loads(response.content)
+    except ValueError:
+        raw = None
+    kind = _obj(raw).get("type")
+    if kind == "error":
+        raise _error_of(provider, raw, dict(response.headers))
+    if kind != "message" or not isinstance(_obj(raw).get("content"), list):
+        raise ProviderError(f"provider '{provider}': unexpected response shape")
+    return _parse_message(raw)
+
+
 def map_anthropic_error(exc: Exception, provider: str) -> ProviderError:
     """Translate a transport exception into the provider error tree (HTTP
     error statuses are classified where the response arrives)."""
-    prefix = f"provider '{provider}'"
-    if isinstance(exc, httpx2.TimeoutException | anthropic.APITimeoutError):
-        return ProviderUnavailable(f"{prefix}: request timed out")
-    if isinstance(exc, httpx2.TransportError | ssl.SSLError | anthropic.APIConnectionError):
-        return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
-    return ProviderError(f"{prefix}: {type(exc).__name__}")
+    if isinstance(exc, TRANSPORT_ERRORS):
+        return transport_failure(exc, provider)
+    return ProviderError(f"provider '{provider}': {type(exc).__name__}")
 
 
 def _route(settings: ProviderSettings) -> Route:
@@ -221,30 +246,24 @@ class AnthropicProvider(SdkProvider[Route]):
         if request.temperature is not None:
             params["temperature"] = request.temperature
 
+        if on_delta is not None:
+            params["stream"] = True
+        body = json.dumps(params, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
         async def once(sink: DeltaSink | None) -> LLMResponse:
-            body = json.dumps(
-                params if sink is None else {**params, "stream": True},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            ).encode()
             try:
                 if sink is None:
-                    response = await route.send(self.name, body, stream=False)
-                    try:
-                        return _parse_message(json.loads(response.content))
-                    except ValueError:
-                        raise ProviderError(
-                            f"provider '{self.name}': unexpected response shape"
-                        ) from None
-                return await self._stream(route, body, sink)
-            except (httpx2.TransportError, ssl.SSLError, anthropic.AnthropicError) as exc:
+                    response = await route.send(self.name, body.encode(), stream=False)
+                    return _message_of(self.name, response)
+                return await self._stream(route, body.encode(), sink)
+            except TRANSPORT_ERRORS as exc:
                 raise map_anthropic_error(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
 
     async def _stream(self, route: Route, body: bytes, sink: DeltaSink) -> LLMResponse:
-        assembler = _MessageAssembler(self.name, sink)
         response = await route.send(self.name, body, stream=True)
+        assembler = _MessageAssembler(self.name, sink, dict(response.headers))
         whole = await read_events(response, assembler.feed)
         if assembler.message is None:
             raise ProviderUnavailable(f"provider '{self.name}': the stream ended without a message")

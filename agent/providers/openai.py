@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import ssl
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from agent.providers.base import (
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, server_message
-from agent.providers.route import Route, read_events
+from agent.providers.route import TRANSPORT_ERRORS, Route, read_events, transport_failure
 from agent.providers.sdk import CUT_SHORT, SdkProvider
 
 __all__ = [
@@ -258,10 +257,8 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     stream (`openai.APIError`, as the SDK raises it), into the provider error
     tree; HTTP error statuses are classified where the response arrives."""
     prefix = f"provider '{provider}'"
-    if isinstance(exc, httpx2.TimeoutException):
-        return ProviderUnavailable(f"{prefix}: request timed out")
-    if isinstance(exc, httpx2.RequestError | ssl.SSLError):  # what `post` calls a connection error
-        return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
+    if isinstance(exc, TRANSPORT_ERRORS):
+        return transport_failure(exc, provider)
     if isinstance(exc, openai.APIError):
         return ProviderUnavailable(f"{prefix}: {server_message(exc.body) or 'stream error'}")
     return ProviderError(f"{prefix}: {type(exc).__name__}")
@@ -320,7 +317,7 @@ class OpenAIProvider(SdkProvider[Route]):
                     response = await route.send(self.name, body, stream=False)
                     return _parse_completion(_json_of(response, self.name), self.name)
                 return await self._stream(route, body, sink)
-            except (openai.OpenAIError, httpx2.RequestError, ssl.SSLError) as exc:
+            except (openai.OpenAIError, *TRANSPORT_ERRORS) as exc:
                 raise map_openai_error(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
@@ -330,7 +327,7 @@ class OpenAIProvider(SdkProvider[Route]):
         response = await route.send(self.name, body, stream=True)
         request = response.request
 
-        async def dispatch(payload: str) -> bool:
+        async def dispatch(_: str, payload: str) -> bool:  # the data says the kind
             return await _dispatch(payload, assembler, request)
 
         # A body that ends with neither [DONE] nor a finish reason was cut

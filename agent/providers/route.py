@@ -19,15 +19,35 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+import aiohttp
 import httpx2
 
+from agent.providers.base import ProviderUnavailable
 from agent.providers.retry import classify_status
 from agent.providers.sdk import drain_briefly
 
-__all__ = ["Route", "SseEvents", "read_events"]
+__all__ = ["TRANSPORT_ERRORS", "Route", "SseEvent", "SseEvents", "read_events", "transport_failure"]
+
+# What a request can fail with below HTTP: httpx's errors (the SDK transport
+# maps most of aiohttp's onto them), TLS, and the aiohttp errors it leaves
+# unmapped (a malformed status line or header). `post` calls them all a
+# connection error.
+TRANSPORT_ERRORS = (httpx2.RequestError, ssl.SSLError, aiohttp.ClientError)
+
+# (event name, data): the name is "" where the event has none
+SseEvent = tuple[str, str]
+
+
+def transport_failure(exc: BaseException, provider: str) -> ProviderUnavailable:
+    """One of TRANSPORT_ERRORS as the provider error tree has it: retried."""
+    prefix = f"provider '{provider}'"
+    if isinstance(exc, httpx2.TimeoutException):
+        return ProviderUnavailable(f"{prefix}: request timed out")
+    return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
 
 
 class _SdkClient(Protocol):
@@ -55,13 +75,23 @@ class Route:
         base = client.base_url
         root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
         self.url = base.copy_with(raw_path=root + path.lstrip("/").encode())
-        headers = httpx2.Headers()
-        for name, value in (*client.auth_headers.items(), *client.default_headers.items()):
-            if isinstance(value, str):  # not `Omit`
-                headers[name] = value  # any case; the later one wins, as in `post`
-        headers["X-Stainless-Retry-Count"] = "0"  # as `post` marks a first attempt
-        headers["X-Stainless-Read-Timeout"] = str(timeout.read)
-        self.headers = headers
+        self._timeout = timeout
+        self._headers: httpx2.Headers | None = None
+
+    @property
+    def headers(self) -> httpx2.Headers:
+        """Worked out at the first request, on the event loop: the SDK names
+        the async library it runs under in one of them."""
+        if self._headers is None:
+            # what `post` puts first, so that `extra_headers` may override it
+            headers = httpx2.Headers({"X-Stainless-Retry-Count": "0"})  # a first attempt
+            headers["X-Stainless-Read-Timeout"] = str(self._timeout.read)
+            client = self.client
+            for name, value in (*client.auth_headers.items(), *client.default_headers.items()):
+                if isinstance(value, str):  # not `Omit`
+                    headers[name] = value  # any case; the later one wins, as in `post`
+            self._headers = headers
+        return self._headers
 
     async def close(self) -> None:
         await self.client.close()  # and the HTTP client it was given
@@ -87,19 +117,20 @@ class Route:
 
 
 class SseEvents:
-    """The `data` of each server-sent event, from the stream's bytes as they
-    come. Lines end with LF, CRLF or CR (a CR that ends a piece waits for the
-    next, which may begin with its LF) and are UTF-8, as the format requires;
-    httpx's `aiter_lines` would read the charset from the headers on every
-    call and decode through two more layers. Event names are not kept: both
-    APIs repeat the kind inside the data."""
+    """Each server-sent event (its name and data), from the stream's bytes as
+    they come. Lines end with LF, CRLF or CR (a CR that ends a piece waits for
+    the next, which may begin with its LF) and are UTF-8, as the format
+    requires; httpx's `aiter_lines` would read the charset from the headers
+    on every call and decode through two more layers. An event with no data
+    (a keep-alive's bare `data:`) is not one, as the format says."""
 
     def __init__(self) -> None:
         self._partial: list[bytes] = []  # the line so far, in pieces
         self._cr = b""  # a CR that ended the last piece
         self._data: list[str] = []
+        self._name = ""
 
-    def feed(self, piece: bytes) -> list[str]:
+    def feed(self, piece: bytes) -> list[SseEvent]:
         text = self._cr + piece  # only the new bytes are scanned: a long line costs once
         self._cr = b"\r" if text.endswith(b"\r") else b""
         lines = text[: len(text) - len(self._cr)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -111,40 +142,45 @@ class SseEvents:
         self._partial = [parts.pop()]
         return self._take(parts)
 
-    def end(self) -> list[str]:
+    def end(self) -> list[SseEvent]:
         """What an unterminated last event carried."""
         rest = b"".join(self._partial)
         self._partial, self._cr = [], b""
         return self._take([rest, b""] if rest else [b""])
 
-    def _take(self, lines: list[bytes]) -> list[str]:
-        events: list[str] = []
+    def _take(self, lines: list[bytes]) -> list[SseEvent]:
+        events: list[SseEvent] = []
         for raw in lines:
             if raw.startswith(b"data:"):
                 self._data.append(raw[5:].removeprefix(b" ").decode(errors="replace"))
-            elif not raw and self._data:  # an empty line ends the event
-                events.append("\n".join(self._data))
+            elif raw.startswith(b"event:"):
+                self._name = raw[6:].strip().decode(errors="replace")
+            elif not raw:  # an empty line ends the event
+                data = "\n".join(self._data)
+                if data:
+                    events.append((self._name, data))
                 self._data.clear()
+                self._name = ""
         return events
 
 
 async def read_events(
-    response: httpx2.Response, dispatch: Callable[[str], Awaitable[bool]]
+    response: httpx2.Response, dispatch: Callable[[str, str], Awaitable[bool]]
 ) -> bool:
-    """Hand each event's data of a streamed `response` to `dispatch` until it
-    says the reply is whole (True); then read the body's end, briefly
-    (`drain_briefly`), so the connection can be reused. Nothing after that
-    event counts. False: the body ended first. The response is closed."""
+    """Hand each event (name, data) of a streamed `response` to `dispatch`
+    until it says the reply is whole (True); then read the body's end,
+    briefly (`drain_briefly`), so the connection can be reused. Nothing after
+    that event counts. False: the body ended first. The response is closed."""
     try:
         async with contextlib.aclosing(response.aiter_bytes()) as pieces:
             events = SseEvents()
             async for piece in pieces:
-                for payload in events.feed(piece):
-                    if await dispatch(payload):
+                for name, data in events.feed(piece):
+                    if await dispatch(name, data):
                         await drain_briefly(pieces)
                         return True
-            for payload in events.end():
-                if await dispatch(payload):
+            for name, data in events.end():
+                if await dispatch(name, data):
                     return True
             return False
     finally:

@@ -1,4 +1,5 @@
-"""AnthropicProvider through the real `anthropic` SDK against FakeAnthropic on loopback."""
+"""AnthropicProvider on the real `anthropic` SDK's client against FakeAnthropic on
+loopback, and against raw replies the fake does not script."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ from pathlib import Path
 
 import anthropic
 import pytest
+from aiohttp import web
 
 from agent.messages import ChatMessage, Role, Usage
 from agent.providers import create_provider
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import (
     LLMRequest,
+    LLMResponse,
     ProviderAuthError,
     ProviderConfigError,
+    ProviderError,
     ProviderSettings,
     ProviderUnavailable,
     ToolSpec,
@@ -311,7 +315,8 @@ async def test_a_request_carries_what_the_sdks_own_call_sends(fake: FakeAnthropi
     must stay what `post` builds, and the body what `create` sends, also
     after an SDK upgrade changes them."""
     extra = {"anthropic-beta": "blue", "user-agent": "picobot-test"}  # another case than the SDK's
-    provider = make(fake, extra_headers=extra)
+    # built in a worker thread, as DeferredProvider builds it
+    provider = await asyncio.to_thread(make, fake, extra_headers=extra)
     await provider.complete(ask("what is 6*7?", tools=(CALC,), temperature=0.2))
     timeout = ProviderSettings(name="c", api_key=KEY).timeout_secs
     client = anthropic.AsyncAnthropic(
@@ -396,3 +401,115 @@ async def test_a_stream_that_ends_without_a_message_is_unavailable(fake: FakeAnt
     fake.empty_stream = True
     with pytest.raises(ProviderUnavailable, match="ended without a message"):
         await make(fake, max_retries=0).complete(ask(), _discard)
+
+
+# Replies the fake does not script: what proxies and compatible servers send.
+_START = {
+    "type": "message_start",
+    "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+        "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 1},
+    },
+}  # fmt: skip
+_STOP = {"type": "message_stop"}
+
+
+def _block(index: int, **block: object) -> dict[str, object]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta(index: int, **delta: object) -> dict[str, object]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def _finish(reason: str) -> dict[str, object]:
+    return {
+        "type": "message_delta",
+        "delta": {"stop_reason": reason},
+        "usage": {"output_tokens": 3},
+    }
+
+
+def _sse(*events: dict[str, object] | tuple[str, str]) -> bytes:
+    """Each event named by its type; a (name, raw data) pair as it is."""
+    out = []
+    for event in events:
+        name, data = event if isinstance(event, tuple) else (event["type"], json.dumps(event))
+        out.append(f"event: {name}\ndata: {data}\n\n")
+    return "".join(out).encode()
+
+
+async def _replying(status: int, content_type: str, body: bytes) -> tuple[web.AppRunner, str]:
+    async def answer(_: web.Request) -> web.Response:
+        return web.Response(status=status, body=body, headers={"Content-Type": content_type})
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+async def _complete_from(body: bytes, *, stream: bool = True, status: int = 200) -> LLMResponse:
+    kind = "text/event-stream" if stream else "application/json"
+    runner, url = await _replying(status, kind, body)
+    settings = ProviderSettings(name="c", api_key=KEY, base_url=url, max_retries=0)
+    provider = AnthropicProvider(settings, sleep=Waits())
+    shown: list[str] = []
+
+    async def sink(text: str) -> None:
+        shown.append(text)
+
+    try:
+        reply = await provider.complete(ask(), sink if stream else None)
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+    assert "".join(shown) == reply.content  # what the user saw is what is kept
+    return reply
+
+
+async def test_an_error_event_is_known_by_its_name_whatever_its_data() -> None:
+    error = ("error", json.dumps({"error": {"type": "authentication_error", "message": "no"}}))
+    with pytest.raises(ProviderAuthError):
+        await _complete_from(_sse(_START, error, _block(0, type="text", text=""), _STOP))
+
+
+async def test_a_keep_alive_without_data_is_not_an_event() -> None:
+    body = _sse(_START, ("ping", ""), _block(0, type="text", text=""), _delta(0, type="text_delta", text="hi"), _finish("end_turn"), _STOP)  # fmt: skip
+    assert (await _complete_from(body)).content == "hi"
+
+
+async def test_text_without_its_block_start_is_kept_as_shown() -> None:
+    body = _sse(_START, _delta(0, type="text_delta", text="hi"), _finish("end_turn"), _STOP)
+    assert (await _complete_from(body)).content == "hi"
+
+
+async def test_tool_input_cut_off_by_max_tokens_reaches_the_loop_as_it_came() -> None:
+    body = _sse(
+        _START,
+        _block(0, type="tool_use", id="t1", name="calculator", input={}),
+        _delta(0, type="input_json_delta", partial_json='{"expr": "1+'),
+        _finish("max_tokens"),
+        _STOP,
+    )
+    reply = await _complete_from(body)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("calculator", '{"expr": "1+')]
+    assert reply.finish_reason == "max_tokens"
+
+
+@pytest.mark.parametrize(
+    ("body", "error", "says"),
+    [
+        (json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Busy"}}),
+         ProviderUnavailable, "HTTP 529 Busy"),
+        ("<html>a proxy's page</html>", ProviderError, "unexpected response shape"),
+        (json.dumps({"type": "completion", "completion": "hi"}), ProviderError, "unexpected response shape"),
+    ],
+)  # fmt: skip
+async def test_a_200_body_that_is_not_a_message_is_no_reply(
+    body: str, error: type[ProviderError], says: str
+) -> None:
+    with pytest.raises(error, match=says):
+        await _complete_from(body.encode(), stream=False)
