@@ -34,7 +34,13 @@ from agent.providers.base import (
     ProviderUnavailable,
 )
 from agent.providers.retry import Sleep, classify_status
-from agent.providers.route import TRANSPORT_ERRORS, Route, read_events, transport_failure
+from agent.providers.route import (
+    TRANSPORT_ERRORS,
+    Route,
+    read_events,
+    sdk_route,
+    transport_failure,
+)
 from agent.providers.sdk import CUT_SHORT, SdkProvider
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "map_anthropic_error"]
@@ -207,18 +213,7 @@ def map_anthropic_error(exc: Exception, provider: str) -> ProviderError:
 
 
 def _route(settings: ProviderSettings) -> Route:
-    timeout = httpx2.Timeout(settings.timeout_secs)
-    # aiohttp transport, as for OpenAI: a fraction of httpx's CPU per request
-    http = anthropic.DefaultAioHttpClient(timeout=timeout)
-    client = anthropic.AsyncAnthropic(
-        api_key=settings.api_key,
-        base_url=settings.base_url,
-        default_headers=settings.extra_headers or None,
-        timeout=timeout,
-        max_retries=0,
-        http_client=http,
-    )
-    return Route(client, http, _PATH, timeout)
+    return sdk_route(anthropic.AsyncAnthropic, anthropic.DefaultAioHttpClient, settings, _PATH)
 
 
 class AnthropicProvider(SdkProvider[Route]):

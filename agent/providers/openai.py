@@ -38,7 +38,13 @@ from agent.providers.base import (
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, server_message
-from agent.providers.route import TRANSPORT_ERRORS, Route, read_events, transport_failure
+from agent.providers.route import (
+    TRANSPORT_ERRORS,
+    Route,
+    read_events,
+    sdk_route,
+    transport_failure,
+)
 from agent.providers.sdk import CUT_SHORT, SdkProvider
 
 __all__ = [
@@ -272,18 +278,7 @@ def _json_of(response: httpx2.Response, provider: str) -> object:
 
 
 def _route(settings: ProviderSettings) -> Route:
-    timeout = httpx2.Timeout(settings.timeout_secs)
-    # aiohttp transport: a fraction of httpx's CPU per request
-    http = openai.DefaultAioHttpClient(timeout=timeout)
-    client = openai.AsyncOpenAI(
-        api_key=settings.api_key,
-        base_url=settings.base_url,
-        default_headers=settings.extra_headers or None,
-        timeout=timeout,
-        max_retries=0,
-        http_client=http,
-    )
-    return Route(client, http, _PATH, timeout)
+    return sdk_route(openai.AsyncOpenAI, openai.DefaultAioHttpClient, settings, _PATH)
 
 
 class OpenAIProvider(SdkProvider[Route]):

@@ -26,11 +26,19 @@ from typing import Protocol
 import aiohttp
 import httpx2
 
-from agent.providers.base import ProviderUnavailable
+from agent.providers.base import ProviderSettings, ProviderUnavailable
 from agent.providers.retry import classify_status
 from agent.providers.sdk import drain_briefly
 
-__all__ = ["TRANSPORT_ERRORS", "Route", "SseEvent", "SseEvents", "read_events", "transport_failure"]
+__all__ = [
+    "TRANSPORT_ERRORS",
+    "Route",
+    "SseEvent",
+    "SseEvents",
+    "read_events",
+    "sdk_route",
+    "transport_failure",
+]
 
 # What a request can fail with below HTTP: httpx's errors (the SDK transport
 # maps most of aiohttp's onto them), TLS, and the aiohttp errors it leaves
@@ -114,6 +122,28 @@ class Route:
         except ValueError:
             error = raw.decode(errors="replace").strip()
         raise classify_status(provider, response.status_code, dict(response.headers), error)
+
+
+def sdk_route(
+    client: Callable[..., _SdkClient],
+    http: Callable[..., httpx2.AsyncClient],
+    settings: ProviderSettings,
+    path: str,
+) -> Route:
+    """A route on an SDK's client class and its aiohttp HTTP client class
+    (`DefaultAioHttpClient`: a fraction of httpx's own transport's CPU per
+    request), built with the provider's fixed key; the SDK's retries off."""
+    timeout = httpx2.Timeout(settings.timeout_secs)
+    transport = http(timeout=timeout)
+    sdk = client(
+        api_key=settings.api_key,
+        base_url=settings.base_url,
+        default_headers=settings.extra_headers or None,
+        timeout=timeout,
+        max_retries=0,
+        http_client=transport,
+    )
+    return Route(sdk, transport, path, timeout)
 
 
 class SseEvents:
