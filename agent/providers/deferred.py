@@ -12,20 +12,36 @@ first waits for the same build instead of starting another.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 from collections.abc import Callable
+from typing import Final
+
+import structlog
 
 from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse, ProviderError
 
-__all__ = ["DeferredProvider"]
+__all__ = ["CLOSE_WAIT_SECS", "DeferredProvider"]
+
+log = structlog.get_logger(__name__)
+
+# How long closing waits for a build still running (an import stuck on a slow
+# disk, say): shutdown must not hang on it. What it builds later is not used.
+CLOSE_WAIT_SECS: Final = 5.0
 
 
 class DeferredProvider:
-    def __init__(self, name: str, module: str, build: Callable[[], LLMProvider]) -> None:
+    def __init__(
+        self,
+        name: str,
+        module: str,
+        build: Callable[[], LLMProvider],
+        *,
+        close_wait_secs: float = CLOSE_WAIT_SECS,
+    ) -> None:
         """`module`: what `build` imports (the SDK with it), imported first.
         `build` runs in a worker thread: it must not need a running loop."""
         self.name = name
+        self._close_wait_secs = close_wait_secs
         self._module = module
         self._build = build
         self._real: LLMProvider | None = None
@@ -33,6 +49,7 @@ class DeferredProvider:
         # leaves it to the next caller (or to aclose), never to a second build.
         self._building: asyncio.Future[LLMProvider] | None = None
         self._closed = False
+        self._abandoned = False  # aclose stopped waiting for the build
 
     async def warm(self) -> None:
         await self._provider()
@@ -50,9 +67,12 @@ class DeferredProvider:
                 if self._building is building:  # failed: the next call tries again
                     self._building = None
                 raise
+            if self._closed and self._abandoned:  # built after aclose gave up on it
+                self._abandoned = False  # closed here, once
+                await real.aclose()
+            self._check_open()  # closed while it was being built: aclose closes it
             if self._real is None:
                 self._real = real
-            self._check_open()  # closed while it was being built: aclose closes it
         return self._real
 
     def _check_open(self) -> None:
@@ -68,10 +88,21 @@ class DeferredProvider:
         return await provider.complete(request, on_delta)
 
     async def aclose(self) -> None:
-        """Also waits for a build in progress, to close what it built."""
+        """Also waits for a build in progress, to close what it built, for at
+        most `close_wait_secs`."""
         self._closed = True
         if self._real is None and self._building is not None:
-            with contextlib.suppress(Exception):  # nothing built: its caller saw why
-                self._real = await asyncio.shield(self._building)
+            try:
+                async with asyncio.timeout(self._close_wait_secs):
+                    self._real = await asyncio.shield(self._building)
+            except TimeoutError:  # a caller still waiting for it closes it
+                self._abandoned = True
+                log.warning(
+                    "provider_build_abandoned",
+                    provider=self.name,
+                    waited_secs=self._close_wait_secs,
+                )
+            except Exception:  # nothing built: its caller saw why
+                pass
         if self._real is not None:
             await self._real.aclose()

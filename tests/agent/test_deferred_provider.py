@@ -148,3 +148,20 @@ async def test_a_failed_build_is_tried_again_by_the_next_call() -> None:
     await provider.warm()
     assert len(attempts) == 2
     await provider.aclose()
+
+
+async def test_closing_waits_for_a_stuck_build_only_so_long() -> None:
+    """An import that never ends must not hold shutdown: aclose gives up on
+    it after `close_wait_secs`; what it builds afterwards is closed, not used."""
+    gate = GatedBuild()
+    provider = DeferredProvider("echo", "json", gate, close_wait_secs=0.05)
+    warm = asyncio.create_task(provider.warm())
+    await gate.started()
+    async with asyncio.timeout(3):
+        await provider.aclose()
+    gate.release.set()
+    with pytest.raises(ProviderError, match="closed"):
+        await warm
+    assert [echo.closed for echo in gate.built] == [True]
+    with pytest.raises(ProviderError, match="closed"):
+        await provider.complete(LLMRequest("m", [ChatMessage.user("hi")]))
