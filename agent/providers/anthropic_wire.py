@@ -69,10 +69,17 @@ async def _user_blocks(message: ChatMessage) -> list[Block]:
     return blocks
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _tool_input(arguments: str) -> dict[str, Any]:
+    """The model's argument text as the object the API wants; text that is not
+    strict JSON (NaN and Infinity included: no request could carry them, and
+    the chat would fail on every later turn) is passed on as it came."""
     try:
-        value = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+        value = json.loads(arguments or "{}", parse_constant=_no_constant)
+    except ValueError:
         return {"raw_arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
 

@@ -13,7 +13,7 @@ import anthropic
 import pytest
 from aiohttp import web
 
-from agent.messages import ChatMessage, Role, Usage
+from agent.messages import ChatMessage, Role, ToolCall, Usage
 from agent.providers import create_provider
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import (
@@ -513,3 +513,22 @@ async def test_a_200_body_that_is_not_a_message_is_no_reply(
 ) -> None:
     with pytest.raises(error, match=says):
         await _complete_from(body.encode(), stream=False)
+
+
+async def test_tool_arguments_that_are_not_strict_json_do_not_stick_the_chat(
+    fake: FakeAnthropic,
+) -> None:
+    """A model once wrote NaN into a tool call: every later request carries
+    that call, so it goes as the text it was, not as a body no encoder takes."""
+    call = ToolCall("t1", "calculator", '{"expr": NaN}')
+    history = [
+        ChatMessage.user("compute"),
+        ChatMessage(Role.ASSISTANT, "", tool_calls=(call,)),
+        ChatMessage.tool_result(call, "error: bad arguments"),
+        ChatMessage.user("again"),
+    ]
+    fake.add_text("done")
+    reply = await make(fake).complete(LLMRequest(model="claude-test", messages=history))
+    assert reply.content == "done"
+    sent = fake.requests[0]["messages"][1]["content"][0]
+    assert sent["input"] == {"raw_arguments": '{"expr": NaN}'}
