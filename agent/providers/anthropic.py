@@ -55,6 +55,11 @@ _STREAM_ERROR_STATUS = {
     "timeout_error": 504,
     "authentication_error": 401,
     "permission_error": 403,
+    # as the API answers them before a stream: refused, not retried; a
+    # prompt too long for the model is compacted and tried once more
+    "invalid_request_error": 400,
+    "not_found_error": 404,
+    "request_too_large": 413,
 }
 
 

@@ -21,7 +21,9 @@ from agent.providers.base import (
     LLMResponse,
     ProviderAuthError,
     ProviderConfigError,
+    ProviderContextOverflow,
     ProviderError,
+    ProviderRateLimited,
     ProviderSettings,
     ProviderUnavailable,
     ToolSpec,
@@ -474,6 +476,25 @@ async def test_an_error_event_is_known_by_its_name_whatever_its_data() -> None:
     error = ("error", json.dumps({"error": {"type": "authentication_error", "message": "no"}}))
     with pytest.raises(ProviderAuthError):
         await _complete_from(_sse(_START, error, _block(0, type="text", text=""), _STOP))
+
+
+@pytest.mark.parametrize(
+    ("kind", "message", "error"),
+    [
+        ("overloaded_error", "Overloaded", ProviderUnavailable),
+        ("rate_limit_error", "slow down", ProviderRateLimited),
+        ("request_too_large", "too big", ProviderContextOverflow),
+        ("invalid_request_error", "prompt is too long: 210000 tokens", ProviderContextOverflow),
+        ("invalid_request_error", "tools.0: bad schema", ProviderError),
+    ],
+)
+async def test_an_error_event_is_classified_by_its_type(
+    kind: str, message: str, error: type[ProviderError]
+) -> None:
+    event = {"type": "error", "error": {"type": kind, "message": message}}
+    with pytest.raises(error) as caught:
+        await _complete_from(_sse(_START, event))
+    assert type(caught.value) is error
 
 
 async def test_a_keep_alive_without_data_is_not_an_event() -> None:
