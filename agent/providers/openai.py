@@ -30,6 +30,7 @@ from agent.providers.base import (
     DeltaSink,
     LLMRequest,
     LLMResponse,
+    ProviderContextOverflow,
     ProviderError,
     ProviderSettings,
     ProviderUnavailable,
@@ -37,7 +38,7 @@ from agent.providers.base import (
 )
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
-from agent.providers.retry import Sleep, server_message
+from agent.providers.retry import Sleep, is_context_overflow, server_message
 from agent.providers.route import (
     TRANSPORT_ERRORS,
     Route,
@@ -266,7 +267,10 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     if isinstance(exc, TRANSPORT_ERRORS):
         return transport_failure(exc, provider)
     if isinstance(exc, openai.APIError):
-        return ProviderUnavailable(f"{prefix}: {server_message(exc.body) or 'stream error'}")
+        detail = f"{prefix}: {server_message(exc.body) or 'stream error'}"
+        if is_context_overflow(exc.body):  # compacted and tried once more, not retried as is
+            return ProviderContextOverflow(detail)
+        return ProviderUnavailable(detail)
     return ProviderError(f"{prefix}: {type(exc).__name__}")
 
 

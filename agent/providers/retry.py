@@ -34,6 +34,7 @@ __all__ = [
     "BACKOFF_BASE_SECS",
     "backoff_delay",
     "classify_status",
+    "is_context_overflow",
     "parse_retry_after",
     "server_message",
     "with_retries",
@@ -103,7 +104,7 @@ def classify_status(
     detail = f"{prefix}: HTTP {status} {server_message(body)}".rstrip()
     if status == 429:
         return ProviderRateLimited(detail, parse_retry_after(headers))
-    if status == 413 or (status == 400 and _context_length_error(body)):
+    if status == 413 or (status == 400 and is_context_overflow(body)):
         return ProviderContextOverflow(detail)
     if status >= 500 or status in (408, 409):
         return ProviderUnavailable(detail, parse_retry_after(headers))
@@ -123,7 +124,8 @@ _OVERFLOW_PHRASES = (
 )
 
 
-def _context_length_error(body: object) -> bool:
+def is_context_overflow(body: object) -> bool:
+    """Whether an error body says the prompt is too long for the model."""
     inner = body.get("error", body) if isinstance(body, dict) else None
     if not isinstance(inner, dict):
         return False

@@ -18,6 +18,7 @@ from agent.providers.base import (
     LLMRequest,
     ProviderAuthError,
     ProviderConfigError,
+    ProviderContextOverflow,
     ProviderError,
     ProviderRateLimited,
     ProviderSettings,
@@ -274,6 +275,18 @@ async def test_stream_failing_after_text_is_not_retried(fake: FakeOpenAI) -> Non
     with pytest.raises(ProviderUnavailable):
         await provider.complete(ask(), sink)
     assert "".join(deltas) == "partial answer here"
+    assert len(fake.requests) == 1
+    assert waits.waits == []
+
+
+async def test_a_context_length_error_inside_a_stream_is_an_overflow(fake: FakeOpenAI) -> None:
+    """A proxy that reports it inside the 200 stream: the session is compacted
+    and the call tried once more (the loop's job), not retried as it is."""
+    waits = Waits()
+    provider = make(fake, waits)
+    fake.add_reply(Reply(stream_error="This model's maximum context length is 8192 tokens"))
+    with pytest.raises(ProviderContextOverflow, match="maximum context length"):
+        await provider.complete(ask(), _discard)
     assert len(fake.requests) == 1
     assert waits.waits == []
 
