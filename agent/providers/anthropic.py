@@ -43,7 +43,7 @@ from agent.providers.route import (
 )
 from agent.providers.sdk import CUT_SHORT, SdkProvider
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "map_anthropic_error"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
 DEFAULT_MAX_TOKENS = 4096
 
@@ -209,14 +209,6 @@ def _message_of(provider: str, response: httpx2.Response) -> LLMResponse:
     return _parse_message(raw)
 
 
-def map_anthropic_error(exc: Exception, provider: str) -> ProviderError:
-    """Translate a transport exception into the provider error tree (HTTP
-    error statuses are classified where the response arrives)."""
-    if isinstance(exc, TRANSPORT_ERRORS):
-        return transport_failure(exc, provider)
-    return ProviderError(f"provider '{provider}': {type(exc).__name__}")
-
-
 def _route(settings: ProviderSettings) -> Route:
     return sdk_route(anthropic.AsyncAnthropic, anthropic.DefaultAioHttpClient, settings, _PATH)
 
@@ -256,8 +248,8 @@ class AnthropicProvider(SdkProvider[Route]):
                     response = await route.send(self.name, body.encode(), stream=False)
                     return _message_of(self.name, response)
                 return await self._stream(route, body.encode(), sink)
-            except TRANSPORT_ERRORS as exc:
-                raise map_anthropic_error(exc, self.name) from exc
+            except TRANSPORT_ERRORS as exc:  # HTTP statuses are classified by the route
+                raise transport_failure(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
 

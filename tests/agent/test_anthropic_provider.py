@@ -29,7 +29,7 @@ from agent.providers.base import (
     ToolSpec,
 )
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.fakes.openai_server import Reply, ScriptedToolCall
+from tests.fakes.openai_server import Reply
 
 KEY = "sk-ant-test-456"
 CALC = ToolSpec(
@@ -276,39 +276,6 @@ async def test_stream_error_after_text_is_not_retried(fake: FakeAnthropic) -> No
     assert "".join(deltas) == "partial answer here"
     assert len(fake.requests) == 1
     assert waits.waits == []
-
-
-async def test_a_stream_cut_short_after_text_fails_and_is_not_retried(
-    fake: FakeAnthropic,
-) -> None:
-    """The body ends cleanly mid-message, with no stop reason (a proxy cut it):
-    the partial text is not a reply."""
-    waits = Waits()
-    provider = make(fake, waits)
-    fake.add_reply(Reply(text="partial answer here", cut_short=True))
-    fake.add_text("must not be used")
-    deltas: list[str] = []
-
-    async def sink(text: str) -> None:
-        deltas.append(text)
-
-    with pytest.raises(ProviderUnavailable, match="ended before the reply was complete"):
-        await provider.complete(ask(), sink)
-    assert "".join(deltas) == "partial answer here"
-    assert len(fake.requests) == 1
-    assert waits.waits == []
-
-
-async def test_a_stream_cut_short_before_any_text_is_retried(fake: FakeAnthropic) -> None:
-    waits = Waits()
-    provider = make(fake, waits)
-    call = ScriptedToolCall("calculator", {"expression": "1"})
-    fake.add_reply(Reply(tool_calls=(call,), cut_short=True))
-    fake.add_text("whole")
-    reply = await provider.complete(ask(), _discard)
-    assert (reply.content, reply.tool_calls, reply.finish_reason) == ("whole", (), "end_turn")
-    assert len(fake.requests) == 2
-    assert len(waits.waits) == 1
 
 
 async def test_a_request_carries_what_the_sdks_own_call_sends(fake: FakeAnthropic) -> None:

@@ -27,7 +27,7 @@ from agent.providers.base import (
 )
 from agent.providers.openai import OpenAIProvider
 from agent.providers.route import SseEvents
-from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 KEY = "sk-test-key-123"
 CALC = ToolSpec(
@@ -289,38 +289,6 @@ async def test_a_context_length_error_inside_a_stream_is_an_overflow(fake: FakeO
         await provider.complete(ask(), _discard)
     assert len(fake.requests) == 1
     assert waits.waits == []
-
-
-async def test_a_stream_cut_short_after_text_fails_and_is_not_retried(fake: FakeOpenAI) -> None:
-    """The body ends cleanly with neither a finish reason nor [DONE] (a proxy
-    cut it): the partial text is not a reply."""
-    waits = Waits()
-    provider = make(fake, waits)
-    fake.add_reply(Reply(text="partial answer here", cut_short=True))
-    fake.add_text("must not be used")
-    deltas: list[str] = []
-
-    async def sink(text: str) -> None:
-        deltas.append(text)
-
-    with pytest.raises(ProviderUnavailable, match="ended before the reply was complete"):
-        await provider.complete(ask(), sink)
-    assert "".join(deltas) == "partial answer here"
-    assert len(fake.requests) == 1
-    assert waits.waits == []
-
-
-async def test_a_stream_cut_short_before_any_text_is_retried(fake: FakeOpenAI) -> None:
-    waits = Waits()
-    provider = make(fake, waits)
-    fake.add_reply(
-        Reply(tool_calls=(ScriptedToolCall("calculator", {"expression": "1"}),), cut_short=True)
-    )
-    fake.add_text("whole")
-    reply = await provider.complete(ask(), _discard)
-    assert (reply.content, reply.tool_calls, reply.finish_reason) == ("whole", (), "stop")
-    assert len(fake.requests) == 2
-    assert len(waits.waits) == 1
 
 
 async def test_missing_key_names_the_env_var_and_sends_nothing(fake: FakeOpenAI) -> None:
