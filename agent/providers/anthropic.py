@@ -2,7 +2,8 @@
 
 The body is built by `anthropic_wire` (system blocks, the history in place,
 prompt-cache breakpoints unless `prompt_cache` is off). It goes out on the
-SDK client's HTTP client with the URL and headers the SDK gives it, and the
+aiohttp session of the SDK client's HTTP client with the URL and headers the
+SDK gives it, and the
 reply (a JSON message, or its stream of events) is read as plain JSON
 (agent.providers.route: the typed `messages.stream` builds a model per event
 and costs about four times the CPU of the whole exchange). Thinking blocks
@@ -21,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import anthropic
-import httpx2
 
 from agent.messages import ToolCall, Usage
 from agent.providers.anthropic_wire import to_anthropic_prompt, to_anthropic_tools
@@ -37,6 +37,7 @@ from agent.providers.retry import Sleep, classify_status
 from agent.providers.route import (
     TRANSPORT_ERRORS,
     Route,
+    Whole,
     read_events,
     sdk_route,
     transport_failure,
@@ -195,10 +196,10 @@ def _error_of(provider: str, body: object, headers: Mapping[str, str]) -> Provid
     return classify_status(provider, status, headers, body)
 
 
-def _message_of(provider: str, response: httpx2.Response) -> LLMResponse:
+def _message_of(provider: str, response: Whole) -> LLMResponse:
     """A whole (not streamed) reply: a message, or an error in a 200 body."""
     try:
-        raw = json.loads(response.content)
+        raw = json.loads(response.body)
     except ValueError:
         raw = None
     kind = _obj(raw).get("type")
@@ -245,8 +246,7 @@ class AnthropicProvider(SdkProvider[Route]):
         async def once(sink: DeltaSink | None) -> LLMResponse:
             try:
                 if sink is None:
-                    response = await route.send(self.name, body.encode(), stream=False)
-                    return _message_of(self.name, response)
+                    return _message_of(self.name, await route.post(self.name, body.encode()))
                 return await self._stream(route, body.encode(), sink)
             except TRANSPORT_ERRORS as exc:  # HTTP statuses are classified by the route
                 raise transport_failure(exc, self.name) from exc
@@ -254,7 +254,7 @@ class AnthropicProvider(SdkProvider[Route]):
         return await self._with_retries(once, on_delta)
 
     async def _stream(self, route: Route, body: bytes, sink: DeltaSink) -> LLMResponse:
-        response = await route.send(self.name, body, stream=True)
+        response = await route.stream(self.name, body)
         assembler = _MessageAssembler(self.name, sink, dict(response.headers))
         whole = await read_events(response, assembler.feed)
         if assembler.message is None:

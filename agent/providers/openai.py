@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
 import openai
 
 from agent.messages import ChatMessage, Role, ToolCall, Usage
@@ -217,21 +216,28 @@ class _StreamAssembler:
         )
 
 
-async def _dispatch(payload: str, assembler: _StreamAssembler, request: httpx2.Request) -> bool:
-    """One server-sent event's data: a chunk, or an error (as the SDK raises
-    it); True for the end (`[DONE]`)."""
+class _StreamError(Exception):
+    """An error event in the middle of a stream (where the SDK raises `APIError`)."""
+
+    def __init__(self, message: str, body: object) -> None:
+        super().__init__(message)
+        self.body = body
+
+
+async def _dispatch(payload: str, assembler: _StreamAssembler) -> bool:
+    """One server-sent event's data: a chunk, or an error; True for the end (`[DONE]`)."""
     if payload.startswith("[DONE]"):
         return True
     try:
         chunk = json.loads(payload)
     except ValueError:
-        raise openai.APIError("an event that is not JSON", request, body=None) from None
+        raise _StreamError("an event that is not JSON", None) from None
     error = chunk.get("error") if isinstance(chunk, dict) else None
     if error:
         message = error.get("message") if isinstance(error, dict) else None
         if not isinstance(message, str) or not message:
             message = "An error occurred during streaming"
-        raise openai.APIError(message, request, body=error)
+        raise _StreamError(message, error)
     await assembler.feed(chunk)
     return False
 
@@ -261,12 +267,12 @@ def _parse_completion(raw: object, provider: str) -> LLMResponse:
 
 def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     """Translate a transport exception, or an error event in the middle of a
-    stream (`openai.APIError`, as the SDK raises it), into the provider error
-    tree; HTTP error statuses are classified where the response arrives."""
+    stream, into the provider error tree; HTTP error statuses are classified
+    where the response arrives."""
     prefix = f"provider '{provider}'"
     if isinstance(exc, TRANSPORT_ERRORS):
         return transport_failure(exc, provider)
-    if isinstance(exc, openai.APIError):
+    if isinstance(exc, _StreamError):
         detail = f"{prefix}: {server_message(exc.body) or 'stream error'}"
         if is_context_overflow(exc.body):  # compacted and tried once more, not retried as is
             return ProviderContextOverflow(detail)
@@ -274,9 +280,9 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
     return ProviderError(f"{prefix}: {type(exc).__name__}")
 
 
-def _json_of(response: httpx2.Response, provider: str) -> object:
+def _json_of(body: bytes, provider: str) -> object:
     try:
-        return json.loads(response.content)
+        return json.loads(body)
     except ValueError:
         raise ProviderError(f"provider '{provider}': unexpected response shape") from None
 
@@ -313,21 +319,20 @@ class OpenAIProvider(SdkProvider[Route]):
             )
             try:
                 if sink is None:
-                    response = await route.send(self.name, body, stream=False)
-                    return _parse_completion(_json_of(response, self.name), self.name)
+                    whole = await route.post(self.name, body)
+                    return _parse_completion(_json_of(whole.body, self.name), self.name)
                 return await self._stream(route, body, sink)
-            except (openai.OpenAIError, *TRANSPORT_ERRORS) as exc:
+            except (_StreamError, *TRANSPORT_ERRORS) as exc:
                 raise map_openai_error(exc, self.name) from exc
 
         return await self._with_retries(once, on_delta)
 
     async def _stream(self, route: Route, body: bytes, sink: DeltaSink) -> LLMResponse:
         assembler = _StreamAssembler(sink)
-        response = await route.send(self.name, body, stream=True)
-        request = response.request
+        response = await route.stream(self.name, body)
 
         async def dispatch(_: str, payload: str) -> bool:  # the data says the kind
-            return await _dispatch(payload, assembler, request)
+            return await _dispatch(payload, assembler)
 
         # A body that ends with neither [DONE] nor a finish reason was cut
         # short (a proxy, a dropped upstream): a failed call, not a reply.

@@ -3,13 +3,17 @@
 The typed SDK calls (`chat.completions.create`, `messages.stream`) walk every
 message and tool schema again to transform them and build a model per
 streamed event; even `client.post` builds a request-options model, merges
-headers and parses the URL on every call. That is most of a call's CPU on a
-small machine: more than the HTTP exchange itself, and it bounds how many
-turns run at once. So a request goes out on the SDK's own HTTP client (its
-aiohttp transport) with the URL and headers the SDK gives that client (its
-base URL, `auth_headers`, `default_headers`), worked out once (`Route`), and
-a streamed response is read here as server-sent events of plain JSON
-(`SseEvents`, `read_events`). What `post` adds beyond that are hooks for
+headers and parses the URL on every call, and under it httpx builds a request
+and a response object, merges headers and decodes them again, and hands the
+body through three more layers to the aiohttp session that carries it. That
+is most of a call's CPU on a small machine: more than the HTTP exchange
+itself, and it bounds how many turns run at once. So a request goes out on
+the aiohttp session of the SDK's own HTTP client (its aiohttp transport, or
+the proxy's the environment names for that URL, as httpx would choose), with
+the URL and headers the SDK and that HTTP client give it (the base URL,
+`auth_headers`, `default_headers`, the HTTP client's own), worked out once
+(`Route`); a streamed response is read here as server-sent events of plain
+JSON (`SseEvents`, `read_events`). What `post` adds beyond that are hooks for
 credentials picobot never configures (a key callback, workload identity, a
 provider runtime); the clients are always built with a fixed key. Tests hold
 each provider's request equal to the one its SDK's `client.post` sends.
@@ -17,16 +21,18 @@ each provider's request equal to the one its SDK's `client.post` sends.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, cast
 
 import aiohttp
 import httpx2
+import yarl
+from multidict import CIMultiDict
 
-from agent.providers.base import ProviderSettings, ProviderUnavailable
+from agent.providers.base import ProviderError, ProviderSettings, ProviderUnavailable
 from agent.providers.retry import classify_status
 from agent.providers.sdk import drain_briefly
 
@@ -35,16 +41,16 @@ __all__ = [
     "Route",
     "SseEvent",
     "SseEvents",
+    "Whole",
     "read_events",
     "sdk_route",
     "transport_failure",
 ]
 
-# What a request can fail with below HTTP: httpx's errors (the SDK transport
-# maps most of aiohttp's onto them), TLS, and the aiohttp errors it leaves
-# unmapped (a malformed status line or header). `post` calls them all a
-# connection error.
-TRANSPORT_ERRORS = (httpx2.RequestError, ssl.SSLError, aiohttp.ClientError)
+# What a request can fail with below HTTP: aiohttp's errors (its timeouts are
+# TimeoutErrors too), TLS, and httpx's where the SDK's HTTP client still has a
+# say (working out the route). `post` calls them all a connection error.
+TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ssl.SSLError, httpx2.RequestError)
 
 # (event name, data): the name is "" where the event has none
 SseEvent = tuple[str, str]
@@ -53,7 +59,7 @@ SseEvent = tuple[str, str]
 def transport_failure(exc: BaseException, provider: str) -> ProviderUnavailable:
     """One of TRANSPORT_ERRORS as the provider error tree has it: retried."""
     prefix = f"provider '{provider}'"
-    if isinstance(exc, httpx2.TimeoutException):
+    if isinstance(exc, TimeoutError | httpx2.TimeoutException):
         return ProviderUnavailable(f"{prefix}: request timed out")
     return ProviderUnavailable(f"{prefix}: connection failed ({type(exc).__name__})")
 
@@ -71,9 +77,54 @@ class _SdkClient(Protocol):
     async def close(self) -> None: ...
 
 
+class _AiohttpTransport(Protocol):
+    """The SDKs' aiohttp transport for httpx (`_vendor.httpx_aiohttp`)."""
+
+    client: object  # its session, once one was made
+    proxy: httpx2.Proxy | None
+    ssl_context: ssl.SSLContext
+    limits: httpx2.Limits
+
+
+def _session_of(transport: _AiohttpTransport) -> aiohttp.ClientSession:
+    """The transport's session; made as it makes one (`get_client`), but
+    with a cookie jar that, like httpx's, also keeps the cookies of a service
+    addressed by its IP (a sticky load balancer's, a local server's). The
+    transport holds it, so it is closed with the SDK client."""
+    if not isinstance(transport.client, aiohttp.ClientSession):
+        limits = transport.limits
+        connector = aiohttp.TCPConnector(
+            keepalive_timeout=limits.keepalive_expiry,
+            ssl=transport.ssl_context,
+            limit=100 if limits.max_connections is None else limits.max_connections,  # as it does
+        )
+        jar = aiohttp.CookieJar(unsafe=True)
+        transport.client = aiohttp.ClientSession(connector=connector, cookie_jar=jar)
+    return transport.client
+
+
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """A response read whole."""
+
+    body: bytes
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Wire:
+    """Where a route's requests go below httpx, and with what."""
+
+    session: aiohttp.ClientSession
+    url: yarl.URL
+    headers: CIMultiDict[str]
+    proxy: str | None
+    proxy_headers: Mapping[str, str] | None  # its credentials among them
+
+
 class Route:
     """An SDK client, its HTTP client, and where and how requests to `path`
-    go: the URL and headers `client.post` would build for them."""
+    go: the URL and headers `client.post` would send them with."""
 
     def __init__(
         self, client: _SdkClient, http: httpx2.AsyncClient, path: str, timeout: httpx2.Timeout
@@ -84,44 +135,84 @@ class Route:
         root = base.raw_path if base.raw_path.endswith(b"/") else base.raw_path + b"/"
         self.url = base.copy_with(raw_path=root + path.lstrip("/").encode())
         self._timeout = timeout
-        self._headers: httpx2.Headers | None = None
+        # as the SDK's aiohttp transport turns httpx's timeouts into aiohttp's
+        self._client_timeout = aiohttp.ClientTimeout(
+            sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.pool
+        )
+        self._wire: _Wire | None = None
+
+    def _headers(self) -> httpx2.Headers:
+        # what `post` puts first, so that `extra_headers` may override it
+        headers = httpx2.Headers({"X-Stainless-Retry-Count": "0"})  # a first attempt
+        headers["X-Stainless-Read-Timeout"] = str(self._timeout.read)
+        client = self.client
+        for name, value in (*client.auth_headers.items(), *client.default_headers.items()):
+            if isinstance(value, str):  # not `Omit`
+                headers[name] = value  # any case; the later one wins, as in `post`
+        return headers
 
     @property
-    def headers(self) -> httpx2.Headers:
+    def wire(self) -> _Wire:
         """Worked out at the first request, on the event loop: the SDK names
-        the async library it runs under in one of them."""
-        if self._headers is None:
-            # what `post` puts first, so that `extra_headers` may override it
-            headers = httpx2.Headers({"X-Stainless-Retry-Count": "0"})  # a first attempt
-            headers["X-Stainless-Read-Timeout"] = str(self._timeout.read)
-            client = self.client
-            for name, value in (*client.auth_headers.items(), *client.default_headers.items()):
-                if isinstance(value, str):  # not `Omit`
-                    headers[name] = value  # any case; the later one wins, as in `post`
-            self._headers = headers
-        return self._headers
+        the async library it runs under in a header, and the session is made
+        on the loop it serves."""
+        if self._wire is None:
+            # the HTTP client's own headers and cookies merged in, as for `post`;
+            # aiohttp counts the body's length itself
+            request = self.http.build_request("POST", self.url, headers=self._headers())
+            headers = CIMultiDict(request.headers.multi_items())
+            headers.popall("Content-Length", None)
+            # the proxy's transport where the environment names one for the URL
+            transport = cast(_AiohttpTransport, self.http._transport_for_url(self.url))
+            if not hasattr(transport, "ssl_context"):
+                raise ProviderError(f"the SDK's HTTP client is not aiohttp's ({type(transport)})")
+            proxy = transport.proxy
+            proxy_headers = dict(proxy.headers) if proxy else None
+            if proxy and proxy.auth and proxy_headers is not None:
+                # on the CONNECT that opens a TLS tunnel, else on the request itself
+                credentials = aiohttp.encode_basic_auth(*proxy.auth)
+                on = proxy_headers if self.url.scheme == "https" else headers
+                on["Proxy-Authorization"] = credentials
+            self._wire = _Wire(
+                session=_session_of(transport),
+                url=yarl.URL(str(request.url), encoded=True),
+                headers=headers,
+                proxy=str(proxy.url) if proxy else None,
+                proxy_headers=proxy_headers,
+            )
+        return self._wire
 
     async def close(self) -> None:
-        await self.client.close()  # and the HTTP client it was given
+        await self.client.close()  # and the HTTP client it was given, and its session
 
-    async def send(self, provider: str, body: bytes, *, stream: bool) -> httpx2.Response:
-        """The response to `body`, streamed or read whole; any other status than
-        2xx raises as the provider error tree has it (`classify_status`)."""
-        # the HTTP client's own headers and cookies merged in, as for `post`
-        request = self.http.build_request("POST", self.url, headers=self.headers, content=body)
-        response = await self.http.send(request, stream=stream)
-        if response.is_success:
+    async def post(self, provider: str, body: bytes) -> Whole:
+        """The whole response to `body`, its connection released."""
+        response = await self.stream(provider, body)
+        return Whole(await response.read(), response.headers)  # read() releases it
+
+    async def stream(self, provider: str, body: bytes) -> aiohttp.ClientResponse:
+        """The response to `body`, its body still to read (`read_events`).
+        Any other status than 2xx raises as the provider error tree has it
+        (`classify_status`)."""
+        wire = self.wire
+        response = await wire.session.request(
+            "POST",
+            wire.url,
+            headers=wire.headers,
+            data=body,
+            timeout=self._client_timeout,
+            proxy=wire.proxy,
+            proxy_headers=wire.proxy_headers,
+        )
+        if 200 <= response.status < 300:
             return response
-        try:
-            raw = await response.aread()
-        finally:
-            await response.aclose()
+        raw = await response.read()
         error: object
         try:
             error = json.loads(raw)
         except ValueError:
             error = raw.decode(errors="replace").strip()
-        raise classify_status(provider, response.status_code, dict(response.headers), error)
+        raise classify_status(provider, response.status, dict(response.headers), error)
 
 
 def sdk_route(
@@ -131,8 +222,8 @@ def sdk_route(
     path: str,
 ) -> Route:
     """A route on an SDK's client class and its aiohttp HTTP client class
-    (`DefaultAioHttpClient`: a fraction of httpx's own transport's CPU per
-    request), built with the provider's fixed key; the SDK's retries off."""
+    (`DefaultAioHttpClient`), built with the provider's fixed key; the SDK's
+    retries off."""
     timeout = httpx2.Timeout(settings.timeout_secs)
     transport = http(timeout=timeout)
     sdk = client(
@@ -195,23 +286,24 @@ class SseEvents:
 
 
 async def read_events(
-    response: httpx2.Response, dispatch: Callable[[str, str], Awaitable[bool]]
+    response: aiohttp.ClientResponse, dispatch: Callable[[str, str], Awaitable[bool]]
 ) -> bool:
     """Hand each event (name, data) of a streamed `response` to `dispatch`
     until it says the reply is whole (True); then read the body's end,
     briefly (`drain_briefly`), so the connection can be reused. Nothing after
-    that event counts. False: the body ended first. The response is closed."""
+    that event counts. False: the body ended first. The response is released
+    (its connection closed if the body was not read to its end)."""
     try:
-        async with contextlib.aclosing(response.aiter_bytes()) as pieces:
-            events = SseEvents()
-            async for piece in pieces:
-                for name, data in events.feed(piece):
-                    if await dispatch(name, data):
-                        await drain_briefly(pieces)
-                        return True
-            for name, data in events.end():
+        pieces = response.content.iter_any()
+        events = SseEvents()
+        async for piece in pieces:
+            for name, data in events.feed(piece):
                 if await dispatch(name, data):
+                    await drain_briefly(pieces)
                     return True
-            return False
+        for name, data in events.end():
+            if await dispatch(name, data):
+                return True
+        return False
     finally:
-        await response.aclose()
+        response.release()

@@ -119,7 +119,7 @@ async def test_the_fake_refuses_a_fifth_breakpoint(claude: FakeAnthropic) -> Non
     try:
         route = provider._client_for_call()
         with pytest.raises(ProviderError, match="A maximum of 4 blocks with cache_control"):
-            await route.send(provider.name, json.dumps(body).encode(), stream=False)
+            await route.post(provider.name, json.dumps(body).encode())
     finally:
         await provider.aclose()
 

@@ -4,6 +4,7 @@ is a failed call (ProviderUnavailable, retried), never a raw library error."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -64,3 +65,102 @@ async def test_a_broken_http_reply_is_a_failed_call(broken: str, kind: str, stre
     finally:
         await provider.aclose()
     assert "sk-test-secret" not in str(caught.value)
+
+
+_ANSWERS = {
+    "openai": {"choices": [{"message": {"role": "assistant", "content": "via proxy"}}]},
+    "anthropic": {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "via proxy"}],
+        "stop_reason": "end_turn",
+    },
+}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_proxy_the_environment_names_carries_the_request(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the SDK's HTTP client would (httpx reads HTTP(S)_PROXY): the request
+    goes to the proxy, in absolute form, with the proxy's credentials."""
+    seen: list[tuple[bytes, bytes]] = []
+    answer = json.dumps(_ANSWERS[kind]).encode()
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+            auth = [h for h in head.split(b"\r\n") if h.lower().startswith(b"proxy-authorization:")]
+            seen.append((head.split(b"\r\n", 1)[0], auth[0] if auth else b""))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer)
+            )
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://who:pw@127.0.0.1:{port}")
+    base_url = "http://llm.invalid/v1" if kind == "openai" else "http://llm.invalid"
+    settings = ProviderSettings(name="p", api_key="sk-test-secret", base_url=base_url)
+    provider = create_provider(kind, settings)
+    try:
+        reply = await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
+    finally:
+        await provider.aclose()
+        server.close()
+        await server.wait_closed()
+    assert reply.content == "via proxy"
+    path = "/v1/chat/completions" if kind == "openai" else "/v1/messages"
+    assert seen == [
+        (f"POST http://llm.invalid{path} HTTP/1.1".encode(), b"Proxy-Authorization: Basic d2hvOnB3")
+    ]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_tls_service_behind_a_proxy_is_tunnelled_with_its_credentials(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTPS through the proxy: a CONNECT carrying the proxy's credentials
+    (this proxy refuses it: a failed call, retried, no key in the error)."""
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            seen.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://who:pw@127.0.0.1:{port}")
+    settings = ProviderSettings(
+        name="p", api_key="sk-test-secret", base_url="https://llm.invalid/v1", max_retries=0
+    )
+    provider = create_provider(kind, settings)
+    try:
+        with pytest.raises(ProviderUnavailable, match="connection failed") as caught:
+            await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
+    finally:
+        await provider.aclose()
+        server.close()
+        await server.wait_closed()
+    assert "sk-test-secret" not in str(caught.value)
+    (connect,) = seen
+    assert connect.startswith(b"CONNECT llm.invalid:443 HTTP/1.1\r\n")
+    assert b"\r\nProxy-Authorization: Basic d2hvOnB3\r\n" in connect
+    assert b"sk-test-secret" not in connect  # the key goes only inside the tunnel
