@@ -75,6 +75,7 @@ class SkillRuntime:
         self.check_interval_secs = check_interval_secs
         self._checked_at = -math.inf
         self.scans = 0  # full scans so far (a reload is one)
+        self._index: tuple[Scan, IndexLimits, str | None] | None = None  # rendered from
 
     # -- the catalogue ----------------------------------------------------------------
     async def current(self) -> Scan:
@@ -139,7 +140,16 @@ class SkillRuntime:
         return list((await self.current()).skills.values())
 
     async def index_text(self) -> str | None:
-        return render_index(await self.skills(), self.limits)
+        """The index, rendered once per scan (every turn sends it)."""
+        scan = await self.current()
+        index = self._index
+        if index is None or index[0] is not scan or index[1] != self.limits:
+            index = self._index = (
+                scan,
+                self.limits,
+                render_index(list(scan.skills.values()), self.limits),
+            )
+        return index[2]
 
     async def find(self, name: str) -> Skill:
         skill = (await self.current()).skills.get(name)
