@@ -299,7 +299,8 @@ async def read_events(
         async for piece in pieces:
             for name, data in events.feed(piece):
                 if await dispatch(name, data):
-                    await drain_briefly(pieces)
+                    if not response.content.at_eof():  # mostly the end came with the event
+                        await drain_briefly(pieces)
                     return True
         for name, data in events.end():
             if await dispatch(name, data):
