@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
 import aiohttp
 import httpx2
+import structlog
 import yarl
 from multidict import CIMultiDict
 
@@ -41,6 +42,7 @@ __all__ = [
     "Route",
     "SseEvent",
     "SseEvents",
+    "Streaming",
     "Whole",
     "read_events",
     "sdk_route",
@@ -54,6 +56,10 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ssl.SSLError, httpx2.Requ
 
 # (event name, data): the name is "" where the event has none
 SseEvent = tuple[str, str]
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+log = structlog.get_logger(__name__)
 
 
 def transport_failure(exc: BaseException, provider: str) -> ProviderUnavailable:
@@ -112,6 +118,32 @@ class Whole:
 
 
 @dataclass(frozen=True, slots=True)
+class Streaming:
+    """A 2xx response whose body is still to read (`read_events`)."""
+
+    headers: Mapping[str, str]
+    pieces: AsyncIterator[bytes]  # the body's bytes as they come, decoded
+    ended: Callable[[], bool]  # the body was read to its end
+    release: Callable[[], Awaitable[None]]  # its connection reused if ended, else closed
+
+    @classmethod
+    def of_aiohttp(cls, response: aiohttp.ClientResponse) -> Streaming:
+        async def release() -> None:
+            response.release()
+
+        return cls(response.headers, response.content.iter_any(), response.content.at_eof, release)
+
+    @classmethod
+    def of_httpx(cls, response: httpx2.Response) -> Streaming:
+        return cls(
+            response.headers,
+            response.aiter_bytes(),
+            lambda: response.is_stream_consumed,
+            response.aclose,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class _Wire:
     """Where a route's requests go below httpx, and with what."""
 
@@ -140,6 +172,7 @@ class Route:
             sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.pool
         )
         self._wire: _Wire | None = None
+        self._redirects = False  # the endpoint answered with a redirect once
 
     def _headers(self) -> httpx2.Headers:
         # what `post` puts first, so that `extra_headers` may override it
@@ -187,13 +220,22 @@ class Route:
 
     async def post(self, provider: str, body: bytes) -> Whole:
         """The whole response to `body`, its connection released."""
-        response = await self.stream(provider, body)
-        return Whole(await response.read(), response.headers)  # read() releases it
+        reply = await self.stream(provider, body)
+        try:
+            return Whole(b"".join([piece async for piece in reply.pieces]), reply.headers)
+        finally:
+            await reply.release()
 
-    async def stream(self, provider: str, body: bytes) -> aiohttp.ClientResponse:
+    async def stream(self, provider: str, body: bytes) -> Streaming:
         """The response to `body`, its body still to read (`read_events`).
         Any other status than 2xx raises as the provider error tree has it
-        (`classify_status`)."""
+        (`classify_status`). An endpoint that redirects is from then on sent
+        to through the SDK's HTTP client, which follows redirects by its
+        rules: the headers of the next hop (the key kept only within the
+        origin or from http to https, `Host` rewritten) and the proxy for
+        each hop's URL."""
+        if self._redirects:
+            return await self._followed(provider, body)
         wire = self.wire
         response = await wire.session.request(
             "POST",
@@ -203,16 +245,38 @@ class Route:
             timeout=self._client_timeout,
             proxy=wire.proxy,
             proxy_headers=wire.proxy_headers,
+            allow_redirects=False,
         )
         if 200 <= response.status < 300:
-            return response
+            return Streaming.of_aiohttp(response)
+        if response.status in _REDIRECTS and "Location" in response.headers:
+            response.release()
+            self._redirects = True
+            location = response.headers["Location"]
+            log.warning("provider_redirects", provider=provider, location=location[:200])
+            return await self._followed(provider, body)
         raw = await response.read()
-        error: object
+        raise _refused(provider, response.status, response.headers, raw)
+
+    async def _followed(self, provider: str, body: bytes) -> Streaming:
+        request = self.http.build_request("POST", self.url, headers=self._headers(), content=body)
+        response = await self.http.send(request, stream=True)
+        if response.is_success:
+            return Streaming.of_httpx(response)
         try:
-            error = json.loads(raw)
-        except ValueError:
-            error = raw.decode(errors="replace").strip()
-        raise classify_status(provider, response.status, dict(response.headers), error)
+            raw = await response.aread()
+        finally:
+            await response.aclose()
+        raise _refused(provider, response.status_code, response.headers, raw)
+
+
+def _refused(provider: str, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
+    error: object
+    try:
+        error = json.loads(raw)
+    except ValueError:
+        error = raw.decode(errors="replace").strip()
+    return classify_status(provider, status, dict(headers), error)
 
 
 def sdk_route(
@@ -285,21 +349,19 @@ class SseEvents:
         return events
 
 
-async def read_events(
-    response: aiohttp.ClientResponse, dispatch: Callable[[str, str], Awaitable[bool]]
-) -> bool:
+async def read_events(response: Streaming, dispatch: Callable[[str, str], Awaitable[bool]]) -> bool:
     """Hand each event (name, data) of a streamed `response` to `dispatch`
     until it says the reply is whole (True); then read the body's end,
     briefly (`drain_briefly`), so the connection can be reused. Nothing after
     that event counts. False: the body ended first. The response is released
     (its connection closed if the body was not read to its end)."""
     try:
-        pieces = response.content.iter_any()
+        pieces = response.pieces
         events = SseEvents()
         async for piece in pieces:
             for name, data in events.feed(piece):
                 if await dispatch(name, data):
-                    if not response.content.at_eof():  # mostly the end came with the event
+                    if not response.ended():  # mostly the end came with the event
                         await drain_briefly(pieces)
                     return True
         for name, data in events.end():
@@ -307,4 +369,4 @@ async def read_events(
                 return True
         return False
     finally:
-        response.release()
+        await response.release()

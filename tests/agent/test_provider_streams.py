@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+import yarl
 
 from agent.messages import ChatMessage
 from agent.providers.anthropic import AnthropicProvider
@@ -84,3 +85,45 @@ async def test_a_stream_cut_short_before_any_text_is_retried(
     assert (reply.content, reply.tool_calls, reply.finish_reason) == ("whole", (), FINISH[kind])
     assert len(fake.requests) == 2
     assert len(waits.waits) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("where", ["same origin", "another host"])
+async def test_an_endpoint_that_redirects_is_followed_as_the_sdk_would(
+    served: tuple[FakeOpenAI | FakeAnthropic, LLMProvider, Waits, str], streamed: bool, where: str
+) -> None:
+    """A 307 (an endpoint that moved) is followed by httpx's rules: the body
+    again, the new host's `Host`, and the key only within the same origin.
+    (The first call asks twice: once below httpx, then through it; later
+    calls go through it at once.)"""
+    fake, provider, _, kind = served
+    base = yarl.URL(fake.base_url)
+    path = "/v1/chat/completions" if kind == "openai" else "/v1/messages"
+    target = path if where == "same origin" else f"http://localhost:{base.port}{path}"
+    for _ in range(2):
+        fake.add_reply(Reply(status=307, headers={"Location": target}))
+    fake.add_text("moved answer")
+    fake.api_key = None  # the fake answers whatever comes; what came is checked below
+    shown: list[str] = []
+
+    async def sink(text: str) -> None:
+        shown.append(text)
+
+    reply = await provider.complete(_ask(), sink if streamed else None)
+    assert reply.content == "moved answer"
+    assert "".join(shown) == ("moved answer" if streamed else "")
+    first, again, second = fake.request_headers
+    assert fake.requests[0] == fake.requests[1] == fake.requests[2]
+    assert sorted(first.items()) == sorted(again.items())
+    assert first["Host"] == f"127.0.0.1:{base.port}"
+    assert second["Host"] == (first["Host"] if where == "same origin" else f"localhost:{base.port}")
+    assert first["Authorization"] == f"Bearer {KEY}"  # how both SDKs send the key
+    if where == "same origin":
+        assert second["Authorization"] == f"Bearer {KEY}"
+    else:
+        assert "Authorization" not in second
+    # later calls go through httpx at once: a redirect and its target
+    fake.add_reply(Reply(status=307, headers={"Location": target}))
+    fake.add_text("moved again")
+    assert (await provider.complete(_ask(), sink if streamed else None)).content == "moved again"
+    assert len(fake.requests) == 5
