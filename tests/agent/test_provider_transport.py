@@ -4,8 +4,9 @@ is a failed call (ProviderUnavailable, retried), never a raw library error."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -24,6 +25,28 @@ _BROKEN = {
 }
 
 
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def _serving(handler: Handler) -> AsyncIterator[int]:
+    """A raw TCP server on 127.0.0.1; its port."""
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def _proxy_only(monkeypatch: pytest.MonkeyPatch, variable: str, port: int) -> None:
+    """`variable` (HTTP_PROXY, HTTPS_PROXY) names the proxy, with credentials; no other does."""
+    for name in ("NO_PROXY", "ALL_PROXY", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv(variable, f"http://who:pw@127.0.0.1:{port}")
+
+
 @pytest.fixture
 async def broken(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     reply = _BROKEN[request.param]
@@ -36,13 +59,8 @@ async def broken(request: pytest.FixtureRequest) -> AsyncIterator[str]:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    async with _serving(answer) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 async def _discard(_: str) -> None:
@@ -106,20 +124,17 @@ async def test_a_proxy_the_environment_names_carries_the_request(
         finally:
             writer.close()
 
-    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", f"http://who:pw@127.0.0.1:{port}")
     base_url = "http://llm.invalid/v1" if kind == "openai" else "http://llm.invalid"
     settings = ProviderSettings(name="p", api_key="sk-test-secret", base_url=base_url)
-    provider = create_provider(kind, settings)
-    try:
-        reply = await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
-    finally:
-        await provider.aclose()
-        server.close()
-        await server.wait_closed()
+    async with _serving(proxy) as port:
+        _proxy_only(monkeypatch, "HTTP_PROXY", port)
+        provider = create_provider(kind, settings)
+        try:
+            reply = await provider.complete(
+                LLMRequest(model="m", messages=[ChatMessage.user("hi")])
+            )
+        finally:
+            await provider.aclose()
     assert reply.content == "via proxy"
     path = "/v1/chat/completions" if kind == "openai" else "/v1/messages"
     assert seen == [
@@ -143,22 +158,17 @@ async def test_a_tls_service_behind_a_proxy_is_tunnelled_with_its_credentials(
         finally:
             writer.close()
 
-    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTPS_PROXY", f"http://who:pw@127.0.0.1:{port}")
     settings = ProviderSettings(
         name="p", api_key="sk-test-secret", base_url="https://llm.invalid/v1", max_retries=0
     )
-    provider = create_provider(kind, settings)
-    try:
-        with pytest.raises(ProviderUnavailable, match="connection failed") as caught:
-            await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
-    finally:
-        await provider.aclose()
-        server.close()
-        await server.wait_closed()
+    async with _serving(proxy) as port:
+        _proxy_only(monkeypatch, "HTTPS_PROXY", port)
+        provider = create_provider(kind, settings)
+        try:
+            with pytest.raises(ProviderUnavailable, match="connection failed") as caught:
+                await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
+        finally:
+            await provider.aclose()
     assert "sk-test-secret" not in str(caught.value)
     (connect,) = seen
     assert connect.startswith(b"CONNECT llm.invalid:443 HTTP/1.1\r\n")
