@@ -36,6 +36,7 @@ from agent.providers.base import (
 from agent.providers.retry import Sleep, classify_status
 from agent.providers.route import (
     TRANSPORT_ERRORS,
+    DeltaBatch,
     Route,
     Whole,
     read_events,
@@ -255,8 +256,9 @@ class AnthropicProvider(SdkProvider[Route]):
 
     async def _stream(self, route: Route, body: bytes, sink: DeltaSink) -> LLMResponse:
         response = await route.stream(self.name, body)
-        assembler = _MessageAssembler(self.name, sink, dict(response.headers))
-        whole = await read_events(response, assembler.feed)
+        deltas = DeltaBatch(sink)
+        assembler = _MessageAssembler(self.name, deltas, dict(response.headers))
+        whole = await read_events(response, assembler.feed, deltas)
         if assembler.message is None:
             raise ProviderUnavailable(f"provider '{self.name}': the stream ended without a message")
         message = assembler.result()

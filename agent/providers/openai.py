@@ -40,6 +40,7 @@ from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, is_context_overflow, server_message
 from agent.providers.route import (
     TRANSPORT_ERRORS,
+    DeltaBatch,
     Route,
     read_events,
     sdk_route,
@@ -328,7 +329,8 @@ class OpenAIProvider(SdkProvider[Route]):
         return await self._with_retries(once, on_delta)
 
     async def _stream(self, route: Route, body: bytes, sink: DeltaSink) -> LLMResponse:
-        assembler = _StreamAssembler(sink)
+        deltas = DeltaBatch(sink)
+        assembler = _StreamAssembler(deltas)
         response = await route.stream(self.name, body)
 
         async def dispatch(_: str, payload: str) -> bool:  # the data says the kind
@@ -336,6 +338,6 @@ class OpenAIProvider(SdkProvider[Route]):
 
         # A body that ends with neither [DONE] nor a finish reason was cut
         # short (a proxy, a dropped upstream): a failed call, not a reply.
-        if not await read_events(response, dispatch) and assembler.finish_reason is None:
+        if not await read_events(response, dispatch, deltas) and assembler.finish_reason is None:
             raise ProviderUnavailable(f"provider '{self.name}': {CUT_SHORT}")
         return assembler.response()

@@ -33,12 +33,13 @@ import structlog
 import yarl
 from multidict import CIMultiDict
 
-from agent.providers.base import ProviderError, ProviderSettings, ProviderUnavailable
+from agent.providers.base import DeltaSink, ProviderError, ProviderSettings, ProviderUnavailable
 from agent.providers.retry import classify_status
 from agent.providers.sdk import drain_briefly
 
 __all__ = [
     "TRANSPORT_ERRORS",
+    "DeltaBatch",
     "Route",
     "SseEvent",
     "SseEvents",
@@ -349,24 +350,67 @@ class SseEvents:
         return events
 
 
-async def read_events(response: Streaming, dispatch: Callable[[str, str], Awaitable[bool]]) -> bool:
+class DeltaBatch:
+    """A stream's text deltas, passed on once per network read: pieces that
+    came in one read reach the chat as one delta, as they came together (a
+    whole short reply is one piece, not a delta per token of it)."""
+
+    def __init__(self, sink: DeltaSink) -> None:
+        self._sink = sink
+        self._pending: list[str] = []
+
+    async def __call__(self, text: str) -> None:  # the assembler's delta sink
+        self._pending.append(text)
+
+    async def flush(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            await self._sink(text)
+
+
+async def read_events(
+    response: Streaming,
+    dispatch: Callable[[str, str], Awaitable[bool]],
+    deltas: DeltaBatch | None = None,
+) -> bool:
     """Hand each event (name, data) of a streamed `response` to `dispatch`
     until it says the reply is whole (True); then read the body's end,
     briefly (`drain_briefly`), so the connection can be reused. Nothing after
-    that event counts. False: the body ended first. The response is released
-    (its connection closed if the body was not read to its end)."""
+    that event counts. False: the body ended first. `deltas` are flushed after
+    each read, at the end, and before an event's error propagates (what came
+    before it was shown). The response is released (its connection closed if
+    the body was not read to its end)."""
+    flush = deltas.flush if deltas is not None else _nothing
+
+    async def whole(name: str, data: str) -> bool:
+        try:
+            done = await dispatch(name, data)
+        except Exception:
+            await flush()
+            raise
+        if done:
+            await flush()
+        return done
+
     try:
         pieces = response.pieces
         events = SseEvents()
         async for piece in pieces:
             for name, data in events.feed(piece):
-                if await dispatch(name, data):
+                if await whole(name, data):
                     if not response.ended():  # mostly the end came with the event
                         await drain_briefly(pieces)
                     return True
+            await flush()
         for name, data in events.end():
-            if await dispatch(name, data):
+            if await whole(name, data):
                 return True
+        await flush()
         return False
     finally:
         await response.release()
+
+
+async def _nothing() -> None:
+    pass

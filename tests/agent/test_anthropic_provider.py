@@ -150,7 +150,8 @@ async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeAnthro
 
 async def test_streaming_forwards_deltas_and_assembles_text(fake: FakeAnthropic) -> None:
     provider = make(fake)
-    fake.add_text("the quick brown fox", usage=(21, 5))
+    # a model's pace: each chunk a read of its own (pieces of one read go as one)
+    fake.add_reply(Reply(text="the quick brown fox", usage=(21, 5), chunk_delay=0.02))
     deltas: list[str] = []
 
     async def sink(text: str) -> None:

@@ -137,7 +137,8 @@ async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeOpenAI
 
 async def test_streaming_forwards_deltas_and_assembles_text(fake: FakeOpenAI) -> None:
     provider = make(fake)
-    fake.add_text("the quick brown fox", usage=(12, 4))
+    # a model's pace: each chunk a read of its own (pieces of one read go as one)
+    fake.add_reply(Reply(text="the quick brown fox", usage=(12, 4), chunk_delay=0.02))
     deltas: list[str] = []
 
     async def sink(text: str) -> None:
@@ -433,8 +434,26 @@ async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
     finally:
         await provider.aclose()
         await runner.cleanup()
-    assert deltas == ["Grüße, ", "世界", "!", " end"]
-    assert reply.content == "Grüße, 世界! end"
+    assert "".join(deltas) == reply.content == "Grüße, 世界! end"
+
+
+async def test_the_deltas_of_one_read_go_on_as_one() -> None:
+    """A short reply that comes in one piece is one delta, not one per token."""
+    words = ("the ", "quick ", "fox")
+    stream = "".join(f"data: {_chunk(content=w)}\n\n" for w in words) + "data: [DONE]\n\n"
+    runner, url = await _sse_server(stream.encode(), pieces=1)
+    provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
+    deltas: list[str] = []
+
+    async def sink(text: str) -> None:
+        deltas.append(text)
+
+    try:
+        reply = await provider.complete(ask(), sink)
+    finally:
+        await provider.aclose()
+        await runner.cleanup()
+    assert deltas == ["the quick fox"] == [reply.content]
 
 
 async def test_an_event_that_is_not_json_is_a_stream_error() -> None:

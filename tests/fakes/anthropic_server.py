@@ -208,7 +208,9 @@ class FakeAnthropic(ScriptedLLMServer):
         if reply.stream_error is not None:
             events.append(("error", anthropic_error_body(529, reply.stream_error)))
         try:
-            for name, data in events:
+            for n, (name, data) in enumerate(events):
+                if n and reply.chunk_delay:
+                    await asyncio.sleep(reply.chunk_delay)  # the model's pace, not a wait
                 frame = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
                 await response.write(frame.encode())
             if self.hold_open is not None:
