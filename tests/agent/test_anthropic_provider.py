@@ -29,7 +29,7 @@ from agent.providers.base import (
     ToolSpec,
 )
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.fakes.openai_server import Reply
+from tests.fakes.openai_server import Reply, ShownPace
 
 KEY = "sk-ant-test-456"
 CALC = ToolSpec(
@@ -150,16 +150,11 @@ async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeAnthro
 
 async def test_streaming_forwards_deltas_and_assembles_text(fake: FakeAnthropic) -> None:
     provider = make(fake)
-    # a model's pace: each chunk a read of its own (pieces of one read go as one)
-    fake.add_reply(Reply(text="the quick brown fox", usage=(21, 5), chunk_delay=0.02))
-    deltas: list[str] = []
-
-    async def sink(text: str) -> None:
-        deltas.append(text)
-
-    response = await provider.complete(ask(), sink)
-    assert len(deltas) >= 2
-    assert "".join(deltas) == "the quick brown fox" == response.content
+    pace = ShownPace()
+    fake.add_reply(Reply(text="the quick brown fox", usage=(21, 5), after_text=pace.until_shown))
+    response = await provider.complete(ask(), pace.sink)
+    assert pace.shown == ["the ", "quick ", "brown ", "fox"]
+    assert "".join(pace.shown) == "the quick brown fox" == response.content
     assert response.usage == Usage(21, 5)
     assert response.finish_reason == "end_turn"
     assert fake.requests[0]["stream"] is True
@@ -280,7 +275,7 @@ async def test_stream_error_after_text_is_not_retried(fake: FakeAnthropic) -> No
 
 
 async def test_a_request_carries_what_the_sdks_own_call_sends(fake: FakeAnthropic) -> None:
-    """The provider sends through the SDK's HTTP client without `client.post`
+    """The provider sends on the SDK's HTTP client's session, without `client.post`
     or the typed `messages.create` (agent.providers.route): path and headers
     must stay what `post` builds, and the body what `create` sends, also
     after an SDK upgrade changes them."""

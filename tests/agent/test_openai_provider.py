@@ -27,7 +27,7 @@ from agent.providers.base import (
 )
 from agent.providers.openai import OpenAIProvider
 from agent.providers.route import SseEvents
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, ShownPace
 
 KEY = "sk-test-key-123"
 CALC = ToolSpec(
@@ -137,16 +137,11 @@ async def test_tool_call_round_trip_puts_exact_body_on_the_wire(fake: FakeOpenAI
 
 async def test_streaming_forwards_deltas_and_assembles_text(fake: FakeOpenAI) -> None:
     provider = make(fake)
-    # a model's pace: each chunk a read of its own (pieces of one read go as one)
-    fake.add_reply(Reply(text="the quick brown fox", usage=(12, 4), chunk_delay=0.02))
-    deltas: list[str] = []
-
-    async def sink(text: str) -> None:
-        deltas.append(text)
-
-    response = await provider.complete(ask(), sink)
-    assert len(deltas) >= 2
-    assert "".join(deltas) == "the quick brown fox" == response.content
+    pace = ShownPace()
+    fake.add_reply(Reply(text="the quick brown fox", usage=(12, 4), after_text=pace.until_shown))
+    response = await provider.complete(ask(), pace.sink)
+    assert pace.shown == ["the ", "quick ", "brown ", "fox"]
+    assert "".join(pace.shown) == "the quick brown fox" == response.content
     assert response.usage == Usage(12, 4)
     assert fake.requests[0]["stream"] is True
     assert fake.requests[0]["stream_options"] == {"include_usage": True}
@@ -325,7 +320,7 @@ async def test_extra_headers_reach_the_server(fake: FakeOpenAI) -> None:
 
 
 async def test_a_request_carries_what_the_sdks_own_post_sends(fake: FakeOpenAI) -> None:
-    """The provider sends through the SDK's HTTP client without `client.post`
+    """The provider sends on the SDK's HTTP client's session, without `client.post`
     (agent.providers.openai): path and headers must stay what `post` builds,
     also after an SDK upgrade changes them."""
     extra = {"X-Tenant": "blue", "user-agent": "picobot-test"}  # another case than the SDK's
@@ -421,8 +416,9 @@ async def _sse_server(body: bytes, pieces: int) -> tuple[web.AppRunner, str]:
     return await _serve(answer)
 
 
-async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
-    runner, url = await _sse_server(_AWKWARD_STREAM, pieces=7)
+async def _deltas_of(stream: bytes, pieces: int) -> tuple[list[str], str]:
+    """What a provider shows of `stream`, served in `pieces` writes, and its reply."""
+    runner, url = await _sse_server(stream, pieces)
     provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
     deltas: list[str] = []
 
@@ -434,26 +430,20 @@ async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
     finally:
         await provider.aclose()
         await runner.cleanup()
-    assert "".join(deltas) == reply.content == "Grüße, 世界! end"
+    return deltas, reply.content
+
+
+async def test_a_stream_is_read_whatever_its_line_ends_and_pieces() -> None:
+    deltas, reply = await _deltas_of(_AWKWARD_STREAM, pieces=7)
+    assert "".join(deltas) == reply == "Grüße, 世界! end"
 
 
 async def test_the_deltas_of_one_read_go_on_as_one() -> None:
     """A short reply that comes in one piece is one delta, not one per token."""
     words = ("the ", "quick ", "fox")
     stream = "".join(f"data: {_chunk(content=w)}\n\n" for w in words) + "data: [DONE]\n\n"
-    runner, url = await _sse_server(stream.encode(), pieces=1)
-    provider = OpenAIProvider(ProviderSettings(name="default", api_key=KEY, base_url=url))
-    deltas: list[str] = []
-
-    async def sink(text: str) -> None:
-        deltas.append(text)
-
-    try:
-        reply = await provider.complete(ask(), sink)
-    finally:
-        await provider.aclose()
-        await runner.cleanup()
-    assert deltas == ["the quick fox"] == [reply.content]
+    deltas, reply = await _deltas_of(stream.encode(), pieces=1)
+    assert deltas == ["the quick fox"] == [reply]
 
 
 async def test_an_event_that_is_not_json_is_a_stream_error() -> None:

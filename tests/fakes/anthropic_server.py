@@ -208,11 +208,12 @@ class FakeAnthropic(ScriptedLLMServer):
         if reply.stream_error is not None:
             events.append(("error", anthropic_error_body(529, reply.stream_error)))
         try:
-            for n, (name, data) in enumerate(events):
-                if n and reply.chunk_delay:
-                    await asyncio.sleep(reply.chunk_delay)  # the model's pace, not a wait
+            for name, data in events:
                 frame = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
                 await response.write(frame.encode())
+                text = data.get("delta", {}).get("text") if name == "content_block_delta" else None
+                if text and reply.after_text is not None:
+                    await reply.after_text(text)
             if self.hold_open is not None:
                 await self.hold_open.wait()
             if self.trailing_comment_bytes:

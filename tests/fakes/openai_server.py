@@ -32,6 +32,7 @@ __all__ = [
     "Reply",
     "ScriptedLLMServer",
     "ScriptedToolCall",
+    "ShownPace",
     "last_user_text",
     "split_text",
 ]
@@ -57,6 +58,9 @@ class Reply:
     usage: tuple[int, int] | None = None  # (input, output); None means counted from words
     stream_error: str | None = None  # streaming only: fail with this message after the text
     chunk_delay: float = 0.0  # streaming only: seconds between chunks (a model's pace)
+    # streaming only: awaited after each chunk that carries text (a test's own
+    # pace, e.g. until the client has shown that text)
+    after_text: Callable[[str], Awaitable[None]] | None = None
     # streaming only: the body ends cleanly right after the text, with no
     # finish and no end marker (a proxy that cut the stream short)
     cut_short: bool = False
@@ -67,6 +71,24 @@ class Reply:
 
 
 Responder = Callable[[dict[str, Any]], Awaitable[Reply | None]]
+
+
+class ShownPace:
+    """A delta sink that keeps what was shown, and a pace for `Reply.after_text`
+    that waits until the text just sent was shown: each piece a read of its own."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self._event = asyncio.Event()
+
+    async def sink(self, text: str) -> None:
+        self.shown.append(text)
+        self._event.set()
+
+    async def until_shown(self, _: str) -> None:
+        async with asyncio.timeout(5):  # never shown: the stream breaks, the test fails
+            await self._event.wait()
+        self._event.clear()
 
 
 def split_text(text: str, parts: int = 3) -> list[str]:
@@ -274,6 +296,11 @@ def openai_error_body(status: int, message: str | None = None) -> dict[str, Any]
     return {"error": {"message": text, "type": kind, "param": None, "code": code}}
 
 
+def _text_of(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or [{}]
+    return str(choices[0].get("delta", {}).get("content") or "")
+
+
 class FakeOpenAI(ScriptedLLMServer):
     """POST /v1/chat/completions (and GET /v1/models) the way OpenAI answers them.
 
@@ -470,6 +497,9 @@ class FakeOpenAI(ScriptedLLMServer):
                 if n and reply.chunk_delay:
                     await asyncio.sleep(reply.chunk_delay)  # the model's pace, not a wait
                 await response.write(f"data: {json.dumps(item, ensure_ascii=False)}\n\n".encode())
+                text = _text_of(item)
+                if text and reply.after_text is not None:
+                    await reply.after_text(text)
             if reply.stream_error is not None:
                 error = openai_error_body(500, reply.stream_error)
                 await response.write(f"data: {json.dumps(error)}\n\n".encode())
