@@ -129,10 +129,12 @@ class Streaming:
 
     @classmethod
     def of_aiohttp(cls, response: aiohttp.ClientResponse) -> Streaming:
+        """Of a response asked for with `auto_decompress=False` (`Route.stream`)."""
+
         async def release() -> None:
             response.release()
 
-        return cls(response.headers, response.content.iter_any(), response.content.at_eof, release)
+        return cls(response.headers, _decoded(response), response.content.at_eof, release)
 
     @classmethod
     def of_httpx(cls, response: httpx2.Response) -> Streaming:
@@ -142,6 +144,38 @@ class Streaming:
             lambda: response.is_stream_consumed,
             response.aclose,
         )
+
+
+class _Raw(httpx2.AsyncByteStream):
+    """A body's bytes as they came, for httpx to decode."""
+
+    def __init__(self, pieces: AsyncIterator[bytes]) -> None:
+        self._pieces = pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for piece in self._pieces:
+            yield piece
+
+
+def _decoded(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The body's bytes, decoded as httpx (so the SDK) decodes them. aiohttp
+    decodes a body only when its one Content-Encoding header names one
+    coding; httpx decodes every coding each header lists (`gzip, identity`,
+    `deflate, gzip`, a header repeated), the last applied first, and leaves
+    one it does not know as it came. Most bodies have no coding: their bytes
+    are passed on as they come, with no decoder in the way."""
+    pieces = response.content.iter_any()
+    codings = [
+        coding.strip().lower()
+        for value in response.headers.getall("Content-Encoding", ())
+        for coding in value.split(",")
+    ]
+    if not any(coding not in ("", "identity") for coding in codings):
+        return pieces
+    raw = httpx2.Response(
+        response.status, headers=list(response.headers.items()), stream=_Raw(pieces)
+    )
+    return raw.aiter_bytes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +281,7 @@ class Route:
             proxy=wire.proxy,
             proxy_headers=wire.proxy_headers,
             allow_redirects=False,
+            auto_decompress=False,  # decoded as httpx decodes (`_decoded`)
         )
         if 200 <= response.status < 300:
             return Streaming.of_aiohttp(response)
@@ -256,7 +291,13 @@ class Route:
             location = response.headers["Location"]
             log.warning("provider_redirects", provider=provider, location=location[:200])
             return await self._followed(provider, body)
-        raw = await response.read()
+        refusal = Streaming.of_aiohttp(response)
+        try:
+            raw = b"".join([piece async for piece in refusal.pieces])
+        except httpx2.DecodingError:
+            raw = b""  # its status still says why
+        finally:
+            await refusal.release()
         raise _refused(provider, response.status, response.headers, raw)
 
     async def _followed(self, provider: str, body: bytes) -> Streaming:

@@ -1,18 +1,27 @@
 """Both providers against a server that breaks HTTP itself: every such reply
-is a failed call (ProviderUnavailable, retried), never a raw library error."""
+is a failed call (ProviderUnavailable, retried), never a raw library error.
+And against servers that reach them in ways HTTP allows: through a proxy, or
+with a body in content codings."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from agent.messages import ChatMessage
 from agent.providers import create_provider
-from agent.providers.base import LLMRequest, ProviderSettings, ProviderUnavailable
+from agent.providers.base import (
+    LLMRequest,
+    ProviderContextOverflow,
+    ProviderSettings,
+    ProviderUnavailable,
+)
 
 # what each server sends back, whatever was asked
 _BROKEN = {
@@ -174,3 +183,130 @@ async def test_a_tls_service_behind_a_proxy_is_tunnelled_with_its_credentials(
     assert connect.startswith(b"CONNECT llm.invalid:443 HTTP/1.1\r\n")
     assert b"\r\nProxy-Authorization: Basic d2hvOnB3\r\n" in connect
     assert b"sk-test-secret" not in connect  # the key goes only inside the tunnel
+
+
+_STREAMS = {  # the same answer, streamed
+    "openai": [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "via "}}]},
+        {"choices": [{"index": 0, "delta": {"content": "codings"}, "finish_reason": "stop"}]},
+        "[DONE]",
+    ],
+    "anthropic": [
+        {
+            "type": "message_start",
+            "message": {"type": "message", "role": "assistant", "content": []},
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "via "},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "codings"},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+        {"type": "message_stop"},
+    ],
+}
+
+# the Content-Encoding headers, and the codings they say were applied, in order
+_CODINGS = {
+    "one coding": (["gzip"], ["gzip"]),
+    "a list with identity": (["gzip, identity"], ["gzip"]),
+    "two codings in one header": (["deflate, gzip"], ["deflate", "gzip"]),
+    "a header repeated": (["gzip", "gzip"], ["gzip", "gzip"]),
+}
+_CODE = {"gzip": gzip.compress, "deflate": zlib.compress}
+
+
+def _body(kind: str, streamed: bool) -> bytes:
+    if not streamed:
+        return json.dumps(_ANSWERS[kind]).encode()
+    events = []
+    for event in _STREAMS[kind]:
+        data = event if isinstance(event, str) else json.dumps(event)
+        name = (
+            f"event: {event['type']}\n" if isinstance(event, dict) and kind == "anthropic" else ""
+        )
+        events.append(f"{name}data: {data}\n\n")
+    return "".join(events).encode()
+
+
+def _coded_reply(status: int, body: bytes, headers: list[str], codings: list[str]) -> bytes:
+    for coding in codings:
+        body = _CODE[coding](body)
+    head = [
+        f"HTTP/1.1 {status} X",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+    ]
+    head += [f"Content-Encoding: {value}" for value in headers]
+    return "\r\n".join([*head, "", ""]).encode() + body
+
+
+@contextlib.asynccontextmanager
+async def _answering(reply: bytes) -> AsyncIterator[int]:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(reply)
+            await writer.drain()
+        finally:
+            writer.close()
+
+    async with _serving(answer) as port:
+        yield port
+
+
+def _base_url(kind: str, port: int) -> str:
+    return f"http://127.0.0.1:{port}/v1" if kind == "openai" else f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("coded", sorted(_CODINGS))
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_body_in_content_codings_is_decoded_as_the_sdk_decodes_it(
+    coded: str, kind: str, streamed: bool
+) -> None:
+    """As httpx decodes it: every coding each Content-Encoding header lists,
+    the last applied first (aiohttp alone would decode one coding alone)."""
+    headers, codings = _CODINGS[coded]
+    shown: list[str] = []
+
+    async def sink(text: str) -> None:
+        shown.append(text)
+
+    reply = _coded_reply(200, _body(kind, streamed), headers, codings)
+    async with _answering(reply) as port:
+        settings = ProviderSettings(name="p", api_key="sk-test", base_url=_base_url(kind, port))
+        provider = create_provider(kind, settings)
+        try:
+            request = LLMRequest(model="m", messages=[ChatMessage.user("hi")])
+            answer = await provider.complete(request, sink if streamed else None)
+        finally:
+            await provider.aclose()
+    expected = "via codings" if streamed else "via proxy"
+    assert answer.content == expected
+    assert "".join(shown) == (expected if streamed else "")
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_refusal_in_content_codings_is_read_for_what_it_says(kind: str) -> None:
+    """A 400 whose body is coded still says the prompt was too long: the
+    session is compacted and the call tried again, not refused."""
+    error = {"error": {"type": "invalid_request_error", "message": "prompt is too long"}}
+    reply = _coded_reply(400, json.dumps(error).encode(), ["gzip, identity"], ["gzip"])
+    async with _answering(reply) as port:
+        settings = ProviderSettings(
+            name="p", api_key="sk-test", base_url=_base_url(kind, port), max_retries=0
+        )
+        provider = create_provider(kind, settings)
+        try:
+            with pytest.raises(ProviderContextOverflow):
+                await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
+        finally:
+            await provider.aclose()
