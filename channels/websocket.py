@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import structlog
 from aiohttp import WSCloseCode, WSMsgType, web
 from pydantic import Field, SecretStr
@@ -92,7 +93,14 @@ class WebSocketConfig(ChannelSettings):
 
 
 def _frame(kind: str, **fields: Any) -> str:
-    return json.dumps({"type": kind, **fields}, ensure_ascii=False)
+    """A frame as text: orjson's (a tenth of json's time on the path of every
+    reply and delta), json's for what orjson refuses (a lone surrogate, an
+    integer beyond 64 bits), as before."""
+    frame = {"type": kind, **fields}
+    try:
+        return orjson.dumps(frame).decode()
+    except TypeError:
+        return json.dumps(frame, ensure_ascii=False)
 
 
 class WebSocketChannel(Channel):

@@ -39,6 +39,7 @@ from agent.providers.route import (
     DeltaBatch,
     Route,
     Whole,
+    event_json,
     read_events,
     sdk_route,
     transport_failure,
@@ -131,7 +132,7 @@ class _MessageAssembler:
     async def feed(self, name: str, payload: str) -> bool:
         """One event; True at message_stop (the message is whole)."""
         try:
-            event = _obj(json.loads(payload))
+            event = _obj(event_json(payload))
         except ValueError:
             raise ProviderUnavailable(
                 f"provider '{self._provider}': stream error (an event that is not JSON)"

@@ -42,6 +42,7 @@ from agent.providers.route import (
     TRANSPORT_ERRORS,
     DeltaBatch,
     Route,
+    event_json,
     read_events,
     sdk_route,
     transport_failure,
@@ -230,7 +231,7 @@ async def _dispatch(payload: str, assembler: _StreamAssembler) -> bool:
     if payload.startswith("[DONE]"):
         return True
     try:
-        chunk = json.loads(payload)
+        chunk = event_json(payload)
     except ValueError:
         raise _StreamError("an event that is not JSON", None) from None
     error = chunk.get("error") if isinstance(chunk, dict) else None

@@ -29,6 +29,7 @@ from typing import Protocol, cast
 
 import aiohttp
 import httpx2
+import orjson
 import structlog
 import yarl
 from multidict import CIMultiDict
@@ -45,6 +46,7 @@ __all__ = [
     "SseEvents",
     "Streaming",
     "Whole",
+    "event_json",
     "read_events",
     "sdk_route",
     "transport_failure",
@@ -389,6 +391,17 @@ class SseEvents:
                 self._data.clear()
                 self._name = ""
         return events
+
+
+def event_json(data: str) -> object:
+    """An event's data as JSON. A stream has an event per token, and orjson
+    reads one in about a third of json's time; what orjson refuses and json
+    takes (`NaN`, a lone surrogate escape) is read by json, as before. (One
+    difference: an integer beyond 64 bits comes out as a float.)"""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 class DeltaBatch:

@@ -310,3 +310,25 @@ async def test_a_refusal_in_content_codings_is_read_for_what_it_says(kind: str) 
                 await provider.complete(LLMRequest(model="m", messages=[ChatMessage.user("hi")]))
         finally:
             await provider.aclose()
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_an_event_json_reads_and_orjson_refuses_is_read_as_before(kind: str) -> None:
+    """Events are read by orjson; one it refuses and json takes (a lone
+    surrogate escape, a `NaN`) is read by json, as it was before."""
+    body = _body(kind, True).replace(b'"via "', b'"via \\ud800", "n": NaN', 1)
+    assert b'"via \\ud800", "n": NaN' in body
+    shown: list[str] = []
+
+    async def sink(text: str) -> None:
+        shown.append(text)
+
+    async with _answering(_coded_reply(200, body, [], [])) as port:
+        settings = ProviderSettings(name="p", api_key="sk-test", base_url=_base_url(kind, port))
+        provider = create_provider(kind, settings)
+        try:
+            request = LLMRequest(model="m", messages=[ChatMessage.user("hi")])
+            answer = await provider.complete(request, sink)
+        finally:
+            await provider.aclose()
+    assert answer.content == "".join(shown) == "via \ud800codings"

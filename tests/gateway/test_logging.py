@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,23 @@ def test_json_lines_parse_and_carry_bound_context() -> None:
     assert first["timestamp"].endswith("Z")
     assert "channel" not in second
     assert "run_id" not in second
+
+
+def test_what_orjson_refuses_or_would_render_otherwise_is_rendered_as_json_would() -> None:
+    """Lines are rendered by orjson; a key that is not a string and an integer
+    beyond 64 bits (which it refuses) still make a line, and a datetime is
+    shown by its repr, as json's fallback shows it (orjson's own would differ)."""
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    log = structlog.get_logger("picobot.test")
+    when = datetime(2026, 12, 2, 6, 30, tzinfo=UTC)
+    log.info("odd_values", big=2**70, numbered={1: "one"}, when=when)
+    log.info("plain", text="ünïcode")
+    odd, plain = json_lines(out)
+    assert (odd["big"], odd["numbered"]) == (2**70, {"1": "one"})
+    assert odd["when"] == repr(when)
+    assert plain["text"] == "ünïcode"
+    assert "ünïcode" in out.getvalue()  # not escaped
 
 
 def test_auto_format_is_json_when_not_a_tty() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gateway.bus import (
@@ -90,22 +93,42 @@ async def test_the_turn_request_is_stored_with_the_row(tmp_path: Path) -> None:
         await db.write(lambda c: inbox.record_inbound(c, _message(message_id="evt-2")))
         entries = await db.read(inbox.unfinished_entries)
     assert [e.message.request for e in entries] == [request, CHAT_REQUEST]
-    payload = inbox.inbound_to_json(_message())
-    assert '"request": {}' in payload  # a plain chat message stores nothing extra
+    payload = json.loads(inbox.inbound_to_json(_message()))
+    assert payload["request"] == {}  # a plain chat message stores nothing extra
+
+
+def test_metadata_orjson_refuses_is_stored_as_json_would_store_it() -> None:
+    """A row is written by orjson; what it refuses (an integer beyond 64 bits,
+    a key that is not a string) or would write otherwise (a datetime: `str`,
+    as json's `default`) is stored as json stores it."""
+    when = datetime(2026, 12, 2, 6, 30, tzinfo=UTC)
+    cases = [
+        ({"big": 2**70}, {"big": 2**70}),
+        ({"keyed": {1: "one"}}, {"keyed": {"1": "one"}}),
+        ({"when": when}, {"when": str(when)}),
+    ]
+    for metadata, expected in cases:
+        message = _message(metadata=metadata)
+        stored = inbox.inbound_from_json(inbox.inbound_to_json(message))
+        assert stored.metadata == expected
+        assert stored == dataclasses.replace(message, metadata=expected)
 
 
 def test_a_row_from_before_turn_requests_resumes_with_its_routing() -> None:
-    legacy = (
-        inbox.inbound_to_json(_message())
-        .replace(
-            '"metadata": {"k": [1, 2]}',
-            '"metadata": {"job_type": "x", "scheduler": {"job_id": "weekly", "silent": true, '
-            '"notify_chat_id": "oc_main", "fresh_session": true, "agent": "other", '
-            '"system_prompt": null}}',
-        )
-        .replace(', "request": {}', "")
-    )
-    message = inbox.inbound_from_json(legacy)
+    row = json.loads(inbox.inbound_to_json(_message()))
+    assert row.pop("request") == {}
+    row["metadata"] = {
+        "job_type": "x",
+        "scheduler": {
+            "job_id": "weekly",
+            "silent": True,
+            "notify_chat_id": "oc_main",
+            "fresh_session": True,
+            "agent": "other",
+            "system_prompt": None,
+        },
+    }
+    message = inbox.inbound_from_json(json.dumps(row))
     assert message.request == TurnRequest(
         origin=Origin.SCHEDULER,
         agent="other",
@@ -118,7 +141,7 @@ def test_a_row_from_before_turn_requests_resumes_with_its_routing() -> None:
 
 
 def test_a_row_from_before_access_control_counts_as_addressed() -> None:
-    legacy = inbox.inbound_to_json(_message(addressed=False)).replace(', "addressed": false', "")
-    assert '"addressed"' not in legacy
+    row = json.loads(inbox.inbound_to_json(_message(addressed=False)))
+    assert row.pop("addressed") is False
     # it passed the adapter's own mention filter when it was recorded
-    assert inbox.inbound_from_json(legacy).addressed is True
+    assert inbox.inbound_from_json(json.dumps(row)).addressed is True
