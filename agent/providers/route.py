@@ -21,6 +21,7 @@ each provider's request equal to the one its SDK's `client.post` sends.
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -36,7 +37,7 @@ from multidict import CIMultiDict
 
 from agent.providers.base import DeltaSink, ProviderError, ProviderSettings, ProviderUnavailable
 from agent.providers.retry import classify_status
-from agent.providers.sdk import drain_briefly
+from agent.providers.sdk import drain_briefly, valid_unicode
 
 __all__ = [
     "TRANSPORT_ERRORS",
@@ -407,7 +408,9 @@ def event_json(data: str) -> object:
 class DeltaBatch:
     """A stream's text deltas, passed on once per network read: pieces that
     came in one read reach the chat as one delta, as they came together (a
-    whole short reply is one piece, not a delta per token of it)."""
+    whole short reply is one piece, not a delta per token of it). Each is
+    valid Unicode (`valid_unicode`): the first half of a surrogate pair that
+    ends a read waits for its other half, in the next."""
 
     def __init__(self, sink: DeltaSink) -> None:
         self._sink = sink
@@ -416,11 +419,17 @@ class DeltaBatch:
     async def __call__(self, text: str) -> None:  # the assembler's delta sink
         self._pending.append(text)
 
-    async def flush(self) -> None:
-        if self._pending:
-            text = "".join(self._pending)
-            self._pending.clear()
-            await self._sink(text)
+    async def flush(self, *, last: bool = True) -> None:
+        """`last`: nothing more comes (the end, or an error), so nothing waits."""
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
+        if not last and "\ud800" <= text[-1] <= "\udbff":
+            self._pending.append(text[-1])
+            text = text[:-1]
+        if text:
+            await self._sink(valid_unicode(text))
 
 
 async def read_events(
@@ -436,6 +445,7 @@ async def read_events(
     before it was shown). The response is released (its connection closed if
     the body was not read to its end)."""
     flush = deltas.flush if deltas is not None else _nothing
+    after_read = functools.partial(flush, last=False)
 
     async def whole(name: str, data: str) -> bool:
         try:
@@ -456,7 +466,7 @@ async def read_events(
                     if not response.ended():  # mostly the end came with the event
                         await drain_briefly(pieces)
                     return True
-            await flush()
+            await after_read()
         for name, data in events.end():
             if await whole(name, data):
                 return True
@@ -466,5 +476,5 @@ async def read_events(
         await response.release()
 
 
-async def _nothing() -> None:
+async def _nothing(*, last: bool = True) -> None:
     pass

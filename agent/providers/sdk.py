@@ -8,11 +8,13 @@ and retries a call only while no streamed text has reached the user.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 import structlog
 
+from agent.messages import ToolCall
 from agent.providers.base import (
     DeltaSink,
     LLMResponse,
@@ -22,7 +24,14 @@ from agent.providers.base import (
 )
 from agent.providers.retry import Sleep, with_retries
 
-__all__ = ["AFTER_END_SECS", "CUT_SHORT", "SdkProvider", "drain_briefly", "missing_key_error"]
+__all__ = [
+    "AFTER_END_SECS",
+    "CUT_SHORT",
+    "SdkProvider",
+    "drain_briefly",
+    "missing_key_error",
+    "valid_unicode",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -33,6 +42,38 @@ AFTER_END_SECS = 0.5
 # A stream whose body ended before its reply did: a failed call (retried
 # while no text has reached the user), never a reply.
 CUT_SHORT = "the stream ended before the reply was complete"
+
+
+def valid_unicode(text: str) -> str:
+    """`text` as UTF-8 can carry it. A service whose strings are UTF-16 (a
+    JavaScript proxy) may cut a reply between the two halves of a surrogate
+    pair (an emoji) and send each as an escape, in two events, or send half
+    of one alone; json reads each half as a lone surrogate, which no store,
+    frame or later request can encode. A pair comes back together as its
+    character, a half alone becomes U+FFFD. (gateway.bus.storable does the
+    same for what the channels bring in; the agent may not import it.)"""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _valid(response: LLMResponse) -> LLMResponse:
+    """A reply whose every text UTF-8 can carry (`valid_unicode`)."""
+    calls, reasoning = response.tool_calls, response.reasoning_content
+    texts = (response.content, reasoning or "", *(t for c in calls for t in c.to_dict().values()))
+    if all(valid_unicode(text) is text for text in texts):
+        return response  # nearly always: as it came
+    return dataclasses.replace(
+        response,
+        content=valid_unicode(response.content),
+        tool_calls=tuple(
+            ToolCall(valid_unicode(c.id), valid_unicode(c.name), valid_unicode(c.arguments))
+            for c in calls
+        ),
+        reasoning_content=None if reasoning is None else valid_unicode(reasoning),
+    )
 
 
 def missing_key_error(settings: ProviderSettings) -> ProviderKeyMissing:
@@ -84,7 +125,9 @@ class SdkProvider(Generic[C]):
         on_delta: DeltaSink | None,
     ) -> LLMResponse:
         """Run `once` (given a sink when streaming) under the retry policy; a
-        reply whose text already reached the user is never started again."""
+        reply whose text already reached the user is never started again.
+        What comes back is valid Unicode (`valid_unicode`), as is each delta
+        (`DeltaBatch`)."""
         emitted = False
 
         async def sink(text: str) -> None:
@@ -93,12 +136,13 @@ class SdkProvider(Generic[C]):
             if on_delta is not None:
                 await on_delta(text)
 
-        return await with_retries(
+        response = await with_retries(
             lambda: once(sink if on_delta is not None else None),
             settings=self._settings,
             sleep=self._sleep,
             can_retry=lambda: not emitted,
         )
+        return _valid(response)
 
     async def aclose(self) -> None:
         if self._closed:

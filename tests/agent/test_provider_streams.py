@@ -14,7 +14,7 @@ from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import LLMProvider, LLMRequest, ProviderSettings, ProviderUnavailable
 from agent.providers.openai import OpenAIProvider
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
+from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall, ShownPace
 
 KEY = "sk-test-streams-789"
 FINISH = {"openai": "stop", "anthropic": "end_turn"}  # how each says a reply is whole
@@ -127,3 +127,35 @@ async def test_an_endpoint_that_redirects_is_followed_as_the_sdk_would(
     fake.add_text("moved again")
     assert (await provider.complete(_ask(), sink if streamed else None)).content == "moved again"
     assert len(fake.requests) == 5
+
+
+async def test_a_surrogate_pair_cut_between_two_events_comes_back_together(
+    served: tuple[FakeOpenAI | FakeAnthropic, LLMProvider, Waits, str],
+) -> None:
+    """A service whose strings are UTF-16 cut an emoji in two, each half an
+    escape in an event of its own, each event a read of its own: the half
+    that ends a read waits for the other, and the reply and its deltas carry
+    the emoji (json reads each half as a lone surrogate, which nothing after
+    could encode: the turn crashed, with no reply at all)."""
+    fake, provider, _, _ = served
+    pace = ShownPace()
+    fake.add_reply(Reply(text="a\ud83d\ude00b", after_text=pace.until_shown))
+    reply = await provider.complete(_ask(), pace.sink)
+    assert reply.content == "a\U0001f600b"
+    assert pace.shown == ["a", "\U0001f600b"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_half_a_surrogate_pair_alone_becomes_a_replacement_character(
+    served: tuple[FakeOpenAI | FakeAnthropic, LLMProvider, Waits, str], streamed: bool
+) -> None:
+    fake, provider, _, _ = served
+    fake.add_reply(Reply(text="lone \ud800 half", reasoning="a \udfff b"))
+    shown: list[str] = []
+
+    async def sink(text: str) -> None:
+        shown.append(text)
+
+    reply = await provider.complete(_ask(), sink if streamed else None)
+    assert (reply.content, reply.reasoning_content) == ("lone \ufffd half", "a \ufffd b")
+    assert "".join(shown) == ("lone \ufffd half" if streamed else "")

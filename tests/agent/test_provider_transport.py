@@ -331,4 +331,4 @@ async def test_an_event_json_reads_and_orjson_refuses_is_read_as_before(kind: st
             answer = await provider.complete(request, sink)
         finally:
             await provider.aclose()
-    assert answer.content == "".join(shown) == "via \ud800codings"
+    assert answer.content == "".join(shown) == "via \ufffdcodings"  # the half replaced

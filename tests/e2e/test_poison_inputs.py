@@ -3,7 +3,8 @@
 Each channel gets a text with a lone surrogate (answered, the surrogate
 replaced by U+FFFD at the bus boundary) or a malformed event (a dead letter,
 listed by `picobot dead-letters list`), then three messages from other chats,
-each answered exactly once.
+each answered exactly once. A model's reply with a lone surrogate is
+answered too (replaced at the provider).
 """
 
 from __future__ import annotations
@@ -204,3 +205,18 @@ async def test_websocket_surrogate_text_is_answered(home: Path, llm: FakeOpenAI)
         for n, text in enumerate(OTHERS):
             async with ws_client(gw, f"other-{n}") as other:
                 assert await other.ask(text) == f"echo: {text}"
+
+
+async def test_a_model_reply_with_half_a_surrogate_pair_is_delivered(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The service sends the half as an escape: the reply is stored and
+    delivered with U+FFFD in its place, and the chat goes on (before, the
+    turn crashed on storing it and no reply came at all)."""
+    llm.add_text(f"model {LONE} half")
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        ws_client(gw, "model-poison") as client,
+    ):
+        assert await client.ask("hi") == "model \ufffd half"
+        assert await client.ask("again") == "echo: again"

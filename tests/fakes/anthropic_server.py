@@ -22,7 +22,13 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.openai_server import Reply, ScriptedLLMServer, last_user_text, split_text
+from tests.fakes.openai_server import (
+    Reply,
+    ScriptedLLMServer,
+    event_data,
+    last_user_text,
+    split_text,
+)
 from tests.fakes.prompt_cache import AnthropicCache, CacheRequestError
 
 __all__ = ["FakeAnthropic", "anthropic_error_body"]
@@ -209,7 +215,7 @@ class FakeAnthropic(ScriptedLLMServer):
             events.append(("error", anthropic_error_body(529, reply.stream_error)))
         try:
             for name, data in events:
-                frame = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                frame = f"event: {name}\ndata: {event_data(data)}\n\n"
                 await response.write(frame.encode())
                 text = data.get("delta", {}).get("text") if name == "content_block_delta" else None
                 if text and reply.after_text is not None:

@@ -91,6 +91,18 @@ class ShownPace:
         self._event.clear()
 
 
+def event_data(item: Any) -> str:
+    """One event's JSON as a service writes it: UTF-8, and a lone surrogate
+    (half of a pair a service whose strings are UTF-16 cut in two, or sent
+    alone) as an escape, as JavaScript's JSON.stringify writes one."""
+    data = json.dumps(item, ensure_ascii=False)
+    try:
+        data.encode()
+    except UnicodeEncodeError:
+        return json.dumps(item)
+    return data
+
+
 def split_text(text: str, parts: int = 3) -> list[str]:
     """Split text into at least `parts` non-empty chunks (fewer only if it is shorter)."""
     words = re.findall(r"\S+\s*|\s+", text)
@@ -496,7 +508,7 @@ class FakeOpenAI(ScriptedLLMServer):
             for n, item in enumerate(self._chunks(body, reply, usage)):
                 if n and reply.chunk_delay:
                     await asyncio.sleep(reply.chunk_delay)  # the model's pace, not a wait
-                await response.write(f"data: {json.dumps(item, ensure_ascii=False)}\n\n".encode())
+                await response.write(f"data: {event_data(item)}\n\n".encode())
                 text = _text_of(item)
                 if text and reply.after_text is not None:
                     await reply.after_text(text)
