@@ -240,16 +240,13 @@ def _shared_processors() -> list[Processor]:
     ]
 
 
-# what json would hand to the fallback (`repr`), orjson hands it too
-_AS_JSON_WOULD: Final = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-
-
 def _json_line(event: EventDict, **kw: Any) -> str:
     """A JSON log line, by orjson (every turn writes one; json takes ten
-    times as long); by json for what orjson refuses (a key that is not a
-    string, an integer beyond 64 bits, a lone surrogate)."""
+    times as long); by json for what orjson refuses (an integer beyond 64
+    bits, a lone surrogate). `redact_event` has made every other value plain
+    JSON already (a key a string, anything else its repr)."""
     try:
-        return orjson.dumps(event, default=kw.get("default"), option=_AS_JSON_WOULD).decode()
+        return orjson.dumps(event, default=kw.get("default")).decode()
     except TypeError:
         return json.dumps(event, **kw)
 

@@ -134,10 +134,15 @@ class Streaming:
     def of_aiohttp(cls, response: aiohttp.ClientResponse) -> Streaming:
         """Of a response asked for with `auto_decompress=False` (`Route.stream`)."""
 
+        pieces = _decoded(response)
+
         async def release() -> None:
+            close = getattr(pieces, "aclose", None)  # httpx's decoding generator
+            if close is not None:
+                await close()
             response.release()
 
-        return cls(response.headers, _decoded(response), response.content.at_eof, release)
+        return cls(response.headers, pieces, response.content.at_eof, release)
 
     @classmethod
     def of_httpx(cls, response: httpx2.Response) -> Streaming:
@@ -175,10 +180,9 @@ def _decoded(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     ]
     if not any(coding not in ("", "identity") for coding in codings):
         return pieces
-    raw = httpx2.Response(
-        response.status, headers=list(response.headers.items()), stream=_Raw(pieces)
-    )
-    return raw.aiter_bytes()
+    # only the codings: httpx would refuse another header's value that is not ASCII
+    headers = [("Content-Encoding", value) for value in response.headers.getall("Content-Encoding")]
+    return httpx2.Response(response.status, headers=headers, stream=_Raw(pieces)).aiter_bytes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +314,8 @@ class Route:
             return Streaming.of_httpx(response)
         try:
             raw = await response.aread()
+        except httpx2.DecodingError:
+            raw = b""  # its status still says why
         finally:
             await response.aclose()
         raise _refused(provider, response.status_code, response.headers, raw)
@@ -420,12 +426,13 @@ class DeltaBatch:
         self._pending.append(text)
 
     async def flush(self, *, last: bool = True) -> None:
-        """`last`: nothing more comes (the end, or an error), so nothing waits."""
+        """`last`: no more text comes (the end, or an error event), so none waits.
+        (A read that fails drops a half that waited: the call failed.)"""
         if not self._pending:
             return
         text = "".join(self._pending)
         self._pending.clear()
-        if not last and "\ud800" <= text[-1] <= "\udbff":
+        if not last and text and "\ud800" <= text[-1] <= "\udbff":
             self._pending.append(text[-1])
             text = text[:-1]
         if text:

@@ -146,16 +146,20 @@ async def test_a_surrogate_pair_cut_between_two_events_comes_back_together(
 
 
 @pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("text", ["lone \ud800 half", "ends on \ud83d"])
 async def test_half_a_surrogate_pair_alone_becomes_a_replacement_character(
-    served: tuple[FakeOpenAI | FakeAnthropic, LLMProvider, Waits, str], streamed: bool
+    served: tuple[FakeOpenAI | FakeAnthropic, LLMProvider, Waits, str], streamed: bool, text: str
 ) -> None:
+    """Wherever it stands: mid-text, or last (a first half that waited for
+    its other at the end of a read, in vain)."""
     fake, provider, _, _ = served
-    fake.add_reply(Reply(text="lone \ud800 half", reasoning="a \udfff b"))
+    fake.add_reply(Reply(text=text, reasoning="a \udfff b"))
     shown: list[str] = []
 
-    async def sink(text: str) -> None:
-        shown.append(text)
+    async def sink(piece: str) -> None:
+        shown.append(piece)
 
     reply = await provider.complete(_ask(), sink if streamed else None)
-    assert (reply.content, reply.reasoning_content) == ("lone \ufffd half", "a \ufffd b")
-    assert "".join(shown) == ("lone \ufffd half" if streamed else "")
+    expected = text.replace("\ud800", "\ufffd").replace("\ud83d", "\ufffd")
+    assert (reply.content, reply.reasoning_content) == (expected, "a \ufffd b")
+    assert "".join(shown) == (expected if streamed else "")

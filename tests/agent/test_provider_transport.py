@@ -245,6 +245,7 @@ def _coded_reply(status: int, body: bytes, headers: list[str], codings: list[str
         f"Content-Length: {len(body)}",
     ]
     head += [f"Content-Encoding: {value}" for value in headers]
+    head.append("X-Served-By: café-1")  # not ASCII (httpx refuses such a value of its own)
     return "\r\n".join([*head, "", ""]).encode() + body
 
 

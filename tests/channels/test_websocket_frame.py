@@ -7,7 +7,7 @@ import json
 from channels.websocket import _frame
 
 
-def test_a_frame_is_compact_json_with_its_text_unescaped() -> None:
+def test_a_frame_is_json_with_its_text_unescaped() -> None:
     text = _frame("message", id=7, text="你好 ünï", earlier=False, secs=0.25)
     assert json.loads(text) == {
         "type": "message",
