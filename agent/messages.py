@@ -27,7 +27,24 @@ __all__ = [
     "settle_session_messages",
     "shared_prefix",
     "tokens_for_chars",
+    "valid_unicode",
 ]
+
+
+def valid_unicode(text: str) -> str:
+    """`text` as UTF-8 can carry it. A service whose strings are UTF-16 (a
+    JavaScript proxy) may cut a reply between the two halves of a surrogate
+    pair (an emoji) and send each as an escape, in two events, or send half
+    of one alone; json reads each half as a lone surrogate, which no store,
+    frame or later request can encode. A pair comes back together as its
+    character, a half alone becomes U+FFFD. (gateway.bus.storable does the
+    same for what the channels bring in; the agent may not import it.)"""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
 
 INTERRUPTED_RESULT = "[interrupted]"
 CANCELLED_RESULT = "[cancelled]"

@@ -35,9 +35,10 @@ import structlog
 import yarl
 from multidict import CIMultiDict
 
+from agent.messages import valid_unicode
 from agent.providers.base import DeltaSink, ProviderError, ProviderSettings, ProviderUnavailable
 from agent.providers.retry import classify_status
-from agent.providers.sdk import drain_briefly, valid_unicode
+from agent.providers.sdk import drain_briefly
 
 __all__ = [
     "TRANSPORT_ERRORS",

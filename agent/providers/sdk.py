@@ -14,7 +14,7 @@ from typing import Generic, Protocol, TypeVar
 
 import structlog
 
-from agent.messages import ToolCall
+from agent.messages import ToolCall, valid_unicode
 from agent.providers.base import (
     DeltaSink,
     LLMResponse,
@@ -30,7 +30,6 @@ __all__ = [
     "SdkProvider",
     "drain_briefly",
     "missing_key_error",
-    "valid_unicode",
 ]
 
 log = structlog.get_logger(__name__)
@@ -42,21 +41,6 @@ AFTER_END_SECS = 0.5
 # A stream whose body ended before its reply did: a failed call (retried
 # while no text has reached the user), never a reply.
 CUT_SHORT = "the stream ended before the reply was complete"
-
-
-def valid_unicode(text: str) -> str:
-    """`text` as UTF-8 can carry it. A service whose strings are UTF-16 (a
-    JavaScript proxy) may cut a reply between the two halves of a surrogate
-    pair (an emoji) and send each as an escape, in two events, or send half
-    of one alone; json reads each half as a lone surrogate, which no store,
-    frame or later request can encode. A pair comes back together as its
-    character, a half alone becomes U+FFFD. (gateway.bus.storable does the
-    same for what the channels bring in; the agent may not import it.)"""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
 
 
 def _valid(response: LLMResponse) -> LLMResponse:
