@@ -56,9 +56,9 @@ def _proxy_only(monkeypatch: pytest.MonkeyPatch, variable: str, port: int) -> No
     monkeypatch.setenv(variable, f"http://who:pw@127.0.0.1:{port}")
 
 
-@pytest.fixture
-async def broken(request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    reply = _BROKEN[request.param]
+@contextlib.asynccontextmanager
+async def _answering(reply: bytes) -> AsyncIterator[int]:
+    """A server that sends `reply` to whatever request comes; its port."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -69,6 +69,12 @@ async def broken(request: pytest.FixtureRequest) -> AsyncIterator[str]:
             writer.close()
 
     async with _serving(answer) as port:
+        yield port
+
+
+@pytest.fixture
+async def broken(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    async with _answering(_BROKEN[request.param]) as port:
         yield f"http://127.0.0.1:{port}"
 
 
@@ -247,20 +253,6 @@ def _coded_reply(status: int, body: bytes, headers: list[str], codings: list[str
     head += [f"Content-Encoding: {value}" for value in headers]
     head.append("X-Served-By: café-1")  # not ASCII (httpx refuses such a value of its own)
     return "\r\n".join([*head, "", ""]).encode() + body
-
-
-@contextlib.asynccontextmanager
-async def _answering(reply: bytes) -> AsyncIterator[int]:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(reply)
-            await writer.drain()
-        finally:
-            writer.close()
-
-    async with _serving(answer) as port:
-        yield port
 
 
 def _base_url(kind: str, port: int) -> str:
