@@ -63,6 +63,7 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ssl.SSLError, httpx2.Requ
 SseEvent = tuple[str, str]
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_NO_CODING = frozenset({"", "identity"})  # Content-Encoding values that leave a body as it is
 
 log = structlog.get_logger(__name__)
 
@@ -174,16 +175,20 @@ def _decoded(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     one it does not know as it came. Most bodies have no coding: their bytes
     are passed on as they come, with no decoder in the way."""
     pieces = response.content.iter_any()
-    codings = [
-        coding.strip().lower()
-        for value in response.headers.getall("Content-Encoding", ())
-        for coding in value.split(",")
-    ]
-    if not any(coding not in ("", "identity") for coding in codings):
+    values = response.headers.getall("Content-Encoding", ())
+    if {coding.strip().lower() for value in values for coding in value.split(",")} <= _NO_CODING:
         return pieces
     # only the codings: httpx would refuse another header's value that is not ASCII
-    headers = [("Content-Encoding", value) for value in response.headers.getall("Content-Encoding")]
+    headers = [("Content-Encoding", value) for value in values]
     return httpx2.Response(response.status, headers=headers, stream=_Raw(pieces)).aiter_bytes()
+
+
+async def _body(reply: Streaming) -> bytes:
+    """The whole body of `reply`, which is then released."""
+    try:
+        return b"".join([piece async for piece in reply.pieces])
+    finally:
+        await reply.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,10 +269,7 @@ class Route:
     async def post(self, provider: str, body: bytes) -> Whole:
         """The whole response to `body`, its connection released."""
         reply = await self.stream(provider, body)
-        try:
-            return Whole(b"".join([piece async for piece in reply.pieces]), reply.headers)
-        finally:
-            await reply.release()
+        return Whole(await _body(reply), reply.headers)
 
     async def stream(self, provider: str, body: bytes) -> Streaming:
         """The response to `body`, its body still to read (`read_events`).
@@ -299,13 +301,10 @@ class Route:
             location = response.headers["Location"]
             log.warning("provider_redirects", provider=provider, location=location[:200])
             return await self._followed(provider, body)
-        refusal = Streaming.of_aiohttp(response)
         try:
-            raw = b"".join([piece async for piece in refusal.pieces])
+            raw = await _body(Streaming.of_aiohttp(response))
         except httpx2.DecodingError:
             raw = b""  # its status still says why
-        finally:
-            await refusal.release()
         raise _refused(provider, response.status, response.headers, raw)
 
     async def _followed(self, provider: str, body: bytes) -> Streaming:
