@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import structlog
 
-from gateway.bus import MediaKind
+from gateway.bus import MediaKind, storable
 from gateway.config import Config
 from gateway.work import WorkItem
 
@@ -58,7 +58,9 @@ class Transcriber:
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str):
             raise TranscriptionError("answer without text")
-        return text.strip()
+        # json reads an escaped half of a surrogate pair as a lone surrogate,
+        # which no store can encode: the turn would crash before it began
+        return storable(text).strip()
 
 
 class TranscriptionError(Exception):

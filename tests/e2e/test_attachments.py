@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from gateway.config import LoadedConfig
 from tests.e2e.test_telegram import telegram_config
 from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
 from tests.fakes.telegram_server import FakeTelegram
@@ -68,6 +69,13 @@ async def test_a_received_pdf_is_readable_by_the_read_tool(home: Path, llm: Fake
     assert "outside the workspace" not in result
 
 
+def with_transcription(loaded: LoadedConfig) -> LoadedConfig:
+    """`loaded` with its default model transcribing voice notes (whisper-1)."""
+    model = loaded.config.models["default"].model_copy(update={"transcription": "whisper-1"})
+    config = loaded.config.model_copy(update={"models": {"default": model}})
+    return dataclasses.replace(loaded, config=config)
+
+
 async def test_a_voice_note_is_transcribed_into_the_user_message(
     home: Path, llm: FakeOpenAI
 ) -> None:
@@ -75,20 +83,7 @@ async def test_a_voice_note_is_transcribed_into_the_user_message(
     llm.transcripts[ogg] = "remind me to water the plants"
     async with FakeTelegram() as tg:
         voice = tg.add_file(ogg, "voice/file_4.oga")
-        loaded = telegram_config(home, llm, tg)
-        loaded = dataclasses.replace(
-            loaded,
-            config=loaded.config.model_copy(
-                update={
-                    "models": {
-                        "default": loaded.config.models["default"].model_copy(
-                            update={"transcription": "whisper-1"}
-                        )
-                    }
-                }
-            ),
-        )
-        async with running_gateway(loaded):
+        async with running_gateway(with_transcription(telegram_config(home, llm, tg))):
             media = {"file_id": voice, "file_unique_id": "v4", "duration": 2}
             await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
             await tg.wait_for(lambda: len(tg.sent_texts) >= 1, timeout=10)

@@ -4,7 +4,8 @@ Each channel gets a text with a lone surrogate (answered, the surrogate
 replaced by U+FFFD at the bus boundary) or a malformed event (a dead letter,
 listed by `picobot dead-letters list`), then three messages from other chats,
 each answered exactly once. A model's reply with a lone surrogate is
-answered too (replaced at the provider).
+answered too (replaced at the provider), and so is a voice note whose
+transcript has one (replaced where the transcript is read).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from channels.feishu.webhook import WEBHOOK_PATH as FEISHU_PATH
 from gateway.config import LoadedConfig
 from tests.channels.test_wechat_support import write_credentials
+from tests.e2e.test_attachments import with_transcription
 from tests.e2e.test_feishu import feishu_config, webhook_overrides
 from tests.e2e.test_telegram import telegram_config
 from tests.e2e.test_wechat import wechat_config
@@ -220,3 +222,24 @@ async def test_a_model_reply_with_half_a_surrogate_pair_is_delivered(
     ):
         assert await client.ask("hi") == "model \ufffd half"
         assert await client.ask("again") == "echo: again"
+
+
+async def test_a_voice_note_whose_transcript_has_half_a_surrogate_pair_is_answered(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The speech service sends the half as an escape: the user message says
+    U+FFFD in its place, the note is answered, and the next one too (before,
+    storing the user message crashed the turn: no reply, and the same crash
+    at every start, since the message stayed unanswered)."""
+    ogg = b"OggS\x00poison-voice-note"
+    llm.transcripts[ogg] = f"water {LONE} the plants"
+    async with FakeTelegram() as tg:
+        voice = tg.add_file(ogg, "voice/file_5.oga")
+        async with running_gateway(with_transcription(telegram_config(home, llm, tg))):
+            media = {"file_id": voice, "file_unique_id": "v5", "duration": 2}
+            await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 1, timeout=10)
+            await tg.add_message("and now?")
+            await tg.wait_for(lambda: len(tg.sent_texts) >= 2, timeout=10)
+    assert "Transcript: water \ufffd the plants" in tg.sent_texts[0]
+    assert tg.sent_texts[1] == "echo: and now?"
