@@ -18,7 +18,9 @@ inbox rows `received` and recovery runs the turn as new; a crash between 1 and
 3 leaves them `started` and recovery re-runs the turn on the persisted history
 (dangling tool calls repaired) without a second user message. A crash after 3
 only leaves outbox rows to send, which the sender gets straight from the
-commit (`ReplySink.handoff`) or, after a restart, from the outbox.
+commit (`ReplySink.handoff`) or, after a restart, from the outbox. A storage
+failure is such a crash too; a turn that breaks on anything else outside the
+agent loop is answered as a failed turn and its rows closed (`_broken`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from gateway.transcription import transcribe_items
 from gateway.turn_feedback import TurnRecorder, TypingSignal
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
+from storage.db import STORAGE_ERRORS
 from storage.store import Store
 from storage.turns import Opening
 
@@ -152,19 +155,6 @@ class ExecutionService:
         # a job that reports only failures has nobody to ask: held calls are refused
         silent = items[0].message.request.delivery is Delivery.FAILURES_ONLY
         controls = TurnControls(self.approvals, steer_requested, can_pause=not silent)
-        try:
-            return await self._run_turn(items, stop_requested, controls)
-        except StaleTurn as exc:  # nothing of it was stored: run it again from storage
-            log.error("turn_cache_stale", reason=str(exc))
-            self.opener.forget(channel, chat_id)
-            return await self._run_turn(items, stop_requested, controls)
-        except BaseException:  # whatever it stored, the cached history is not it
-            self.opener.forget(channel, chat_id)
-            raise
-
-    async def _run_turn(
-        self, items: Sequence[WorkItem], stop_requested: Callable[[], bool], controls: TurnControls
-    ) -> TurnOutcome:
         first = items[0].message
         plan = _Plan(
             items,
@@ -175,6 +165,24 @@ class ExecutionService:
             reply_handle(items[-1].message),
         )
         structlog.contextvars.bind_contextvars(channel=plan.channel, run_id=plan.run_id)
+        try:
+            try:
+                return await self._run_turn(plan, stop_requested, controls)
+            except StaleTurn as exc:  # nothing of it was stored: run it again from storage
+                log.error("turn_cache_stale", reason=str(exc))
+                self.opener.forget(channel, chat_id)
+                return await self._run_turn(plan, stop_requested, controls)
+        except Exception as exc:  # whatever it stored, the cached history is not it
+            self.opener.forget(channel, chat_id)
+            return await self._broken(plan, exc)
+        except BaseException:
+            self.opener.forget(channel, chat_id)
+            raise
+
+    async def _run_turn(
+        self, plan: _Plan, stop_requested: Callable[[], bool], controls: TurnControls
+    ) -> TurnOutcome:
+        items = plan.items
         started = time.monotonic()
         try:
             profile = self.agents.resolve(plan.channel, plan.request.agent)
@@ -450,6 +458,35 @@ class ExecutionService:
                 failed=failed,
             )
         turn.deferred = None
+
+    async def _broken(self, plan: _Plan, exc: Exception) -> TurnOutcome:
+        """A turn that broke outside the agent loop (which answers its own
+        failures), on what nothing foresaw: a bug, a stored row that no longer
+        reads. The asker is told as of a failed turn and the inbox rows are
+        closed, so the message is neither left unanswered until a restart nor
+        broken again by it. Not when storage itself failed, nor for a turn
+        carried on from an approval (whose row would have to close with it):
+        that is a crash, and recovery at the next start carries the turn out."""
+        if isinstance(exc, STORAGE_ERRORS) or plan.items[0].approval_id is not None:
+            raise exc
+        log.error("turn_crashed", exc_info=exc, answered=True)
+        text = tr(plan.locale, Msg.GENERIC_FAILURE)
+        outcome = TurnOutcome(ok=False, error=type(exc).__name__)
+        chat_id, notice = self._deliver(plan, outcome, text)
+        out = None
+        if notice:
+            out = OutboundMessage(
+                plan.channel, chat_id, notice, reply_to_message_id=plan.reply_to,
+                run_id=plan.run_id, locale=plan.locale.value,
+            )  # fmt: skip
+        try:
+            row_id = await self.store.close_broken_turn(plan.run_id, plan.inbox_ids, out)
+        except Exception:  # the rows stay: recovery at the next start
+            log.exception("turn_crash_unanswered")
+            return outcome
+        if out is not None and row_id is not None:
+            self.sink.handoff(out, row_id)
+        return outcome
 
     async def _refuse(self, plan: _Plan, exc: UnknownAgent) -> TurnOutcome:
         """A turn for an agent or channel this gateway does not have: nothing

@@ -30,7 +30,7 @@ import structlog
 
 from storage.migrations import MIGRATIONS
 
-__all__ = ["Connection", "Database", "SchemaTooNew", "StorageClosed"]
+__all__ = ["STORAGE_ERRORS", "Connection", "Database", "SchemaTooNew", "StorageClosed"]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -47,6 +47,11 @@ class SchemaTooNew(Exception):
 
 class StorageClosed(Exception):
     pass
+
+
+# what a write raises when the database itself failed (busy, full, closed, a
+# refused constraint), as opposed to what it was asked to store
+STORAGE_ERRORS: Final[tuple[type[Exception], ...]] = (sqlite3.Error, StorageClosed)
 
 
 @dataclass(slots=True)

@@ -126,6 +126,13 @@ class Store:
             )
         )
 
+    async def close_broken_turn(
+        self, run_id: str, inbox_ids: Sequence[int], out: OutboundMessage | None
+    ) -> int | None:
+        """`turns.close_broken` in one commit; shielded like `answer`."""
+        close = functools.partial(turns.close_broken, run_id=run_id, inbox_ids=inbox_ids, out=out)
+        return await asyncio.shield(self.db.write(close))
+
     async def finish_turn(
         self,
         session_id: str,

@@ -41,6 +41,7 @@ __all__ = [
     "StaleTurn",
     "append_turn",
     "begin_turn",
+    "close_broken",
     "finish_turn",
 ]
 
@@ -235,3 +236,22 @@ def finish_turn(
     if failed:
         messages.mark_failed_run(conn, session_id, run_id)
     return inbox.answer(conn, inbox_ids, out)
+
+
+def close_broken(
+    conn: sqlite3.Connection, run_id: str, inbox_ids: Sequence[int], out: OutboundMessage | None
+) -> int | None:
+    """Close the inbox rows of a turn that broke (gateway.execution) with `out`
+    as a failed turn closes: the messages its run stored stay, out of later
+    histories. Rows already done (it broke after its answer was committed)
+    stay as they are, and nothing is queued: None."""
+    marks = ",".join("?" * len(inbox_ids))
+    rows = conn.execute(
+        f"SELECT id, session_id FROM inbox WHERE id IN ({marks}) AND state != 'done'",
+        tuple(inbox_ids),
+    ).fetchall()
+    if not rows:
+        return None
+    for session_id in {r["session_id"] for r in rows if r["session_id"] is not None}:
+        messages.mark_failed_run(conn, session_id, run_id)
+    return inbox.answer(conn, [r["id"] for r in rows], out)

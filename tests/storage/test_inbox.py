@@ -15,11 +15,12 @@ from gateway.bus import (
     MediaKind,
     MediaRef,
     Origin,
+    OutboundMessage,
     SessionPolicy,
     TurnRequest,
     reply_handle,
 )
-from storage import inbox
+from storage import inbox, turns
 from storage.db import Database
 
 
@@ -145,3 +146,24 @@ def test_a_row_from_before_access_control_counts_as_addressed() -> None:
     assert row.pop("addressed") is False
     # it passed the adapter's own mention filter when it was recorded
     assert inbox.inbound_from_json(json.dumps(row)).addressed is True
+
+
+async def test_a_broken_turn_closes_only_rows_not_yet_answered(tmp_path: Path) -> None:
+    """`turns.close_broken` after the turn's own answer was committed queues
+    nothing more: one reply, not a failure notice besides it."""
+    failure = OutboundMessage("feishu", "oc_1", "Something went wrong.")
+    async with Database(tmp_path / "db.sqlite") as db:
+        answered = await db.write(lambda c: inbox.record_inbound(c, _message()))
+        waiting = await db.write(lambda c: inbox.record_inbound(c, _message(message_id="evt-2")))
+        assert answered is not None
+        assert waiting is not None
+        reply = OutboundMessage("feishu", "oc_1", "the answer")
+        await db.write(lambda c: inbox.answer(c, [answered], reply))
+        again = await db.write(lambda c: turns.close_broken(c, "run-1", [answered], failure))
+        closed = await db.write(lambda c: turns.close_broken(c, "run-2", [waiting], failure))
+        texts = await db.read(lambda c: c.execute("SELECT text FROM outbox ORDER BY id").fetchall())
+        left = await db.read(inbox.unfinished_entries)
+    assert again is None
+    assert closed is not None
+    assert [r["text"] for r in texts] == ["the answer", "Something went wrong."]
+    assert left == []

@@ -1,0 +1,80 @@
+"""A turn that breaks outside the agent loop (gateway.execution `_broken`).
+
+On what nothing foresaw (here a stored row that no longer reads, as a hand
+edit or a newer picobot might leave it) the asker is told as of a failed
+turn and the inbox row is closed: not left unanswered until a restart, only
+to break the same way then. When storage itself fails, the turn is a crash
+as before: no answer, and recovery at the next start carries it out once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from gateway.app import Gateway
+from gateway.i18n import Locale, Msg, tr
+from storage.store import Store
+from tests.e2e.test_approval_outcomes import logged
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import make_config, newest, running_gateway, ws_client
+
+CHAT = "broken-chat"
+
+
+def store_of(gw: Gateway) -> Store:
+    assert gw.store is not None
+    return gw.store
+
+
+async def unfinished(gw: Gateway) -> list[str]:
+    rows = await store_of(gw).db.read(
+        lambda c: c.execute("SELECT state FROM inbox WHERE state != 'done'").fetchall()
+    )
+    return [r["state"] for r in rows]
+
+
+async def test_a_turn_broken_by_an_unreadable_stored_row_is_answered_as_failed(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw, CHAT) as client:
+        assert await client.ask("first") == "echo: first"
+        await store_of(gw).db.write(
+            lambda c: c.execute("UPDATE messages SET media = 'not json' WHERE role = 'assistant'")
+        )
+    async with running_gateway(loaded) as gw, ws_client(gw, CHAT) as client:
+        with logged("turn_crashed") as crashed:  # the new gateway opens the session cold
+            assert await client.ask("second") == tr(Locale.EN, Msg.GENERIC_FAILURE)
+        assert crashed.is_set()
+        assert await unfinished(gw) == []  # nothing for recovery to run again
+        await store_of(gw).db.write(lambda c: c.execute("UPDATE messages SET media = NULL"))
+        assert await client.ask("third") == "echo: third"
+    assert len(llm.requests) == 2
+    said = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]
+    assert said == ["first", "third"]  # the broken turn's message is left out
+    assert newest(llm.requests[1])["content"] == "third"
+
+
+REFUSE_ANSWER = (
+    "CREATE TRIGGER refuse_answer BEFORE UPDATE OF state ON inbox "
+    "WHEN NEW.state = 'done' BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+)
+
+
+async def test_a_turn_broken_by_storage_is_left_to_recovery_and_answered_once(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = make_config(home, llm.base_url)
+    async with running_gateway(loaded) as gw, ws_client(gw, CHAT) as client:
+        await store_of(gw).db.write(lambda c: c.execute(REFUSE_ANSWER))
+        with logged("turn_crashed") as crashed:
+            await client.send("hello")
+            await asyncio.wait_for(crashed.wait(), 10)
+        assert await unfinished(gw) == ["started"]  # not answered as failed
+        await store_of(gw).db.write(lambda c: c.execute("DROP TRIGGER refuse_answer"))
+    async with running_gateway(loaded) as gw, ws_client(gw, CHAT) as client:
+        reply = await client.recv_type("message")
+        assert reply["text"] == "echo: hello"
+        assert await unfinished(gw) == []
+    assert len(llm.requests) == 2  # the crashed turn's call, and recovery's
