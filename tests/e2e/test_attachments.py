@@ -76,17 +76,25 @@ def with_transcription(loaded: LoadedConfig) -> LoadedConfig:
     return dataclasses.replace(loaded, config=config)
 
 
+async def send_voice_note(tg: FakeTelegram, ogg: bytes) -> None:
+    """A voice note of `ogg` sent on Telegram, and its reply awaited."""
+    voice = tg.add_file(ogg, f"voice/file_{zlib.crc32(ogg)}.oga")
+    media = {"file_id": voice, "file_unique_id": f"v{zlib.crc32(ogg)}", "duration": 2}
+    answered = len(tg.sent_texts) + 1
+    await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
+    await tg.wait_for(lambda: len(tg.sent_texts) >= answered, timeout=10)
+
+
 async def test_a_voice_note_is_transcribed_into_the_user_message(
     home: Path, llm: FakeOpenAI
 ) -> None:
     ogg = b"OggS\x00fake-opus-voice-note"
     llm.transcripts[ogg] = "remind me to water the plants"
-    async with FakeTelegram() as tg:
-        voice = tg.add_file(ogg, "voice/file_4.oga")
-        async with running_gateway(with_transcription(telegram_config(home, llm, tg))):
-            media = {"file_id": voice, "file_unique_id": "v4", "duration": 2}
-            await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
-            await tg.wait_for(lambda: len(tg.sent_texts) >= 1, timeout=10)
+    async with (
+        FakeTelegram() as tg,
+        running_gateway(with_transcription(telegram_config(home, llm, tg))),
+    ):
+        await send_voice_note(tg, ogg)
     [(model, _, data)] = llm.transcription_requests
     assert (model, data) == ("whisper-1", ogg)
     user = _text_of(newest(llm.requests[0]))

@@ -22,7 +22,7 @@ import pytest
 from channels.feishu.webhook import WEBHOOK_PATH as FEISHU_PATH
 from gateway.config import LoadedConfig
 from tests.channels.test_wechat_support import write_credentials
-from tests.e2e.test_attachments import with_transcription
+from tests.e2e.test_attachments import send_voice_note, with_transcription
 from tests.e2e.test_feishu import feishu_config, webhook_overrides
 from tests.e2e.test_telegram import telegram_config
 from tests.e2e.test_wechat import wechat_config
@@ -233,13 +233,12 @@ async def test_a_voice_note_whose_transcript_has_half_a_surrogate_pair_is_answer
     at every start, since the message stayed unanswered)."""
     ogg = b"OggS\x00poison-voice-note"
     llm.transcripts[ogg] = f"water {LONE} the plants"
-    async with FakeTelegram() as tg:
-        voice = tg.add_file(ogg, "voice/file_5.oga")
-        async with running_gateway(with_transcription(telegram_config(home, llm, tg))):
-            media = {"file_id": voice, "file_unique_id": "v5", "duration": 2}
-            await tg.add_message(None, voice={**media, "mime_type": "audio/ogg"})
-            await tg.wait_for(lambda: len(tg.sent_texts) >= 1, timeout=10)
-            await tg.add_message("and now?")
-            await tg.wait_for(lambda: len(tg.sent_texts) >= 2, timeout=10)
+    async with (
+        FakeTelegram() as tg,
+        running_gateway(with_transcription(telegram_config(home, llm, tg))),
+    ):
+        await send_voice_note(tg, ogg)
+        await tg.add_message("and now?")
+        await tg.wait_for(lambda: len(tg.sent_texts) >= 2, timeout=10)
     assert "Transcript: water \ufffd the plants" in tg.sent_texts[0]
     assert tg.sent_texts[1] == "echo: and now?"
