@@ -463,11 +463,11 @@ class ExecutionService:
         """A turn that broke outside the agent loop (which answers its own
         failures), on what nothing foresaw: a bug, a stored row that no longer
         reads. The asker is told as of a failed turn and the inbox rows are
-        closed, so the message is neither left unanswered until a restart nor
-        broken again by it. Not when storage itself failed, nor for a turn
-        carried on from an approval (whose row would have to close with it):
-        that is a crash, and recovery at the next start carries the turn out."""
-        if isinstance(exc, STORAGE_ERRORS) or plan.items[0].approval_id is not None:
+        closed (with the approval the turn carried on from, if any), so the
+        message is neither left unanswered until a restart nor broken again by
+        it. Not when storage itself failed: that is a crash, and recovery at
+        the next start carries the turn out."""
+        if isinstance(exc, STORAGE_ERRORS):
             raise exc
         log.error("turn_crashed", exc_info=exc, answered=True)
         text = tr(plan.locale, Msg.GENERIC_FAILURE)
@@ -479,11 +479,19 @@ class ExecutionService:
                 plan.channel, chat_id, notice, reply_to_message_id=plan.reply_to,
                 run_id=plan.run_id, locale=plan.locale.value,
             )  # fmt: skip
+        approval_id = plan.items[0].approval_id
         try:
-            row_id = await self.store.close_broken_turn(plan.run_id, plan.inbox_ids, out)
+            if approval_id is None:
+                row_id = await self.store.close_broken_turn(plan.run_id, plan.inbox_ids, out)
+            else:
+                row_id = await self.store.approvals.close_broken_turn(
+                    approval_id, plan.run_id, plan.inbox_ids, out
+                )
         except Exception:  # the rows stay: recovery at the next start
             log.exception("turn_crash_unanswered")
             return outcome
+        if approval_id is not None and self.approvals is not None:
+            self.approvals.finished(plan.channel, plan.chat_id, approval_id)
         if out is not None and row_id is not None:
             self.sink.handoff(out, row_id)
         return outcome

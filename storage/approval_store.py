@@ -6,6 +6,7 @@ The states and what each move means: storage/approvals.py.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Sequence
 
@@ -107,6 +108,19 @@ class ApprovalStore:
             ),
             on_commit=on_commit,
         )
+
+    async def close_broken_turn(
+        self, approval_id: int, run_id: str, inbox_ids: Sequence[int], out: OutboundMessage | None
+    ) -> int | None:
+        """`approvals.close_broken` in one commit; shielded like `Store.answer`."""
+        close = functools.partial(
+            approvals.close_broken,
+            approval_id=approval_id,
+            run_id=run_id,
+            inbox_ids=inbox_ids,
+            out=out,
+        )
+        return await asyncio.shield(self.db.write(close))
 
     async def finish_turn(
         self,

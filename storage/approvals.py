@@ -28,6 +28,7 @@ __all__ = [
     "ApprovalState",
     "NewApproval",
     "Paused",
+    "close_broken",
     "finish_resumed",
     "get",
     "move",
@@ -235,6 +236,29 @@ def stop(
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)).fetchone():
         messages.append_messages(conn, record.session_id, results, record.run_id or run_id)
     return inbox.answer(conn, inbox_ids, out) if inbox_ids else None
+
+
+def close_broken(
+    conn: sqlite3.Connection,
+    *,
+    approval_id: int,
+    run_id: str,
+    inbox_ids: Sequence[int],
+    out: OutboundMessage | None,
+) -> int | None:
+    """`turns.close_broken` for a turn that carried on from an approval and
+    broke (gateway.execution). Its inbox rows were answered when it paused:
+    the approval says whether it is still open. If so it is done now, whatever
+    state it had reached, so that no start carries it on again, and `out`
+    queued; if not (it broke after its answer was committed with it), nothing
+    is: None."""
+    unfinished = tuple(s for s in ApprovalState if s is not ApprovalState.DONE)
+    if not move(conn, approval_id=approval_id, leaving=unfinished, to=ApprovalState.DONE):
+        return None
+    record = get(conn, approval_id=approval_id)
+    if record is not None:
+        messages.mark_failed_run(conn, record.session_id, run_id)
+    return inbox.answer(conn, inbox_ids, out)
 
 
 def finish_resumed(

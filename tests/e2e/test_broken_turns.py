@@ -13,9 +13,11 @@ import asyncio
 from pathlib import Path
 
 from gateway.app import Gateway
+from gateway.bus import OutboundMessage
 from gateway.i18n import Locale, Msg, tr
 from storage.store import Store
 from tests.e2e.test_approval_outcomes import logged
+from tests.e2e.test_approvals import ASK, MARK, approval_config, next_text
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, newest, running_gateway, ws_client
 
@@ -25,6 +27,13 @@ CHAT = "broken-chat"
 def store_of(gw: Gateway) -> Store:
     assert gw.store is not None
     return gw.store
+
+
+async def outbox_texts(gw: Gateway, text: str) -> int:
+    rows = await store_of(gw).db.read(
+        lambda c: c.execute("SELECT count(*) FROM outbox WHERE text = ?", (text,)).fetchone()
+    )
+    return int(rows[0])
 
 
 async def unfinished(gw: Gateway) -> list[str]:
@@ -78,3 +87,45 @@ async def test_a_turn_broken_by_storage_is_left_to_recovery_and_answered_once(
         assert reply["text"] == "echo: hello"
         assert await unfinished(gw) == []
     assert len(llm.requests) == 2  # the crashed turn's call, and recovery's
+
+
+async def test_a_turn_carried_on_from_an_approval_that_breaks_is_answered_and_closes_it(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The carry-on opens the session cold (a paused turn's cache is dropped)
+    and breaks on the unreadable row: the asker is told, the approval is done
+    and no start carries it on again (before, it was left to recovery, which
+    broke the same way at every start)."""
+    loaded = approval_config(home, llm)
+    async with running_gateway(loaded) as gw, ws_client(gw, CHAT) as client:
+        assert await client.ask("first") == "echo: first"
+        await store_of(gw).db.write(
+            lambda c: c.execute("UPDATE messages SET media = 'not json' WHERE role = 'assistant'")
+        )
+        llm.add_tool_call("bash", {"command": MARK})
+        await client.send("make the file")
+        assert ASK in await next_text(client)
+        with logged("turn_crashed") as crashed:
+            await client.send("/approve")
+            assert await next_text(client) == tr(Locale.EN, Msg.GENERIC_FAILURE)
+        assert crashed.is_set()
+        assert await unfinished(gw) == []
+        states = await store_of(gw).db.read(
+            lambda c: c.execute("SELECT state FROM approvals").fetchall()
+        )
+        assert [s["state"] for s in states] == ["done"]
+        late = OutboundMessage("websocket", CHAT, "a second notice")  # a break after the commit
+        assert await store_of(gw).approvals.close_broken_turn(1, "run-late", [1], late) is None
+        assert await outbox_texts(gw, "a second notice") == 0
+        await client.send("/approve")  # nothing waits in the chat any more
+        assert await next_text(client) == tr(Locale.EN, Msg.TOOL_APPROVAL_NONE)
+    assert (home / "workspace" / "approved.txt").exists()  # the approved call ran, once
+    calls = len(llm.requests)
+    async with running_gateway(loaded) as gw, ws_client(gw, CHAT) as client:
+        await asyncio.sleep(0.3)  # what a recovery would have done by now
+        assert await unfinished(gw) == []
+        assert len(llm.requests) == calls
+        await store_of(gw).db.write(lambda c: c.execute("UPDATE messages SET media = NULL"))
+        assert await client.ask("after") == "echo: after"
+    roles = [m["role"] for m in llm.requests[-1]["messages"]]
+    assert roles.count("tool") == 1  # the call that ran stays in the history, with its result
