@@ -1,10 +1,13 @@
 """Log pipeline: structlog for our code and the stdlib root logger for libraries.
 
-Every record — ours via structlog, a library's via `logging` — ends in the same
-`ProcessorFormatter` on the root logger: context variables merged (channel,
-session_id, run_id bound with `structlog.contextvars.bind_contextvars` by the
-pipeline), level and logger name added, exceptions rendered to text, secrets
-redacted, then rendered as JSON lines or, on a TTY, as human-readable lines.
+Every line — ours from structlog, a library's record from `logging` — goes
+through the same steps: context variables merged (channel, session_id, run_id
+bound with `structlog.contextvars.bind_contextvars` by the pipeline), level
+and logger name added, exceptions rendered to text, secrets redacted, then
+rendered as JSON lines or, on a TTY, as human-readable lines, on the one
+stream of the root logger's handler. A library's record gets there through
+the handler's `ProcessorFormatter`; ours skip stdlib logging and are written
+to that stream under the handler's lock (`_LineWriter`).
 
 Redaction runs on the structured event (values of secret-looking keys masked,
 registered secret strings and token patterns replaced in every string, objects
@@ -14,6 +17,7 @@ rendered line. This module must never log, store or return a registered secret.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -262,6 +266,60 @@ def _wants_console(fmt: str, stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+class _LevelFilter:
+    """structlog processor: drop what is below the configured level."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def __call__(self, _logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
+        if _METHOD_LEVELS.get(method, logging.INFO) < self.level:
+            raise structlog.DropEvent
+        return event_dict
+
+
+_METHOD_LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "err": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+class _LineWriter:
+    """What structlog writes our rendered lines to: the root handler's stream,
+    under the handler's lock. `name` is the logger's (`add_logger_name`)."""
+
+    __slots__ = ("_handler", "name")
+
+    def __init__(self, handler: logging.StreamHandler[TextIO], name: str = "", *_: Any) -> None:
+        self._handler = handler
+        self.name = name
+
+    def msg(self, line: str) -> None:
+        handler = self._handler
+        with handler.lock or contextlib.nullcontext():
+            try:
+                handler.stream.write(line + "\n")
+                handler.stream.flush()
+            except Exception:  # a closed or broken stream: never the caller's problem
+                handler.handleError(_UNWRITTEN)  # what the handler does with its own lines
+
+    debug = info = warning = warn = error = err = exception = critical = fatal = msg
+
+
+# what `Handler.handleError` is given for a line of ours it could not write
+_UNWRITTEN: Final = logging.LogRecord(
+    "picobot", logging.ERROR, "", 0, "log line not written", None, None
+)
+
+
 def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> None:
     """Route structlog and stdlib logging through one redacting pipeline.
 
@@ -284,17 +342,18 @@ def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> 
     else:
         renderer = structlog.processors.JSONRenderer(_json_line, ensure_ascii=False)
 
-    shared = _shared_processors()
+    # The same steps for every line after the fields are gathered: a
+    # library's record (the handler's formatter) and our own events.
+    rendering: list[Processor] = [
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,  # exception text, then redacted
+        redact_event,
+        renderer,
+        _scrub_rendered,
+    ]
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info,  # exception text, then redacted
-            redact_event,
-            renderer,
-            _scrub_rendered,
-        ],
+        foreign_pre_chain=_shared_processors(),
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
     handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
@@ -316,14 +375,24 @@ def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> 
             logging.NOTSET if numeric <= logging.DEBUG else logging.WARNING
         )
 
+    # Our own events do not go through stdlib logging (a record, a handler
+    # call and a second processor chain per line: most of what a line cost,
+    # and every turn writes one): rendered here, they are written to the
+    # handler's stream under its lock, as whole lines like its own.
     structlog.configure(
         processors=[
-            structlog.stdlib.filter_by_level,
-            *shared,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            _LevelFilter(numeric),
+            structlog.contextvars.merge_contextvars,
+            structlog.stdlib.add_logger_name,
+            structlog.stdlib.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *rendering,
         ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=functools.partial(_LineWriter, handler),
+        # every method real and none filtering by itself: `_LevelFilter` does,
+        # so that structlog.testing.capture_logs (which replaces the
+        # processors) still sees every event, as before
+        wrapper_class=structlog.make_filtering_bound_logger(logging.NOTSET),
         context_class=dict,
         # Not cached: modules create their loggers at import time, before this
         # runs, and a later reconfiguration must reach them too.

@@ -197,6 +197,33 @@ def test_reconfiguring_replaces_the_handler() -> None:
     assert len(json_lines(second)) == 1
 
 
+def test_our_lines_and_library_records_are_the_same_shape_on_one_stream() -> None:
+    """Ours skip stdlib logging (gateway.logging `_LineWriter`) and still come
+    out as a library's record does: same keys, in order, between its lines."""
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    structlog.contextvars.bind_contextvars(run_id="r-1")
+    logging.getLogger("lib").info("before")
+    structlog.get_logger("gateway.x").info("ours", n=1)
+    logging.getLogger("lib").info("after")
+    lines = json_lines(out)
+    assert [line["event"] for line in lines] == ["before", "ours", "after"]
+    assert list(lines[1]) == ["n", "event", "run_id", "logger", "level", "timestamp"]
+    # (pytest's own handler may leave a `message` on a library's record)
+    assert {"event", "run_id", "logger", "level", "timestamp"} <= set(lines[0])
+
+
+def test_a_log_line_that_cannot_be_written_never_raises_into_the_caller(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    out.close()  # a stream gone (a closed pipe, say)
+    structlog.get_logger("a").info("lost")
+    logging.getLogger("b").info("lost too")
+    assert "log line not written" in capsys.readouterr().err  # said where it can be
+
+
 def test_bad_level_or_format_is_rejected() -> None:
     with pytest.raises(ValueError, match="level"):
         configure_logging("chatty", "json", stream=io.StringIO())
