@@ -26,7 +26,6 @@ agent loop is answered as a failed turn and its rows closed (`_broken`).
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,23 +43,19 @@ from agent.turn_control import ApprovalRequired, TurnSteered
 from gateway.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.approvals import Approvals, PauseRequest, TurnControls, TurnStop
 from gateway.bus import (
-    ChannelEvent,
     ChatType,
-    Delivery,
-    EventKind,
     InboundMessage,
     OutboundMessage,
     SessionPolicy,
-    TurnRequest,
-    reply_handle,
 )
 from gateway.chat_policy import DEFAULT_POLICY, ChatPolicy
-from gateway.i18n import Locale, Msg, tr
-from gateway.replies import build_user_message, scheduled_failure, unknown_agent, user_facing_error
+from gateway.i18n import Msg, tr
+from gateway.replies import build_user_message, unknown_agent, user_facing_error
 from gateway.session_reset import Clock, utc_now
 from gateway.tool_progress import ToolDisplay, ToolProgress
 from gateway.transcription import transcribe_items
 from gateway.turn_feedback import TurnRecorder, TypingSignal
+from gateway.turn_plan import TurnPlan
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.db import STORAGE_ERRORS
@@ -86,27 +81,6 @@ class TurnEnd:
 
 
 AfterTurn = Callable[[TurnEnd], None]
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """A turn before it opens: what was asked, and by whom."""
-
-    items: Sequence[WorkItem]
-    request: TurnRequest
-    channel: str
-    chat_id: str
-    run_id: str
-    reply_to: str
-
-    @property
-    def inbox_ids(self) -> tuple[int, ...]:
-        return tuple(i.inbox_id for i in self.items)
-
-    @property
-    def locale(self) -> Locale:
-        """The gateway's texts answer the latest message of the turn."""
-        return self.items[-1].locale
 
 
 class ExecutionService:
@@ -152,18 +126,9 @@ class ExecutionService:
         """`steer_requested`: a newer message wants the turn to end at its next
         safe boundary (gateway.sessions, queue mode steer)."""
         channel, chat_id = items[0].conversation
+        plan = TurnPlan.of(items)
         # a job that reports only failures has nobody to ask: held calls are refused
-        silent = items[0].message.request.delivery is Delivery.FAILURES_ONLY
-        controls = TurnControls(self.approvals, steer_requested, can_pause=not silent)
-        first = items[0].message
-        plan = _Plan(
-            items,
-            first.request,
-            first.channel,
-            first.chat_id,
-            f"{random.getrandbits(48):012x}",  # for logs: unique enough, no syscall
-            reply_handle(items[-1].message),
-        )
+        controls = TurnControls(self.approvals, steer_requested, can_pause=not plan.silent)
         structlog.contextvars.bind_contextvars(channel=plan.channel, run_id=plan.run_id)
         try:
             try:
@@ -180,7 +145,7 @@ class ExecutionService:
             raise
 
     async def _run_turn(
-        self, plan: _Plan, stop_requested: Callable[[], bool], controls: TurnControls
+        self, plan: TurnPlan, stop_requested: Callable[[], bool], controls: TurnControls
     ) -> TurnOutcome:
         items = plan.items
         started = time.monotonic()
@@ -203,9 +168,7 @@ class ExecutionService:
         if outcome.paused:
             self.opener.forget(plan.channel, plan.chat_id)
             return outcome
-        await self._finish(
-            plan, turn, reply, self._deliver(plan, outcome, text), failed=not outcome.ok
-        )
+        await self._finish(plan, turn, reply, plan.deliver(outcome, text), failed=not outcome.ok)
         if outcome.ok:
             self.opener.remember(plan.channel, plan.chat_id, turn)
         else:
@@ -226,7 +189,7 @@ class ExecutionService:
     # -- phases ------------------------------------------------------------------
     def _tool_context(
         self,
-        plan: _Plan,
+        plan: TurnPlan,
         session_id: str,
         seq: int | None,
         asker: InboundMessage | None = None,
@@ -246,7 +209,7 @@ class ExecutionService:
             reply_to=plan.reply_to,
         )
 
-    async def _open(self, plan: _Plan, profile: AgentProfile) -> OpenedTurn:
+    async def _open(self, plan: TurnPlan, profile: AgentProfile) -> OpenedTurn:
         resume = plan.items[0].resume
         request = plan.request
         new: list[ChatMessage] = []
@@ -292,22 +255,14 @@ class ExecutionService:
     def _policy(self, channel: str) -> ChatPolicy:
         return self.chat_policies.get(channel, DEFAULT_POLICY)
 
-    @staticmethod
-    def _working(plan: _Plan, session_id: str) -> ChannelEvent:
-        return ChannelEvent(
-            EventKind.WORKING, plan.channel, plan.chat_id, session_id, plan.run_id, "",
-            plan.reply_to,
-        )  # fmt: skip
-
-    def _progress(self, plan: _Plan, session_id: str) -> ToolProgress:
+    def _progress(self, plan: TurnPlan, session_id: str) -> ToolProgress:
         """The turn's tool calls (approved ones run before it too) shown in its chat."""
-        silent = plan.request.delivery is Delivery.FAILURES_ONLY
-        display = ToolDisplay.OFF if silent else self._policy(plan.channel).tools
-        return ToolProgress(self.sink, self._working(plan, session_id), display)
+        display = ToolDisplay.OFF if plan.silent else self._policy(plan.channel).tools
+        return ToolProgress(self.sink, plan.working(session_id), display)
 
     async def _run(
         self,
-        plan: _Plan,
+        plan: TurnPlan,
         profile: AgentProfile,
         turn: OpenedTurn,
         stop_requested: Callable[[], bool],
@@ -316,9 +271,8 @@ class ExecutionService:
         """The agent loop with typing and streaming around it: the reply (None
         when the turn failed), the text for the chat, and the outcome."""
         first = plan.items[0].message
-        event = self._working(plan, turn.session_id)
-        silent = plan.request.delivery is Delivery.FAILURES_ONLY
-        typing = TypingSignal(self.sink, event, None if silent else self.typing_delay_secs)
+        event = plan.working(turn.session_id)
+        typing = TypingSignal(self.sink, event, None if plan.silent else self.typing_delay_secs)
         await typing.start()
         progress = self._progress(plan, turn.session_id)
         observer = TurnRecorder(self.store, self.sink, turn, plan.run_id, event, progress)
@@ -380,7 +334,7 @@ class ExecutionService:
         finally:
             await typing.stop()
 
-    async def _pause(self, plan: _Plan, turn: OpenedTurn, held: ApprovalRequired) -> None:
+    async def _pause(self, plan: TurnPlan, turn: OpenedTurn, held: ApprovalRequired) -> None:
         assert self.approvals is not None
         await self.approvals.pause(
             PauseRequest(
@@ -397,19 +351,9 @@ class ExecutionService:
         )
         turn.deferred = None
 
-    @staticmethod
-    def _deliver(plan: _Plan, outcome: TurnOutcome, text: str) -> tuple[str, str]:
-        """(chat, text) the reply goes to under the request's delivery policy;
-        an empty text sends nothing."""
-        request = plan.request
-        if request.delivery is Delivery.FAILURES_ONLY:
-            notice = "" if outcome.ok else scheduled_failure(plan.locale, request.job_id, text)
-            return request.notify_chat_id or plan.chat_id, notice
-        return plan.chat_id, text
-
     async def _finish(
         self,
-        plan: _Plan,
+        plan: TurnPlan,
         turn: OpenedTurn,
         reply: ChatMessage | None,
         delivery: tuple[str, str],
@@ -459,7 +403,7 @@ class ExecutionService:
             )
         turn.deferred = None
 
-    async def _broken(self, plan: _Plan, exc: Exception) -> TurnOutcome:
+    async def _broken(self, plan: TurnPlan, exc: Exception) -> TurnOutcome:
         """A turn that broke outside the agent loop (which answers its own
         failures), on what nothing foresaw: a bug, a stored row that no longer
         reads. The asker is told as of a failed turn and the inbox rows are
@@ -472,7 +416,7 @@ class ExecutionService:
         log.error("turn_crashed", exc_info=exc, answered=True)
         text = tr(plan.locale, Msg.GENERIC_FAILURE)
         outcome = TurnOutcome(ok=False, error=type(exc).__name__)
-        chat_id, notice = self._deliver(plan, outcome, text)
+        chat_id, notice = plan.deliver(outcome, text)
         out = None
         if notice:
             out = OutboundMessage(
@@ -496,14 +440,14 @@ class ExecutionService:
             self.sink.handoff(out, row_id)
         return outcome
 
-    async def _refuse(self, plan: _Plan, exc: UnknownAgent) -> TurnOutcome:
+    async def _refuse(self, plan: TurnPlan, exc: UnknownAgent) -> TurnOutcome:
         """A turn for an agent or channel this gateway does not have: nothing
         runs; the asker is told where that is possible."""
         log.error("turn_refused", reason=str(exc), chat_id=plan.chat_id)
         out = None
         if plan.channel in self.agents.channel_agents and plan.request.agent is not None:
             outcome = TurnOutcome(ok=False, error=unknown_agent(plan.locale, plan.request.agent))
-            chat_id, text = self._deliver(plan, outcome, outcome.error or "")
+            chat_id, text = plan.deliver(outcome, outcome.error or "")
             out = OutboundMessage(plan.channel, chat_id, text, reply_to_message_id=plan.reply_to)
         row_id = await self.store.answer(plan.inbox_ids, out)
         if out is not None and row_id is not None:

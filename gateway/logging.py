@@ -278,13 +278,11 @@ class _LevelFilter:
         return event_dict
 
 
+# a bound logger's method → its level: the configurable ones and their aliases
 _METHOD_LEVELS: Final = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
+    **_LEVELS,
     "msg": logging.INFO,
-    "warning": logging.WARNING,
     "warn": logging.WARNING,
-    "error": logging.ERROR,
     "err": logging.ERROR,
     "exception": logging.ERROR,
     "critical": logging.CRITICAL,
