@@ -207,14 +207,16 @@ async def test_a_reply_not_delivered_within_the_give_up_time_fails_saying_so(
 ) -> None:
     """Two replies are refused (the channel degrades), a third is queued while
     it is degraded and never tried: at 2 s all three are given up, the third
-    without an attempt of its own (1 s base backoff: the probe after the
-    degradation comes 1-2 s later, the next one 2-4 s after that)."""
+    without an attempt of its own. The base backoff is 4 s, so the probe after
+    the degradation comes 4-8 s later, when all three are out of time (with
+    1 s it came 1-2 s later, and one that came between the first rows' give-up
+    and the third's tried the third)."""
     tg.start_outage("sendMessage")
     loaded = telegram_config(
         home,
         llm,
         tg,
-        outbound_retry_base_secs=1,
+        outbound_retry_base_secs=4,
         outbound_retry_max_secs=100,
         outbound_give_up_after_secs=2,
     )
