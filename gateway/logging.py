@@ -117,6 +117,11 @@ _CHATTY_LOGGERS: Final = (
     "anthropic",
     "mcp",
 )
+# Held at warning even at debug: aiosqlite writes two lines per storage job,
+# each the repr of the job's function and arguments; a turn's job carries the
+# chat's whole cached history, so a debug log grew with every turn by the
+# chat's length, message texts included.
+_QUIET_LOGGERS: Final = ("aiosqlite",)
 
 
 class _SecretRegistry:
@@ -372,6 +377,8 @@ def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> 
         logging.getLogger(name).setLevel(
             logging.NOTSET if numeric <= logging.DEBUG else logging.WARNING
         )
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(numeric, logging.WARNING))
 
     # Our own events do not go through stdlib logging (a record, a handler
     # call and a second processor chain per line: most of what a line cost,

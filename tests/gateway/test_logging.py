@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from agent.messages import ChatMessage
 from agent.providers.base import LLMRequest, ProviderSettings
 from agent.providers.openai import OpenAIProvider
 from gateway.logging import MASK, clear_secrets, configure_logging, register_secrets
+from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -36,7 +39,16 @@ def _restore_logging() -> Iterator[None]:
         if handler not in handlers:
             root.removeHandler(handler)
     root.setLevel(level)
-    for name in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic", "mcp"):
+    for name in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "httpcore2",
+        "openai",
+        "anthropic",
+        "mcp",
+        "aiosqlite",
+    ):
         logging.getLogger(name).setLevel(logging.NOTSET)
     structlog.contextvars.clear_contextvars()
     structlog.reset_defaults()
@@ -147,6 +159,33 @@ def test_per_request_library_lines_only_at_debug() -> None:
     configure_logging("debug", "json", stream=out)
     logging.getLogger("httpx").info("HTTP Request: POST http://x/v1/chat/completions 200")
     assert len(json_lines(out)) == 1
+
+
+async def test_storage_jobs_write_no_line_of_their_own_even_at_debug(tmp_path: Path) -> None:
+    """aiosqlite logs each job's repr (a turn's carries the chat's history) at
+    debug: held at warning, so a debug log does not grow with a chat's length
+    nor carry its messages; its warnings still show."""
+    out = io.StringIO()
+    configure_logging("debug", "json", stream=out)
+    db = await Database(tmp_path / "picobot.db").open()
+    try:
+        text = "a message only the chat should hold"
+        await db.write(functools.partial(_select_text, text=text))
+    finally:
+        await db.close()
+    logging.getLogger("aiosqlite").warning("connection trouble")
+    lines = json_lines(out)
+    assert not [line for line in lines if text in json.dumps(line)]
+    assert [line["event"] for line in lines if line["logger"] == "aiosqlite"] == [
+        "connection trouble"
+    ]
+    structlog.get_logger("picobot.test").debug("ours")
+    assert json_lines(out)[-1]["event"] == "ours"  # debug itself is still on
+
+
+def _select_text(conn: sqlite3.Connection, text: str) -> str:
+    value: str = conn.execute("SELECT ?", (text,)).fetchone()[0]
+    return value
 
 
 def _client_lines(out: io.StringIO) -> list[dict[str, Any]]:
