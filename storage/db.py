@@ -10,7 +10,9 @@ so a whole transaction costs one thread hop instead of one per statement:
   alone and raises to its own caller). The call returns after COMMIT: a
   returned write is durable.
 - Checkpoints (WAL → database file, with fsyncs) run every second on a
-  second connection in another thread, never in front of a commit.
+  second connection in another thread, not in front of a commit; only when
+  the WAL outgrows `wal_restart_frames` (sustained load: see
+  `_checkpoint_loop`) does the writer's connection checkpoint once itself.
 
 This module must never be called from a channel or the agent (DESIGN §3).
 """
@@ -67,6 +69,7 @@ class Database:
         *,
         write_queue_capacity: int = 4096,
         checkpoint_interval_secs: float = 1.0,
+        wal_restart_frames: int = 1000,
     ) -> None:
         self.path = Path(path)
         self._conn: aiosqlite.Connection | None = None
@@ -74,6 +77,7 @@ class Database:
         self._writer: asyncio.Task[None] | None = None
         self._checkpointer: asyncio.Task[None] | None = None
         self._checkpoint_interval = checkpoint_interval_secs
+        self._wal_restart_frames = wal_restart_frames
         self._stop_checkpoints = asyncio.Event()
         self._closed = False
         self.schema_version = 0
@@ -194,8 +198,9 @@ class Database:
 
     async def _checkpoint_loop(self) -> None:
         """Copy the WAL into the database file from a second connection on
-        another thread, so the writer never waits for a checkpoint's fsyncs
-        (its own automatic checkpoints are off; see `_prepare`)."""
+        another thread, so the writer waits for a checkpoint's fsyncs only
+        under sustained load, about once a second (its own automatic
+        checkpoints are off; see `_prepare`)."""
         try:
             conn = await asyncio.to_thread(_checkpoint_connection, self.path)
         except sqlite3.Error as exc:  # then the writer checkpoints after all
@@ -210,7 +215,15 @@ class Database:
                 except TimeoutError:
                     pass
                 try:
-                    await asyncio.to_thread(_checkpoint, conn)
+                    frames = await asyncio.to_thread(_checkpoint, conn)
+                    if frames > self._wal_restart_frames:
+                        # The WAL starts over only at a write that begins after
+                        # a checkpoint copied every frame; under sustained load
+                        # a write is always open while one runs, and the WAL
+                        # grows by every commit for as long as the load lasts.
+                        # So the writer's own connection checkpoints once, between
+                        # two commits: the frames since, and an fsync.
+                        await self._run(_checkpoint)
                     self.checkpoints += 1
                 except sqlite3.Error as exc:  # e.g. busy: the next round catches up
                     log.warning("storage_checkpoint_failed", error=str(exc))
@@ -318,8 +331,11 @@ def _automatic_checkpoints(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_autocheckpoint=1000")  # SQLite's default
 
 
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+def _checkpoint(conn: sqlite3.Connection) -> int:
+    """Copy what it can of the WAL without waiting for anyone; return how
+    many frames the WAL holds."""
+    frames: int = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    return frames
 
 
 def _prepare(conn: sqlite3.Connection) -> int:
