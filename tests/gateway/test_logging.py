@@ -18,7 +18,14 @@ import structlog
 from agent.messages import ChatMessage
 from agent.providers.base import LLMRequest, ProviderSettings
 from agent.providers.openai import OpenAIProvider
-from gateway.logging import MASK, clear_secrets, configure_logging, register_secrets
+from gateway.logging import (
+    _CHATTY_LOGGERS,
+    _QUIET_LOGGERS,
+    MASK,
+    clear_secrets,
+    configure_logging,
+    register_secrets,
+)
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -39,16 +46,7 @@ def _restore_logging() -> Iterator[None]:
         if handler not in handlers:
             root.removeHandler(handler)
     root.setLevel(level)
-    for name in (
-        "httpx",
-        "httpx2",
-        "httpcore",
-        "httpcore2",
-        "openai",
-        "anthropic",
-        "mcp",
-        "aiosqlite",
-    ):
+    for name in (*_CHATTY_LOGGERS, *_QUIET_LOGGERS):  # the levels configure_logging set
         logging.getLogger(name).setLevel(logging.NOTSET)
     structlog.contextvars.clear_contextvars()
     structlog.reset_defaults()
