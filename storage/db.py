@@ -7,8 +7,9 @@ so a whole transaction costs one thread hop instead of one per statement:
 - `Database.read(fn)` runs `fn` outside any write transaction.
 - `Database.write(fn)` queues `fn`; a writer task drains the queue and runs
   every queued function in ONE transaction (one failing function rolls back
-  alone and raises to its own caller). The call returns after COMMIT: a
-  returned write is durable.
+  alone and raises to its own caller). Before it drains, it lets the tasks
+  already woken run once, so that their writes join the commit. The call
+  returns after COMMIT: a returned write is durable.
 - Checkpoints (WAL → database file, with fsyncs) run every second on a
   second connection in another thread, not in front of a commit; only when
   the WAL outgrows `wal_restart_frames` (sustained load: see
@@ -237,6 +238,7 @@ class Database:
             if first is None:
                 break
             jobs = [first]
+            await asyncio.sleep(0)  # let what else is ready this round queue its writes
             while len(jobs) < _BATCH_MAX and not self._queue.empty():
                 job = self._queue.get_nowait()
                 if job is None:

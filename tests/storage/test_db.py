@@ -43,6 +43,23 @@ async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(tmp_pat
     assert keys == sorted(f"k{i}" for i in range(50))  # "half-done" was rolled back alone
 
 
+async def test_a_write_queued_one_round_later_shares_the_commit(tmp_path: Path) -> None:
+    """The writer takes its first job, then lets the tasks already woken run
+    before it commits: at 8 clients the next turn's write is one of them."""
+    async with Database(tmp_path / "db.sqlite") as db:
+        statements: list[str] = []
+        await db.read(lambda c: c.set_trace_callback(statements.append))
+
+        async def one_round_later() -> None:
+            await asyncio.sleep(0)
+            await db.write(lambda c: _insert(c, "second"))
+
+        await asyncio.gather(db.write(lambda c: _insert(c, "first")), one_round_later())
+        await db.read(lambda c: c.set_trace_callback(None))
+        assert sorted(await db.read(_keys)) == ["first", "second"]
+    assert statements.count("COMMIT") == 1, statements
+
+
 async def test_submit_queues_without_waiting_and_commits(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     async with Database(path, write_queue_capacity=2) as db:
