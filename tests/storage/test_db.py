@@ -132,8 +132,11 @@ async def test_the_wal_stays_bounded_while_writes_never_pause(tmp_path: Path) ->
             await asyncio.gather(*(writer() for _ in range(4)))
         wal = path.with_name(path.name + "-wal").stat().st_size
         frame = 24 + await db.read(lambda c: c.execute("PRAGMA page_size").fetchone()[0])
-    assert written > 12 * 64 * frame  # without the restarts the WAL would hold all of it
-    assert wal <= 6 * 64 * frame, f"WAL grew to {wal} bytes after {written} bytes of writes"
+    assert written > 12 * 64 * frame
+    # Without the restarts the WAL holds all of it (1.2 × with the frame
+    # headers); with them, the 64 frames and about a round of writes, out of
+    # 40 rounds (1/10 here), whatever the disk's fsync costs.
+    assert wal <= written / 4, f"WAL grew to {wal} bytes after {written} bytes of writes"
 
 
 async def test_without_a_checkpoint_connection_the_writer_checkpoints_itself(
