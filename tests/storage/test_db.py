@@ -49,12 +49,17 @@ async def test_a_write_queued_one_round_later_shares_the_commit(tmp_path: Path) 
     async with Database(tmp_path / "db.sqlite") as db:
         statements: list[str] = []
         await db.read(lambda c: c.set_trace_callback(statements.append))
-
-        async def one_round_later() -> None:
-            await asyncio.sleep(0)
-            await db.write(lambda c: _insert(c, "second"))
-
-        await asyncio.gather(db.write(lambda c: _insert(c, "first")), one_round_later())
+        first = db.submit(lambda c: _insert(c, "first"))  # schedules the writer's wake-up
+        later: list[asyncio.Future[None] | None] = []
+        # runs in the writer's round, after it: where the next turn's write comes from
+        asyncio.get_running_loop().call_soon(
+            lambda: later.append(db.submit(lambda c: _insert(c, "second")))
+        )
+        assert first is not None
+        await first
+        second = later[0]
+        assert second is not None
+        await second
         await db.read(lambda c: c.set_trace_callback(None))
         assert sorted(await db.read(_keys)) == ["first", "second"]
     assert statements.count("COMMIT") == 1, statements
@@ -118,7 +123,11 @@ async def test_the_wal_stays_bounded_while_writes_never_pause(tmp_path: Path) ->
 
         def slow_insert(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO scratch (data) VALUES (?)", (blob,))
-            time.sleep(0.002)  # on the storage thread: a transaction is nearly always open
+            # about a millisecond of SQL work, so that a transaction is nearly always open
+            conn.execute(
+                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5000)"
+                " SELECT count(*) FROM n"
+            ).fetchone()
 
         written = 0
 
