@@ -65,6 +65,35 @@ async def test_a_write_queued_one_round_later_shares_the_commit(tmp_path: Path) 
     assert statements.count("COMMIT") == 1, statements
 
 
+async def test_under_load_the_next_writes_gather_until_the_spacing(tmp_path: Path) -> None:
+    """After a commit of several writes the writer holds the next one until
+    `commit_spacing_secs` after it, so that writes coming rounds later (the
+    next chats' turns under load) share its commit."""
+    async with Database(tmp_path / "db.sqlite", commit_spacing_secs=0.5) as db:
+        statements: list[str] = []
+        await db.read(lambda c: c.set_trace_callback(statements.append))
+        await asyncio.gather(
+            db.write(lambda c: _insert(c, "a")), db.write(lambda c: _insert(c, "b"))
+        )
+        assert statements.count("COMMIT") == 1  # one commit of two: load
+        held = asyncio.create_task(db.write(lambda c: _insert(c, "c")))
+        for _ in range(5):  # rounds later, well inside the spacing
+            await asyncio.sleep(0)
+        await asyncio.gather(held, db.write(lambda c: _insert(c, "d")))
+        await db.read(lambda c: c.set_trace_callback(None))
+        assert await db.read(_keys) == ["a", "b", "c", "d"]
+    assert statements.count("COMMIT") == 2, statements
+
+
+async def test_a_lone_write_is_never_held_back(tmp_path: Path) -> None:
+    """One chat's writes come one at a time: each commits at once, whatever
+    the spacing (an hour here: holding one back would time the test out)."""
+    async with Database(tmp_path / "db.sqlite", commit_spacing_secs=3600) as db:
+        for key in ("a", "b", "c"):
+            await asyncio.wait_for(db.write(lambda c, k=key: _insert(c, k)), 10)
+        assert await db.read(_keys) == ["a", "b", "c"]
+
+
 async def test_submit_queues_without_waiting_and_commits(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     async with Database(path, write_queue_capacity=2) as db:
