@@ -1,8 +1,11 @@
-"""Start-up and memory: `picobot --help`, start → /ready, idle RSS.
+"""Start-up and memory: `picobot --help`, start → /ready, idle RSS, the
+first reply.
 
 The gateway runs as a real process on shipped defaults with only the
 WebSocket channel (bench.process); RSS is read from /proc after it has been
 ready and idle for a second, and again after a short load (bench.load).
+The first reply after a start includes the import of the LLM SDK (at the
+provider's first call); the second one shows a reply without it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import run_load
+from bench.harness import ask, connect, run_load
 from bench.process import fake_llm, gateway_process, rss_mib, shipped_config
 
 
@@ -32,6 +35,8 @@ async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
     helps = [await _help_secs() for _ in range(5)]
     ready: list[float] = []
     idle: list[float] = []
+    first: list[float] = []
+    second: list[float] = []
     after = 0.0
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         async with fake_llm(0.0, Path(tmp), record=0) as llm:
@@ -40,6 +45,12 @@ async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
                     ready.append(gw.started_secs)
                     await asyncio.sleep(1.0)
                     idle.append(rss_mib(gw.pid))
+                    ws = await connect(gw.ws_url, f"first-{n}")
+                    try:
+                        first.append(await ask(ws, "m1", "hello"))
+                        second.append(await ask(ws, "m2", "hello again"))
+                    finally:
+                        await ws.close()
                     if n == starts - 1:
                         await run_load(gw.ws_url, 4, load_secs)
                         after = rss_mib(gw.pid)
@@ -49,6 +60,8 @@ async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
         "help_secs": round(statistics.median(helps), 3),
         "start_to_ready_secs": round(statistics.median(ready), 3),
         "idle_rss_mib": statistics.median(idle),
+        "first_reply_secs": round(statistics.median(first), 3),
+        "second_reply_secs": round(statistics.median(second), 3),
         "rss_after_load_mib": after,
         "targets": {"help_secs": 0.2, "start_to_ready_secs": 0.5, "idle_rss_mib": 70},
     }

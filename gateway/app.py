@@ -124,12 +124,11 @@ class Gateway:
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
-        self._deferred: list[DeferredProvider] = []
         self.clock = clock
         self.access = AccessPolicy(loaded.admins, self.config.channels.enabled())
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
-        self.warmed = asyncio.Event()  # started, and the providers' SDKs imported (or failed to)
+        self.provider_loaded = asyncio.Event()  # a provider's SDK imported, its client built
         self._readiness = Readiness()
         self.budget = ShutdownBudget(self.config.gateway.shutdown_timeout_secs)
         self.port: int | None = None
@@ -177,8 +176,6 @@ class Gateway:
                 log.info(
                     "gateway_started", host=self.config.gateway.host, port=self.port, channels=names
                 )
-                # the SDKs' import, off the event loop
-                tg.create_task(_warm(self._deferred, self.warmed), name="providers-warm")
                 await self._stop.wait()
                 log.info("gateway_stopping")
                 self.budget.begin()
@@ -191,7 +188,9 @@ class Gateway:
 
     async def _providers(self, stack: AsyncExitStack) -> dict[str, LLMProvider]:
         built = dict(self._providers_override or build_providers(self.loaded))
-        self._deferred = [p for p in built.values() if isinstance(p, DeferredProvider)]
+        for deferred in built.values():  # each imports its SDK at its first call
+            if isinstance(deferred, DeferredProvider):
+                deferred.when_built(self.provider_loaded.set)
         providers: dict[str, LLMProvider] = {
             name: MeteredProvider(p, self.metrics) for name, p in built.items()
         }
@@ -472,16 +471,3 @@ class Gateway:
 
 async def _job_views(store: Store, zone: tzinfo) -> list[dict[str, Any]]:
     return [JobView(job, last).to_dict(zone) for job, last in await store.scheduled_jobs()]
-
-
-async def _warm(providers: list[DeferredProvider], warmed: asyncio.Event) -> None:
-    """One after another (each import takes the GIL). A failed import is only
-    logged here: the first turn meets the same error."""
-    for provider in providers:
-        try:
-            await provider.warm()
-        except Exception:
-            log.exception("provider_warm_failed", provider=provider.name)
-        else:
-            log.info("provider_warmed", provider=provider.name)
-    warmed.set()

@@ -57,11 +57,13 @@ async def test_history_scenarios_answer_in_long_chats() -> None:
     assert big["first_request_estimated_tokens"] <= big["window_tokens"]
 
 
-async def test_startup_scenario_reports_help_ready_and_rss() -> None:
+async def test_startup_scenario_reports_help_ready_rss_and_the_first_replies() -> None:
     result = await startup.run(starts=1, load_secs=0.5)
     assert result["help_secs"] > 0
     assert result["start_to_ready_secs"] > 0
     assert result["idle_rss_mib"] > 0
+    assert result["first_reply_secs"] > 0
+    assert result["second_reply_secs"] > 0
 
 
 def test_every_figure_is_also_given_per_calibration() -> None:

@@ -3,16 +3,18 @@
 Importing an LLM SDK is the longest step of start-up (the `openai` package
 defines hundreds of pydantic models on import), and building its client
 loads the system's CA bundle (tens of milliseconds). The composition root
-hands out `DeferredProvider`s and warms them once the gateway is ready: the
-import and the build run in a worker thread, so /ready answers without
-waiting for them and no chat waits on the loop meanwhile; a turn that comes
-first waits for the same build instead of starting another.
+hands out `DeferredProvider`s, built at their first call: the import and
+the build run in a worker thread, so start-up never waits for them and the
+event loop is not blocked meanwhile; a turn that comes while one runs waits
+for the same build instead of starting another. An SDK a gateway never calls
+(a fallback provider, a model no agent uses) is never imported.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -50,6 +52,11 @@ class DeferredProvider:
         self._building: asyncio.Future[LLMProvider] | None = None
         self._closed = False
         self._abandoned = False  # aclose stopped waiting for the build
+        self._on_built: list[Callable[[], None]] = []
+
+    def when_built(self, callback: Callable[[], None]) -> None:
+        """Call `callback` on the event loop once the provider is built."""
+        self._on_built.append(callback)
 
     async def warm(self) -> None:
         await self._provider()
@@ -73,6 +80,8 @@ class DeferredProvider:
             self._check_open()  # closed while it was being built: aclose closes it
             if self._real is None:
                 self._real = real
+                for callback in self._on_built:
+                    callback()
         return self._real
 
     def _check_open(self) -> None:
@@ -80,8 +89,11 @@ class DeferredProvider:
             raise ProviderError(f"provider '{self.name}' is closed")
 
     def _import_and_build(self) -> LLMProvider:
+        started = time.monotonic()
         importlib.import_module(self._module)
-        return self._build()
+        built = self._build()
+        log.info("provider_loaded", provider=self.name, secs=round(time.monotonic() - started, 3))
+        return built
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         provider = await self._provider()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import importlib
 import os
@@ -64,21 +63,22 @@ def _load(args: argparse.Namespace) -> LoadedConfig:
     return load_config(getattr(args, "config", None))
 
 
-async def _settle_memory(warmed: asyncio.Event, latest_secs: float = 60.0) -> None:
+async def _settle_memory(started: asyncio.Event, loaded: asyncio.Event) -> None:
     """Start-up runs with the garbage collector off (`cmd_gateway`): its
-    objects — modules, classes, config, the SDKs' models, over 100,000 —
-    live as long as the process, and collecting passes over them cost
-    about a tenth of start-up and stall the event loop later on. Once the
-    gateway is ready and its SDKs imported they are frozen (no collection
-    looks at them again) and collection resumes for what comes after.
-    (The few thousand cycles start-up leaves are frozen too: collecting them
-    first would cost more than they take.) A warm-up that never ends must not
-    leave the collector off: `latest_secs` after start it settles anyway."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(latest_secs):
-            await warmed.wait()
+    objects — modules, classes, config, about 80,000 — live as long as the
+    process, and collecting passes over them cost a tenth of start-up and
+    stall the event loop later on. Once the gateway has started they are
+    frozen (no collection looks at them again) and collection resumes for
+    what comes after. (The few hundred cycles start-up leaves are frozen too:
+    collecting them first would cost more than they take.) A provider's SDK
+    is imported at its first call (agent.providers.deferred), with some
+    50,000 objects of its own; once it is, what is alive is frozen again (what the
+    turns in flight then hold is frozen with it, once)."""
+    await started.wait()
     gc.freeze()
     gc.enable()
+    await loaded.wait()
+    gc.freeze()
 
 
 async def _serve(loaded: LoadedConfig) -> int:
@@ -106,7 +106,9 @@ async def _serve(loaded: LoadedConfig) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
-    settle = asyncio.create_task(_settle_memory(gateway.warmed), name="settle-memory")
+    settle = asyncio.create_task(
+        _settle_memory(gateway.started, gateway.provider_loaded), name="settle-memory"
+    )
     try:
         await gateway.run()
     finally:

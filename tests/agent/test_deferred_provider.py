@@ -1,4 +1,4 @@
-"""DeferredProvider: built once, on first use or warm-up, whichever comes first."""
+"""DeferredProvider: built once, at its first call (or warm-up), whichever comes first."""
 
 from __future__ import annotations
 
@@ -50,6 +50,27 @@ class GatedBuild:
 
     async def started(self) -> None:
         assert await asyncio.to_thread(self.building.wait, 5)
+
+
+async def test_it_is_built_at_its_first_call_and_says_so_once() -> None:
+    builds: list[Echo] = []
+    told: list[str] = []
+
+    def build() -> LLMProvider:
+        builds.append(Echo())
+        return builds[-1]
+
+    provider = DeferredProvider("echo", "json", build)
+    provider.when_built(lambda: told.append("built"))
+    await asyncio.sleep(0)
+    assert builds == []  # nothing until a call needs it
+    assert told == []
+    request = LLMRequest("m", [ChatMessage.user("hi")])
+    assert (await provider.complete(request)).content == "hi"
+    assert (await provider.complete(request)).content == "hi"
+    assert len(builds) == 1
+    assert told == ["built"]
+    await provider.aclose()
 
 
 async def test_a_call_and_a_warm_up_together_build_it_once() -> None:

@@ -233,3 +233,39 @@ async def test_recovery_that_raises_fails_start_up_with_a_named_reason(
     events = [json.loads(line)["event"] for line in lines if line.startswith("{")]
     assert "service_start_failed" in events
     assert "gateway_started" not in events
+
+
+async def test_a_provider_sdk_is_imported_at_its_first_call_and_an_unused_one_never(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """An idle gateway holds no LLM SDK (≈ 17 MiB each); the first turn
+    imports its provider's, and a provider no model uses is never imported."""
+    llm.add_text("hi")
+    config: dict[str, Any] = {
+        "providers": {
+            "default": {"base_url": llm.base_url, "api_key": "k"},
+            "spare": {"type": "anthropic", "base_url": llm.base_url, "api_key": "k"},
+        },
+        "models": {"default": {"model_id": "fake-model"}},
+        "gateway": {"port": 0},
+        "logging": {"format": "json"},
+    }
+    gw = await spawn_gateway(config, home, child_env(home))
+    try:
+        ready = f"http://127.0.0.1:{gw.port}/ready"
+        async with aiohttp.ClientSession() as http, http.get(ready) as resp:
+            assert resp.status == 200
+        await asyncio.sleep(1.0)  # a warm-up at start would have imported it by now (~0.3 s)
+        assert not gw.events("provider_loaded")
+        import websockets
+
+        async with websockets.connect(gw.ws_url) as ws:
+            await ws.send(json.dumps({"type": "hello", "chat_id": "lazy"}))
+            await ws.recv()
+            await ws.send(json.dumps({"type": "message", "id": "q1", "text": "hello"}))
+            while (frame := json.loads(await ws.recv()))["type"] != "message":
+                pass
+        assert frame["text"] == "hi"
+        assert [e["provider"] for e in gw.events("provider_loaded")] == ["default"]
+    finally:
+        assert await gw.stop() == 0

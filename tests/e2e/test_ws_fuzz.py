@@ -112,8 +112,8 @@ async def test_fuzzed_frames_are_answered_without_tracebacks_or_growth(
     rng = random.Random(15)
     gw = await spawn_gateway(config, home, child_env(home))
     try:
-        # the provider's SDK is imported after start-up: part of the baseline, not growth
-        await gw.wait_event("provider_warmed", timeout=30)
+        # no frame here is a valid message: no turn runs, and the provider's
+        # SDK (imported at the first call) stays out of both figures
         warm = [_fuzz_frame(rng, n) for n in range(400)]
         await asyncio.gather(*(_drive(gw, warm[i::CONNECTIONS]) for i in range(CONNECTIONS)))
         before = await _rss_kib(gw)
