@@ -11,7 +11,10 @@ in its own process over HTTP, the clients in a third (bench.process).
   prefix (tools and system messages before the history) is byte-stable
   between two turns, and the RSS after the load.
 - `fanout`: N chats × 1 message at once, the LLM taking a fixed latency,
-  with `max_concurrent_runs` N and at its default.
+  with `max_concurrent_runs` N and at its default. Two bursts of new chats
+  on each gateway: the first after start (it also imports the LLM SDK, at
+  the provider's first call, and opens the connections to the LLM), then the
+  headline one, on a gateway that has answered once.
 """
 
 from __future__ import annotations
@@ -87,7 +90,11 @@ async def fanout(chats: int = 100, llm_latency: float = 1.0) -> dict[str, Any]:
             for cap in (chats, DEFAULT_MAX_CONCURRENT_RUNS):
                 config = shipped_config(llm.base_url, max_concurrent_runs=cap)
                 async with gateway_process(config) as gw:
-                    runs[cap] = await run_load(gw.ws_url, chats, "fanout")
+                    first = await run_load(gw.ws_url, chats, "fanout")
+                    runs[cap] = {
+                        **await run_load(gw.ws_url, chats, "fanout"),
+                        "first_burst_after_start": first,
+                    }
     return {
         "scenario": "real_fanout",
         "path": "picobot gateway process, shipped defaults, OpenAI SDK → fake LLM process (HTTP)",

@@ -44,10 +44,12 @@ async def test_real_sustained_scenario_measures_the_gateway_process_and_its_floo
     assert result["prefix_byte_stable"] is True
 
 
-async def test_real_fanout_scenario_runs_at_both_caps() -> None:
+async def test_real_fanout_scenario_runs_two_bursts_at_both_caps() -> None:
     result = await real_path.fanout(chats=3, llm_latency=0.1)
     assert result["replies"] == 3
+    assert result["first_burst_after_start"]["replies"] == 3
     assert result["default_cap"]["replies"] == 3
+    assert result["default_cap"]["first_burst_after_start"]["replies"] == 3
 
 
 async def test_history_scenarios_answer_in_long_chats() -> None:
