@@ -72,8 +72,8 @@ async def _settle_memory(started: asyncio.Event, loaded: asyncio.Event) -> None:
     what comes after. (The few hundred cycles start-up leaves are frozen too:
     collecting them first would cost more than they take.) A provider's SDK
     is imported at its first call (agent.providers.deferred), with some
-    50,000 objects of its own; once it is, what is alive is frozen again (what the
-    turns in flight then hold is frozen with it, once)."""
+    50,000 objects of its own; once it is, what is alive is frozen again
+    (what the turns in flight then hold is frozen with it, once)."""
     await started.wait()
     gc.freeze()
     gc.enable()
