@@ -137,7 +137,7 @@ def provider_settings(loaded: LoadedConfig, name: str) -> ProviderSettings:
 
 
 def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
-    """Each built on first use or when warmed: start-up does not wait for an SDK's import."""
+    """Each built at its first call: start-up never imports an LLM SDK."""
     return {
         name: deferred_provider(p.type, provider_settings(loaded, name))
         for name, p in loaded.config.providers.items()

@@ -31,7 +31,7 @@ def create_provider(kind: str, settings: ProviderSettings) -> LLMProvider:
 
 
 def deferred_provider(kind: str, settings: ProviderSettings) -> DeferredProvider:
-    """`create_provider`'s provider, built on first use or `warm()`
+    """`create_provider`'s provider, built at its first call
     (agent.providers.deferred); an unknown kind is refused at once."""
     if kind not in _MODULES:
         create_provider(kind, settings)  # raises ProviderConfigError

@@ -58,9 +58,6 @@ class DeferredProvider:
         """Call `callback` on the event loop once the provider is built."""
         self._on_built.append(callback)
 
-    async def warm(self) -> None:
-        await self._provider()
-
     async def _provider(self) -> LLMProvider:
         self._check_open()
         if self._real is None:

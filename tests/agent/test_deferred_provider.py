@@ -1,4 +1,4 @@
-"""DeferredProvider: built once, at its first call (or warm-up), whichever comes first."""
+"""DeferredProvider: built once, at its first call; calls meanwhile wait for that build."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from agent.providers.base import (
     ProviderSettings,
 )
 from agent.providers.deferred import DeferredProvider
+
+_HI = LLMRequest("m", [ChatMessage.user("hi")])
 
 
 class Echo:
@@ -62,10 +64,9 @@ async def test_it_is_built_at_its_first_call_and_says_so_once() -> None:
 
     provider = DeferredProvider("echo", "json", build)
     provider.when_built(lambda: told.append("built"))
-    await asyncio.sleep(0)
     assert builds == []  # nothing until a call needs it
     assert told == []
-    request = LLMRequest("m", [ChatMessage.user("hi")])
+    request = _HI
     assert (await provider.complete(request)).content == "hi"
     assert (await provider.complete(request)).content == "hi"
     assert len(builds) == 1
@@ -73,7 +74,7 @@ async def test_it_is_built_at_its_first_call_and_says_so_once() -> None:
     await provider.aclose()
 
 
-async def test_a_call_and_a_warm_up_together_build_it_once() -> None:
+async def test_two_calls_together_build_it_once() -> None:
     built: list[Echo] = []
 
     def build() -> LLMProvider:
@@ -81,10 +82,9 @@ async def test_a_call_and_a_warm_up_together_build_it_once() -> None:
         return built[-1]
 
     provider = DeferredProvider("echo", "json", build)
-    request = LLMRequest("m", [ChatMessage.user("hi")])
-    answer, _ = await asyncio.gather(provider.complete(request), provider.warm())
-    assert answer.content == "hi"
-    await provider.warm()
+    request = _HI
+    answers = await asyncio.gather(provider.complete(request), provider.complete(request))
+    assert [a.content for a in answers] == ["hi", "hi"]
     assert len(built) == 1
     await provider.aclose()
     assert built[0].closed
@@ -111,7 +111,7 @@ async def test_the_build_runs_off_the_event_loop() -> None:
         return Echo()
 
     provider = DeferredProvider("echo", "json", build)
-    await provider.warm()
+    await provider.complete(_HI)
     assert threads
     assert threads[0] is not threading.main_thread()
     await provider.aclose()
@@ -121,17 +121,17 @@ async def test_closed_while_building_the_built_one_is_closed_and_calls_fail() ->
     build = GatedBuild()
     built = build.built
     provider = DeferredProvider("echo", "json", build)
-    warm = asyncio.create_task(provider.warm())
+    call = asyncio.create_task(provider.complete(_HI))
     await build.started()
     closing = asyncio.create_task(provider.aclose())  # it waits for the build
     build.release.set()
     await closing
     with pytest.raises(ProviderError, match="is closed"):
-        await warm
+        await call
     assert len(built) == 1
     assert built[0].closed
     with pytest.raises(ProviderError, match="is closed"):  # and nothing is built again
-        await provider.complete(LLMRequest("m", [ChatMessage.user("hi")]))
+        await provider.complete(_HI)
     assert len(built) == 1
 
 
@@ -141,12 +141,12 @@ async def test_a_call_cancelled_during_the_build_leaves_it_to_the_next_one() -> 
     build = GatedBuild()
     built = build.built
     provider = DeferredProvider("echo", "json", build)
-    first = asyncio.create_task(provider.warm())
+    first = asyncio.create_task(provider.complete(_HI))
     await build.started()
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    second = asyncio.create_task(provider.complete(LLMRequest("m", [ChatMessage.user("hi")])))
+    second = asyncio.create_task(provider.complete(_HI))
     build.release.set()
     assert (await second).content == "hi"
     assert len(built) == 1
@@ -165,8 +165,8 @@ async def test_a_failed_build_is_tried_again_by_the_next_call() -> None:
 
     provider = DeferredProvider("echo", "json", build)
     with pytest.raises(RuntimeError, match="first build fails"):
-        await provider.warm()
-    await provider.warm()
+        await provider.complete(_HI)
+    await provider.complete(_HI)
     assert len(attempts) == 2
     await provider.aclose()
 
@@ -176,13 +176,13 @@ async def test_closing_waits_for_a_stuck_build_only_so_long() -> None:
     it after `close_wait_secs`; what it builds afterwards is closed, not used."""
     gate = GatedBuild()
     provider = DeferredProvider("echo", "json", gate, close_wait_secs=0.05)
-    warm = asyncio.create_task(provider.warm())
+    call = asyncio.create_task(provider.complete(_HI))
     await gate.started()
     async with asyncio.timeout(3):
         await provider.aclose()
     gate.release.set()
     with pytest.raises(ProviderError, match="closed"):
-        await warm
+        await call
     assert [echo.closed for echo in gate.built] == [True]
     with pytest.raises(ProviderError, match="closed"):
-        await provider.complete(LLMRequest("m", [ChatMessage.user("hi")]))
+        await provider.complete(_HI)

@@ -76,10 +76,16 @@ async def test_under_load_the_next_writes_gather_until_the_spacing(tmp_path: Pat
             db.write(lambda c: _insert(c, "a")), db.write(lambda c: _insert(c, "b"))
         )
         assert statements.count("COMMIT") == 1  # one commit of two: load
-        held = asyncio.create_task(db.write(lambda c: _insert(c, "c")))
-        for _ in range(5):  # rounds later, well inside the spacing
-            await asyncio.sleep(0)
-        await asyncio.gather(held, db.write(lambda c: _insert(c, "d")))
+        held = db.submit(lambda c: _insert(c, "c"))  # wakes the writer
+        later: list[asyncio.Future[None] | None] = []
+        loop = asyncio.get_running_loop()
+        # two rounds after the writer's wake-up: past its one-round yield, so
+        # only the spacing can make this write share the commit
+        loop.call_soon(loop.call_soon, lambda: later.append(db.submit(lambda c: _insert(c, "d"))))
+        assert held is not None
+        await held
+        assert later[0] is not None
+        await later[0]
         await db.read(lambda c: c.set_trace_callback(None))
         assert await db.read(_keys) == ["a", "b", "c", "d"]
     assert statements.count("COMMIT") == 2, statements

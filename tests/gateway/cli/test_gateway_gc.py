@@ -9,6 +9,7 @@ import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -27,24 +28,33 @@ def collector() -> Iterator[None]:
         gc.enable()
 
 
+class _Watched(asyncio.Event):
+    """An event that also tells when someone starts waiting for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.awaited = asyncio.Event()
+
+    async def wait(self) -> Literal[True]:
+        self.awaited.set()
+        return await super().wait()
+
+
 async def test_settling_freezes_once_started_and_again_once_an_sdk_is_loaded(
     collector: None,
 ) -> None:
     gc.disable()
-    started, loaded = asyncio.Event(), asyncio.Event()
+    started, loaded = _Watched(), _Watched()
     settle = asyncio.create_task(_settle_memory(started, loaded))
-    for _ in range(5):  # loop passes: it runs up to its wait for the start, and stays there
-        await asyncio.sleep(0)
+    await started.awaited.wait()  # it waits for the start, having touched nothing
     assert not gc.isenabled()
     assert gc.get_freeze_count() == 0
 
     started.set()
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert gc.isenabled()  # collection resumes without waiting for any SDK
+    await loaded.awaited.wait()  # then for an SDK, with collection back on
+    assert gc.isenabled()
     frozen = gc.get_freeze_count()
     assert frozen > 1_000  # this interpreter's modules, classes, …
-    assert not settle.done()
 
     sdk = [[n] for n in range(5_000)]  # what an SDK's import leaves behind
     loaded.set()
