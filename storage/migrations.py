@@ -322,6 +322,16 @@ CREATE INDEX messages_by_marker ON messages (session_id, segment, marker, seq)
 """
 
 
+# A chat's sessions are looked up by (channel, chat_id) and listed by
+# created_at; `updated_at` in the index made every turn's update of the
+# session row (its next_seq and activity time) move an index entry too: one
+# more page written to the WAL per turn, for a column no query sorts by.
+_V12_SESSIONS_BY_CHAT = """
+DROP INDEX sessions_by_chat;
+CREATE INDEX sessions_by_chat ON sessions (channel, chat_id);
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -334,4 +344,5 @@ MIGRATIONS: list[str] = [
     _V9_OUTBOX_IDEMPOTENCY_KEY,
     _V10_APPROVALS,
     _V11_MESSAGE_MARKERS,
+    _V12_SESSIONS_BY_CHAT,
 ]
