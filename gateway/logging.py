@@ -9,15 +9,19 @@ stream of the root logger's handler. A library's record gets there through
 the handler's `ProcessorFormatter`; ours skip stdlib logging and are written
 to that stream under the handler's lock (`_LineWriter`).
 
-Redaction runs on the structured event (values of secret-looking keys masked,
-registered secret strings and token patterns replaced in every string, objects
-rendered with `repr` first so their text is scrubbed too) and once more on the
-rendered line. This module must never log, store or return a registered secret.
+Redaction runs on the structured event: values of secret-looking keys masked,
+registered secret strings and token patterns replaced in every key and every
+string, objects rendered with `repr` first so their text is scrubbed too. What
+the renderer adds to that is punctuation, numbers and the pipeline's own
+fields (time, level, logger name), so the rendered line is only checked once
+more for the registered secrets, as a last guard. This module must never log,
+store or return a registered secret.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import json
 import logging
@@ -141,12 +145,14 @@ class _SecretRegistry:
             self._pattern = _alternation(self._values)
             self._plain = _alternation(v for v in self._values if json.dumps(v)[1:-1] == v)
             _CLEAN.clear()  # what was clean may hold a new secret
+            _KEYS.clear()
 
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
             self._pattern = self._plain = None
             _CLEAN.clear()
+            _KEYS.clear()
 
     def scrub(self, text: str, *, rendered: bool = False) -> str:
         pattern = self._plain if rendered else self._pattern
@@ -219,23 +225,61 @@ def _secret_key_name(key: str) -> bool:
     return _SECRET_KEY.search(key) is not None
 
 
-def redact_event(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: mask secret-looking keys, scrub every string."""
-    for key in list(event_dict):
+class _Key(enum.Enum):
+    """What `redact_event` does with an event's key and its value."""
+
+    INTERNAL = enum.auto()  # structlog/stdlib internals and our own fields: nothing
+    PLAIN = enum.auto()  # the value scrubbed
+    SECRET = enum.auto()  # the value masked (the key looks like a secret's)
+    HOLDS_SECRET = enum.auto()  # the key itself scrubbed too
+
+
+# each key's verdict: keys are few and logged again and again (emptied, like
+# _CLEAN, when a secret is added)
+_KEYS: Final[dict[str, _Key]] = {}
+_PLAIN_VALUES: Final = frozenset({bool, int, float, type(None)})  # never secrets
+
+
+def _key_verdict(key: str) -> _Key:
+    verdict = _KEYS.get(key)
+    if verdict is None:
         if key.startswith("_") or key == "exc_info" or key in _OWN_KEYS:
-            continue  # structlog/stdlib internals, rendered (and scrubbed) elsewhere
-        event_dict[key] = _redact_value(event_dict[key], masked=_is_secret_key(key))
+            verdict = _Key.INTERNAL  # rendered (and scrubbed) elsewhere, or never secret
+        elif redact_text(key) != key:
+            verdict = _Key.HOLDS_SECRET
+        else:
+            verdict = _Key.SECRET if _is_secret_key(key) else _Key.PLAIN
+        if len(_KEYS) >= _CLEAN_CAPACITY:
+            _KEYS.clear()
+        _KEYS[key] = verdict
+    return verdict
+
+
+def redact_event(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: scrub every key and string, mask the values of
+    secret-looking keys. Most of what is logged (event names, channels,
+    ids, counts) was found clean before and costs a lookup or two."""
+    for key, value in list(event_dict.items()):
+        verdict = _key_verdict(key)
+        if verdict is _Key.PLAIN:
+            if value.__class__ in _PLAIN_VALUES or (value.__class__ is str and value in _CLEAN):
+                continue
+            event_dict[key] = _redact_value(value, masked=False)
+        elif verdict is _Key.SECRET:
+            event_dict[key] = _redact_value(value, masked=True)
+        elif verdict is _Key.HOLDS_SECRET:
+            del event_dict[key]
+            event_dict[redact_text(key)] = _redact_value(value, masked=_is_secret_key(key))
     return event_dict
 
 
 def _scrub_rendered(_logger: WrappedLogger, _method: str, rendered: Any) -> str:
-    """Last pass over the rendered line; must keep a JSON line valid JSON."""
+    """Last guard over the rendered line, for the registered secrets: every
+    key and string in it was scrubbed already (`redact_event`). Keeps a JSON
+    line valid JSON (only secrets that JSON leaves as they are, replaced by
+    the mask, which JSON leaves too)."""
     # Typed Any: structlog's Processor type says EventDict, but after a renderer it is a str.
-    line = _SECRETS.scrub(str(rendered), rendered=True)
-    if _hinted(line):
-        for pattern, replacement in _PATTERNS:
-            line = pattern.sub(replacement, line)
-    return line
+    return _SECRETS.scrub(str(rendered), rendered=True)
 
 
 def _shared_processors() -> list[Processor]:

@@ -360,3 +360,27 @@ def test_unregistered_values_under_plain_keys_are_kept() -> None:
     assert line["text"] == "abc def"
     assert line["input_tokens"] == 12
     assert line["api_key"] == ""  # an empty value shows it is missing, and leaks nothing
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_key_is_scrubbed_like_a_value_also_one_seen_clean_before(fmt: str) -> None:
+    """The rendered line is checked again only for registered secrets: the
+    event's keys are scrubbed with its values, patterns included."""
+    out = TtyStream() if fmt == "console" else io.StringIO()
+    configure_logging("info", fmt, stream=out)
+    later = "later-registered-key-value"
+    log = structlog.get_logger("a")
+    log.info("first", **{f"seen_{later}": 1})
+    register_secrets([API_KEY, later])
+    log.info(
+        "second",
+        **{f"seen_{later}": 2, f"for_{API_KEY}": 3, "Bearer unregistered-key-123456": 4},
+    )
+    text = out.getvalue()
+    _, second = text.splitlines()
+    for secret in (later, API_KEY, "unregistered-key-123456"):
+        assert secret not in second, secret
+    assert "seen_" in second
+    assert "for_" in second
+    if fmt == "json":
+        assert json.loads(second)[f"seen_{MASK}"] == 2
