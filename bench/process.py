@@ -171,16 +171,18 @@ async def _drain(stream: asyncio.StreamReader, gw: GatewayProc) -> None:
 
 @asynccontextmanager
 async def gateway_process(
-    config: dict[str, Any], home: Path | None = None
+    config: dict[str, Any], home: Path | None = None, code: str | None = None
 ) -> AsyncIterator[GatewayProc]:
-    """`picobot gateway` on `config`, ready (its /ready answered 200)."""
+    """`picobot gateway` on `config`, ready (its /ready answered 200); the
+    gateway of the checkout `code` if given, else of $BENCH_GATEWAY_CODE's,
+    else this one's."""
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         where = home or Path(tmp)
         path = where / "config.json"
         path.write_text(json.dumps(config))
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TMPDIR")}
         env.update({"PICOBOT_HOME": str(where), "NO_PROXY": "127.0.0.1,localhost"})
-        code = os.environ.get(OTHER_CODE)
+        code = code or os.environ.get(OTHER_CODE)
         if code:  # another checkout's gateway, for a before/after in one run
             env["PYTHONPATH"] = code
         t0 = time.perf_counter()

@@ -4,7 +4,10 @@ was answered and the results hang together."""
 
 from __future__ import annotations
 
-from bench import fanout, history, memory_search, providers, real_path, startup, sustained
+import statistics
+from pathlib import Path
+
+from bench import fanout, history, memory_search, paired, providers, real_path, startup, sustained
 from bench.__main__ import per_calibration
 
 
@@ -92,3 +95,13 @@ async def test_providers_scenario_measures_each_provider_and_the_floor() -> None
     for kind in ("openai", "anthropic", "bare_llm_call"):
         assert result[kind]["calls"] == 20
         assert result[kind]["cpu_ms_per_call"] > 0
+
+
+async def test_paired_runs_two_gateways_at_once_and_gives_their_ratio() -> None:
+    root = str(Path(__file__).resolve().parents[1])  # this checkout as the "other" too
+    result = await paired.run(root, rounds=2, clients=2, seconds=0.5)
+    assert result["clients_each"] == 1
+    assert len(result["ratios"]) == 2
+    assert result["this_cpu_ms_per_message"] > 0
+    assert result["other_cpu_ms_per_message"] > 0
+    assert result["ratio_median"] == statistics.median(result["ratios"])
