@@ -17,8 +17,9 @@ def _wal_frames(conn: sqlite3.Connection) -> int:
 
 
 async def test_a_turns_update_of_its_session_row_writes_one_page(tmp_path: Path) -> None:
-    """Each turn updates its session's next_seq and activity time; no index
-    holds those columns, so only the row's own page goes to the WAL."""
+    """Each turn updates its session's next_seq and activity time (what
+    append_messages writes besides the rows); no index holds those columns,
+    so only the session row's own page goes to the WAL."""
     path = tmp_path / "db.sqlite"
     async with Database(path):
         pass  # migrated
@@ -31,10 +32,7 @@ async def test_a_turns_update_of_its_session_row_writes_one_page(tmp_path: Path)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the WAL starts over: empty
 
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "UPDATE sessions SET next_seq = 9, user_turns = 4, updated_at = ? WHERE id = ?",
-            ("2026-12-06T12:00:00.000000+00:00", "telegram:chat-7"),
-        )
+        append_messages(conn, "telegram:chat-7", [])  # a turn's own update, without its rows
         conn.execute("COMMIT")
         assert _wal_frames(conn) == 1
 
