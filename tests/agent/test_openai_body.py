@@ -54,6 +54,19 @@ async def test_a_conversation_converts_only_its_new_messages() -> None:
     assert len(convert.converted) == 5
 
 
+async def test_a_body_cut_back_and_grown_again_is_the_one_encoded_afresh() -> None:
+    """The pieces are kept joined: cutting them back to the part a request
+    shares with the last one (a tail dropped, the history trimmed to one)
+    and appending the rest gives the bytes a fresh encoding does."""
+    encoder = BodyEncoder(to_openai_message)
+    a, b, c, d, e = (ChatMessage.user(text) for text in ("a", "bb", "ccc", "dddd", "é"))
+    for messages in ([a, b, c], [a, b, d, e], [a], [a, c], [b], [], [b, e]):
+        body = await encoder.body("chat", messages, [], list, {"model": "m"})
+        fresh = await BodyEncoder(to_openai_message).body(None, messages, [], list, {"model": "m"})
+        assert body == fresh
+        assert [m["content"] for m in json.loads(body)["messages"]] == [m.content for m in messages]
+
+
 async def test_only_the_warmest_conversations_are_kept() -> None:
     convert = Counting()
     encoder = BodyEncoder(convert, capacity=2)
