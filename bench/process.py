@@ -194,7 +194,7 @@ async def gateway_process(
         assert proc.stderr is not None
         try:
             port = await asyncio.wait_for(_port_from_log(proc.stderr), 60)
-            await _until_ready(port)
+            await until_ready(port)
             gw = GatewayProc(proc, port, where, time.perf_counter() - t0)
             drain = asyncio.create_task(_drain(proc.stderr, gw), name="bench-log-drain")
             try:
@@ -220,7 +220,7 @@ async def _port_from_log(stderr: asyncio.StreamReader) -> int:
     raise RuntimeError("the gateway exited before it started")
 
 
-async def _until_ready(port: int) -> None:
+async def until_ready(port: int) -> None:
     async with aiohttp.ClientSession() as http:
         while True:
             try:

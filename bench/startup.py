@@ -1,6 +1,11 @@
 """Start-up and memory: `picobot --help`, start → /ready, idle RSS, the
 first reply.
 
+Start → /ready is given beside its floor (bench.ready_floor: the same
+interpreter loading the gateway's libraries and answering /ready, with none
+of picobot's code), measured the same way in the same minutes; `own_start_secs`
+is the difference, what picobot's own modules and start-up add.
+
 The gateway runs as a real process on shipped defaults with only the
 WebSocket channel (bench.process); RSS is read from /proc after it has been
 ready and idle for a second, and again after a short load (bench.load).
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import ask, connect, run_load
-from bench.process import fake_llm, gateway_process, rss_mib, shipped_config
+from bench.process import fake_llm, gateway_process, rss_mib, shipped_config, until_ready
 
 
 async def _help_secs() -> float:
@@ -31,8 +36,25 @@ async def _help_secs() -> float:
     return time.perf_counter() - t0
 
 
+async def _floor_secs() -> float:
+    """Spawn → /ready answered 200, for bench.ready_floor."""
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.ready_floor", stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        port = int(await asyncio.wait_for(proc.stdout.readline(), 60))
+        await until_ready(port)
+        return time.perf_counter() - t0
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
 async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
     helps = [await _help_secs() for _ in range(5)]
+    floors: list[float] = []
     ready: list[float] = []
     idle: list[float] = []
     first: list[float] = []
@@ -41,6 +63,7 @@ async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         async with fake_llm(0.0, Path(tmp), record=0) as llm:
             for n in range(starts):
+                floors.append(await _floor_secs())
                 async with gateway_process(shipped_config(llm.base_url)) as gw:
                     ready.append(gw.started_secs)
                     await asyncio.sleep(1.0)
@@ -59,6 +82,8 @@ async def run(starts: int = 3, load_secs: float = 3.0) -> dict[str, Any]:
         "path": "picobot gateway process, shipped defaults, WebSocket channel only",
         "help_secs": round(statistics.median(helps), 3),
         "start_to_ready_secs": round(statistics.median(ready), 3),
+        "floor_start_to_ready_secs": round(statistics.median(floors), 3),
+        "own_start_secs": round(statistics.median(ready) - statistics.median(floors), 3),
         "idle_rss_mib": statistics.median(idle),
         "first_reply_secs": round(statistics.median(first), 3),
         "second_reply_secs": round(statistics.median(second), 3),

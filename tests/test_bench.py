@@ -4,10 +4,26 @@ was answered and the results hang together."""
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from bench import fanout, history, memory_search, paired, providers, real_path, startup, sustained
+from bench import (
+    fanout,
+    history,
+    memory_search,
+    paired,
+    providers,
+    ready_floor,
+    real_path,
+    startup,
+    sustained,
+)
 from bench.__main__ import per_calibration
 
 
@@ -66,9 +82,42 @@ async def test_startup_scenario_reports_help_ready_rss_and_the_first_replies() -
     result = await startup.run(starts=1, load_secs=0.5)
     assert result["help_secs"] > 0
     assert result["start_to_ready_secs"] > 0
+    assert result["floor_start_to_ready_secs"] > 0
+    own = result["start_to_ready_secs"] - result["floor_start_to_ready_secs"]
+    assert abs(result["own_start_secs"] - own) < 0.002
     assert result["idle_rss_mib"] > 0
     assert result["first_reply_secs"] > 0
     assert result["second_reply_secs"] > 0
+
+
+_GATEWAY_IMPORTS = """
+import json, sys
+from gateway.cli.program import _import_structlog_without_rich
+_import_structlog_without_rich()
+import gateway.app
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def test_the_start_up_floor_loads_the_dependencies_the_gateway_loads() -> None:
+    """bench.ready_floor stands for the libraries the gateway imports before
+    /ready: each of picobot's direct dependencies the gateway loads is in its
+    list, and nothing else is."""
+    out = subprocess.run(
+        [sys.executable, "-c", _GATEWAY_IMPORTS], capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(out.stdout))
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    wanted = {_dist_key(spec) for spec in project["project"]["dependencies"]}
+    by_module = packages_distributions()
+    direct = {m for m in loaded if wanted & {_dist_key(d) for d in by_module.get(m, ())}}
+    assert direct == {name.split(".")[0] for name in ready_floor.LIBRARIES}
+
+
+def _dist_key(spec: str) -> str:
+    """`prometheus-client>=0.20` → `prometheus_client`; `PyYAML` → `pyyaml`."""
+    name = re.split(r"[\[<>=!~; ]", spec, maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def test_every_figure_is_also_given_per_calibration() -> None:
