@@ -3,17 +3,19 @@
 A turn that opens from storage needs the active history as the model can see
 it, not the whole segment: a chat left uncompacted (compaction off, or a
 session filled by an import) may hold tens of thousands of messages that
-could never be sent anyway. `load_window` measures the segment from its
-newest message back, only as far as the caller's budget reaches (message
-sizes in SQL, nothing decoded); when the whole segment fits it is read as
-usual, otherwise only the newest user turns that fit, behind the latest agent
-prompt and compaction summary of the segment.
+could never be sent anyway. `load_window` reads the segment from its
+newest message back, only as far as the caller's budget reaches, in one
+pass: the rows it measures are the ones it returns (nothing is decoded
+before the cut is known, and nothing is read twice). When the whole segment
+fits, that is all of it; otherwise the newest user turns that fit, behind
+the latest agent prompt and compaction summary of the segment.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from agent.messages import ChatMessage, HistorySize, Marker, Role, message_chars
 from storage.messages import (
@@ -24,13 +26,12 @@ from storage.messages import (
     plain_rows,
 )
 
+_USER = Role.USER.value
+
 __all__ = ["LATEST_MARKED", "load_window"]
 
-# the SQL counterpart of agent.messages.message_chars (tool calls as their JSON text)
-_CHARS = (
-    "length(content) + coalesce(length(reasoning_content), 0) + coalesce(length(tool_calls), 0)"
-)
 _IN_SEGMENT = "session_id = ? AND segment = ? AND marker IS NOT ?"
+_NEWEST_FIRST = f"{SELECT_MESSAGES} WHERE {_IN_SEGMENT} ORDER BY seq DESC"
 _HEAD_MARKERS = (Marker.AGENT_PROMPT.value, Marker.HISTORY_COMPACTION.value)
 # (session_id, segment, marker, seq): index messages_by_marker, not a scan of
 # the rows between a window's cut and the segment's start
@@ -42,9 +43,10 @@ LATEST_MARKED = (
 
 @dataclass(frozen=True, slots=True)
 class _Scan:
-    start: int | None  # the cut: the first seq read; None when the whole segment fits
+    start: int | None  # the cut: the first seq kept; None when the whole segment fits
     chars: int  # read from the end back, past the budget
     user_turns: int  # among them
+    rows: list[tuple[Any, ...]]  # from the cut (or the segment's start) on, in seq order
 
 
 def load_window(
@@ -60,19 +62,16 @@ def load_window(
     measured — more than the budget (so compaction is due) and at least all
     that was read (so a request built from it is never under-estimated).
     """
-    args = (session_id, segment, Marker.FAILED_TURN.value)
-    scan = None if budget_chars is None else _scan_back(conn, args, budget_chars)
-    if scan is None or scan.start is None:
+    if budget_chars is None:
         history = load_segment(conn, session_id, segment)
+        return history, HistorySize.of(history)
+    scan = _read_back(conn, (session_id, segment, Marker.FAILED_TURN.value), budget_chars)
+    if scan.start is None:
+        history = messages_from_rows(scan.rows)
         return history, HistorySize.of(history)
     latest = [_latest_before(conn, session_id, segment, m, scan.start) for m in _HEAD_MARKERS]
     head = sorted((m for m in latest if m is not None), key=lambda m: m.seq or 0)
-    rows = plain_rows(
-        conn,
-        f"{SELECT_MESSAGES} WHERE {_IN_SEGMENT} AND seq >= ? ORDER BY seq",
-        (*args, scan.start),
-    )
-    tail = messages_from_rows(rows)
+    tail = messages_from_rows(scan.rows)
     called = {call.id for m in tail for call in m.tool_calls}
     tail = [m for m in tail if m.role is not Role.TOOL or m.tool_call_id in called]
     size = HistorySize(scan.chars + sum(message_chars(m) for m in head), scan.user_turns)
@@ -87,25 +86,32 @@ def _latest_before(
     return message_from_row(rows[0]) if rows else None
 
 
-def _scan_back(conn: sqlite3.Connection, args: tuple[str, int, str], budget_chars: int) -> _Scan:
-    """From the newest message back until the budget is passed: the seq of
-    the earliest user message from which the segment, to its end, fits (else
-    the last user message's), or no cut when the whole segment fits."""
+def _read_back(conn: sqlite3.Connection, args: tuple[str, int, str], budget_chars: int) -> _Scan:
+    """The segment's rows from the newest back until the budget is passed:
+    the cut is the earliest user message from which the segment, to its end,
+    fits (else the last user message), or none when the whole segment fits.
+    A row's size is what agent.messages.message_chars counts, its tool calls
+    as their JSON text."""
     start = None
-    chars = turns = 0
-    newest_first = conn.execute(
-        f"SELECT seq, role, {_CHARS} FROM messages WHERE {_IN_SEGMENT} ORDER BY seq DESC", args
-    )
+    chars = turns = kept = 0
+    read: list[tuple[Any, ...]] = []
+    newest_first = conn.cursor()
+    newest_first.row_factory = None
     try:
-        for seq, role, size in newest_first:
-            chars += size
+        for row in newest_first.execute(_NEWEST_FIRST, args):
+            role, content, calls, reasoning, seq = row[0], row[1], row[2], row[5], row[10]
+            chars += len(content) + (len(reasoning) if reasoning else 0)
+            chars += len(calls) if calls else 0
             if chars > budget_chars and start is not None:
-                return _Scan(start, chars, turns)
-            if role == Role.USER.value:
+                break
+            read.append(row)
+            if role == _USER:
                 turns += 1
+                start, kept = seq, len(read)
                 if chars > budget_chars:  # the last user turn alone is over the budget
-                    return _Scan(seq, chars, turns)
-                start = seq
+                    break
+        else:
+            return _Scan(None, chars, turns, read[::-1])
     finally:
         newest_first.close()
-    return _Scan(None, chars, turns)
+    return _Scan(start, chars, turns, read[kept - 1 :: -1])

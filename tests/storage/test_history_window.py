@@ -113,3 +113,25 @@ async def test_the_newest_prompt_and_summary_before_the_cut_lead_and_are_looked_
         ).fetchall()
     )
     assert any("messages_by_marker" in str(tuple(row)) for row in plan), plan
+
+
+@pytest.mark.parametrize("budget", [1_000_000, 2_000])
+async def test_the_window_is_read_in_one_pass(db: Database, budget: int) -> None:
+    """The rows measured from the newest back are the rows returned: neither
+    the whole segment (when it fits) nor the tail past the cut is read again."""
+    history = _history(200)
+    await db.write(lambda c: _store(c, history))
+    statements: list[str] = []
+
+    def traced(c: sqlite3.Connection) -> tuple[list[ChatMessage], HistorySize]:
+        c.set_trace_callback(statements.append)
+        try:
+            return load_window(c, SESSION, 0, budget)
+        finally:
+            c.set_trace_callback(None)
+
+    loaded, _ = await db.read(traced)
+    assert loaded[-1].content == "answer 199"
+    # beside it, only the look-ups of the latest prompt and summary before a cut
+    reads = [s for s in statements if "FROM messages" in s and "marker = " not in s]
+    assert len(reads) == 1, statements
