@@ -26,12 +26,11 @@ from storage.messages import (
     plain_rows,
 )
 
-_USER = Role.USER.value
-
 __all__ = ["LATEST_MARKED", "load_window"]
 
 _IN_SEGMENT = "session_id = ? AND segment = ? AND marker IS NOT ?"
 _NEWEST_FIRST = f"{SELECT_MESSAGES} WHERE {_IN_SEGMENT} ORDER BY seq DESC"
+_USER = Role.USER.value
 _HEAD_MARKERS = (Marker.AGENT_PROMPT.value, Marker.HISTORY_COMPACTION.value)
 # (session_id, segment, marker, seq): index messages_by_marker, not a scan of
 # the rows between a window's cut and the segment's start
