@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -64,9 +65,11 @@ async def serve() -> None:
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
         port = runner.addresses[0][1]
+        stop = asyncio.Event()  # the bench terminates it: clean up, temporary directory too
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         print(port, flush=True)
         try:
-            await asyncio.Event().wait()  # until the bench terminates it
+            await stop.wait()
         finally:
             await runner.cleanup()
             db.close()

@@ -5,6 +5,7 @@ was answered and the results hang together."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -112,6 +113,25 @@ def test_the_start_up_floor_loads_the_dependencies_the_gateway_loads() -> None:
     by_module = packages_distributions()
     direct = {m for m in loaded if wanted & {_dist_key(d) for d in by_module.get(m, ())}}
     assert direct == {name.split(".")[0] for name in ready_floor.LIBRARIES}
+
+
+def test_the_start_up_floor_cleans_up_when_the_bench_terminates_it(tmp_path: Path) -> None:
+    """bench.startup stops each floor process with SIGTERM: it exits 0 and
+    leaves no temporary directory behind."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "bench.ready_floor"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            assert int(proc.stdout.readline()) > 0
+            assert list(tmp_path.iterdir())  # its database is open
+        finally:
+            proc.terminate()
+    assert proc.returncode == 0
+    assert list(tmp_path.iterdir()) == []
 
 
 def _dist_key(spec: str) -> str:
