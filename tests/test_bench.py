@@ -77,6 +77,9 @@ async def test_history_scenarios_answer_in_long_chats() -> None:
     assert set(scaling["by_history_messages"]) == {"10", "200"}
     big = await history.big_session(count=2_000, later_turns=2)
     assert big["first_request_estimated_tokens"] <= big["window_tokens"]
+    assert big["later_vs_short"] == round(
+        big["later_turn_cpu_ms"] / big["short_chat_turn_cpu_ms"], 3
+    )
 
 
 async def test_startup_scenario_reports_help_ready_rss_and_the_first_replies() -> None:
