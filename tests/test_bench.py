@@ -14,7 +14,11 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import aiohttp
+import orjson
+
 from bench import (
+    fake_llm,
     fanout,
     history,
     memory_search,
@@ -135,6 +139,45 @@ def test_the_start_up_floor_cleans_up_when_the_bench_terminates_it(tmp_path: Pat
             proc.terminate()
     assert proc.returncode == 0
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_the_bench_llm_reports_usage_by_size_not_by_the_test_fakes_word_count() -> None:
+    """bench.fake_llm skips the test fakes' word-by-word count and prompt-cache
+    simulation (more than half of its CPU, taken from the gateway on 2
+    cores): usage is the body's size at 4 bytes a token, streamed as the
+    providers stream it."""
+    words = " ".join(["word"] * 300)
+    openai_body = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": words}],
+    }
+    anthropic_body = {
+        "model": "m",
+        "stream": True,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": words}],
+    }
+    async with (
+        fake_llm.BenchLLM() as openai_llm,
+        fake_llm.BenchAnthropic() as anthropic_llm,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.post(f"{openai_llm.base_url}/chat/completions", json=openai_body) as r:
+            events = [line for line in (await r.text()).splitlines() if line.startswith("data: {")]
+        usage = json.loads(events[-1].removeprefix("data: "))["usage"]
+        assert usage["prompt_tokens"] == len(orjson.dumps(openai_body)) // 4
+        assert usage["prompt_tokens_details"]["cached_tokens"] == 0
+        async with http.post(
+            f"{anthropic_llm.base_url}/v1/messages",
+            json=anthropic_body,
+            headers={"anthropic-version": "2023-06-01"},
+        ) as r:
+            text = await r.text()
+        start = next(line for line in text.splitlines() if '"message_start"' in line)
+        message = json.loads(start.removeprefix("data: "))["message"]
+        assert message["usage"]["input_tokens"] == len(orjson.dumps(anthropic_body)) // 4
 
 
 def _dist_key(spec: str) -> str:
