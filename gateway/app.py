@@ -451,7 +451,7 @@ class Gateway:
 
     async def _render_metrics(self) -> tuple[bytes, str]:
         if self.store is not None:
-            counts = await self.store.outbox_counts()
+            counts = await self.store.unsent_counts()
             self.metrics.set_outbox(
                 counts.get("pending", 0), counts.get("failed", 0), counts.get("parked", 0)
             )

@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.outbox import OutboxState, outbox_counts
+from storage.outbox import OutboxState, unsent_counts
 
 __all__ = ["DatabaseHealth", "UnreadableDatabase", "inspect_database"]
 
@@ -45,7 +45,7 @@ def inspect_database(path: Path, *, timeout_secs: float = 5.0) -> DatabaseHealth
 
 def _failed_outbox(conn: sqlite3.Connection) -> int:
     try:
-        counts = outbox_counts(conn)
+        counts = unsent_counts(conn)
     except sqlite3.Error:  # no outbox table (yet)
         return 0
     return counts.get(OutboxState.FAILED.value, 0)

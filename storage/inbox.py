@@ -45,6 +45,11 @@ __all__ = [
     "unfinished_entries",
 ]
 
+# The unfinished rows are read at every start through their partial index:
+# sorting by id, SQLite otherwise walks the whole table in id order, every
+# finished row kept for the retention period (20 ms at 100,000 here).
+_UNFINISHED = "FROM inbox INDEXED BY inbox_unfinished WHERE state != 'done' ORDER BY id"
+
 
 class InboxState(StrEnum):
     RECEIVED = "received"
@@ -189,9 +194,7 @@ def answer(
 
 
 def unfinished_entries(conn: sqlite3.Connection) -> list[InboxEntry]:
-    rows = conn.execute(
-        "SELECT id, payload, state, session_id FROM inbox WHERE state != 'done' ORDER BY id"
-    ).fetchall()
+    rows = conn.execute(f"SELECT id, payload, state, session_id {_UNFINISHED}").fetchall()
     return [
         InboxEntry(
             r["id"], inbound_from_json(r["payload"]), InboxState(r["state"]), r["session_id"]
@@ -205,9 +208,7 @@ def set_aside_unreadable(conn: sqlite3.Connection) -> list[int]:
     hand, or written by a newer picobot) become dead letters and are closed,
     in this transaction, so one of them cannot stop every later start. Their ids."""
     gone: list[int] = []
-    for r in conn.execute(
-        "SELECT id, channel, platform_id, payload FROM inbox WHERE state != 'done' ORDER BY id"
-    ).fetchall():
+    for r in conn.execute(f"SELECT id, channel, platform_id, payload {_UNFINISHED}").fetchall():
         try:
             inbound_from_json(r["payload"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -332,6 +332,15 @@ CREATE INDEX sessions_by_chat ON sessions (channel, chat_id);
 """
 
 
+# Failed outbox rows, counted by every metrics scrape (outbox.unsent_counts)
+# without scanning the delivered rows kept for the retention period. A row
+# enters it only when it fails: a reply's insert and its marking as sent
+# write nothing to it.
+_V13_OUTBOX_FAILED = """
+CREATE INDEX outbox_failed ON outbox (id) WHERE state = 'failed';
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -345,4 +354,5 @@ MIGRATIONS: list[str] = [
     _V10_APPROVALS,
     _V11_MESSAGE_MARKERS,
     _V12_SESSIONS_BY_CHAT,
+    _V13_OUTBOX_FAILED,
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "retry_row_of_channel",
     "scan",
     "unpark",
+    "unsent_counts",
 ]
 
 
@@ -312,9 +313,13 @@ def resume(conn: sqlite3.Connection, channel: str) -> int:
 
 
 def unpark(conn: sqlite3.Connection, channel: str, chat_id: str) -> int:
+    # SQLite uses a partial index only for a query that repeats its WHERE
+    # term: without the IN, this ran on every inbound WeChat message and
+    # WebSocket connect as a scan of every row kept (30 ms at 100,000)
     cursor = conn.execute(
         "UPDATE outbox SET state = 'pending', next_attempt_at = NULL "
-        "WHERE channel = ? AND chat_id = ? AND state = 'parked'",
+        "WHERE channel = ? AND chat_id = ? AND state IN ('pending', 'parked') "
+        "AND state = 'parked'",
         (channel, chat_id),
     )
     return cursor.rowcount
@@ -346,5 +351,21 @@ def list_rows(
 
 
 def outbox_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Rows by state, the delivered ones too: a scan of every row kept."""
     rows = conn.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall()
     return {r[0]: r[1] for r in rows}
+
+
+def unsent_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Pending, parked and failed rows, counted in their partial indexes
+    (outbox_open, outbox_failed): what a metrics scrape reads, without
+    reading the delivered rows kept for `storage.retention_days`."""
+    counts = dict.fromkeys(
+        (OutboxState.PENDING.value, OutboxState.PARKED.value, OutboxState.FAILED.value), 0
+    )
+    rows = conn.execute(
+        "SELECT state, COUNT(*) FROM outbox WHERE state IN ('pending', 'parked') GROUP BY state "
+        "UNION ALL SELECT 'failed', COUNT(*) FROM outbox WHERE state = 'failed'"
+    ).fetchall()
+    counts.update((r[0], r[1]) for r in rows)
+    return counts

@@ -318,6 +318,9 @@ class Store:
     async def outbox_counts(self) -> dict[str, int]:
         return await self.db.read(outbox.outbox_counts)
 
+    async def unsent_counts(self) -> dict[str, int]:
+        return await self.db.read(outbox.unsent_counts)
+
     async def outbox_rows(self, *, failed_only: bool = False, limit: int = 100) -> list[OutboxRow]:
         """Rows not yet sent (or only the failed ones), oldest first."""
         return await self.db.read(
