@@ -20,6 +20,7 @@ from typing import Any
 from agent.messages import ChatMessage, HistorySize, Marker, Role, message_chars
 from storage.messages import (
     SELECT_MESSAGES,
+    SIZED_COLUMNS,
     load_segment,
     message_from_row,
     messages_from_rows,
@@ -94,12 +95,14 @@ def _read_back(conn: sqlite3.Connection, args: tuple[str, int, str], budget_char
     start = None
     chars = turns = kept = 0
     read: list[tuple[Any, ...]] = []
+    at_role, at_content, at_calls, at_reasoning, at_seq = SIZED_COLUMNS  # locals: every row
     newest_first = conn.cursor()
     newest_first.row_factory = None
     try:
         for row in newest_first.execute(_NEWEST_FIRST, args):
-            role, content, calls, reasoning, seq = row[0], row[1], row[2], row[5], row[10]
-            chars += len(content) + (len(reasoning) if reasoning else 0)
+            role, seq = row[at_role], row[at_seq]
+            reasoning, calls = row[at_reasoning], row[at_calls]
+            chars += len(row[at_content]) + (len(reasoning) if reasoning else 0)
             chars += len(calls) if calls else 0
             if chars > budget_chars and start is not None:
                 break

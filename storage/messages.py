@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from agent.messages import ChatMessage, Marker, Role, Usage, settle_session_messages
 from storage.clock import now_iso, parse_iso
@@ -13,6 +13,7 @@ from storage.clock import now_iso, parse_iso
 __all__ = [
     "INSERT_MESSAGE",
     "SELECT_MESSAGES",
+    "SIZED_COLUMNS",
     "append_messages",
     "bound_position",
     "count_messages",
@@ -39,6 +40,10 @@ SELECT_MESSAGES = (
     "SELECT role, content, tool_calls, tool_call_id, name, reasoning_content, media, marker, "
     "usage, created_at, seq, run_id FROM messages"
 )
+# where role, content, tool_calls, reasoning_content and seq are in a
+# SELECT_MESSAGES row: what a reader that only measures rows takes
+# (storage.history_window)
+SIZED_COLUMNS: Final = (0, 1, 2, 5, 10)
 _ROLES = {role.value: role for role in Role}
 
 

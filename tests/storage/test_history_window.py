@@ -135,3 +135,20 @@ async def test_the_window_is_read_in_one_pass(db: Database, budget: int) -> None
     # beside it, only the look-ups of the latest prompt and summary before a cut
     reads = [s for s in statements if "FROM messages" in s and "marker = " not in s]
     assert len(reads) == 1, statements
+
+
+async def test_the_sized_columns_are_those_the_window_measures(db: Database) -> None:
+    """The window reads role, content, tool calls, reasoning and seq from a
+    SELECT_MESSAGES row by position: the positions name those columns."""
+    call = ToolCall("call_1", "read", '{"path": "a"}')
+    reply = ChatMessage(Role.ASSISTANT, "text", tool_calls=(call,), reasoning_content="thinking")
+    await db.write(lambda c: _store(c, [reply]))
+    [row] = await db.read(
+        lambda c: messages.plain_rows(
+            c, f"{messages.SELECT_MESSAGES} WHERE session_id = ?", [SESSION]
+        )
+    )
+    role, content, calls, reasoning, seq = (row[i] for i in messages.SIZED_COLUMNS)
+    assert (role, content, reasoning, seq) == ("assistant", "text", "thinking", 1)
+    assert '"read"' in calls
+    assert '{\\"path\\": \\"a\\"}' in calls
