@@ -1,7 +1,7 @@
-"""What the frequent and start-up reads of the outbox, inbox and approvals
-cost does not grow with the finished rows they keep (`storage.retention_days`,
-30 days of every message by default). Counted in SQLite's virtual-machine
-steps, not timed."""
+"""What the frequent, start-up and operator-page reads of the outbox, inbox
+and approvals cost does not grow with the finished rows they keep
+(`storage.retention_days`, 30 days of every message by default). Counted in
+SQLite's virtual-machine steps, not timed."""
 
 from __future__ import annotations
 
@@ -86,6 +86,33 @@ CASES = {
         _outbox_rows,
         outbox.unsent_counts,
         lambda c: outbox.unsent_counts(c) == {"pending": 2, "parked": 1, "failed": 1},
+    ),
+    # the web UI's operator page, each time it is opened or refreshed
+    "outbox.list_rows": Case(
+        _outbox_rows,
+        outbox.list_rows,
+        lambda c: (
+            [r.idempotency_key for r in outbox.list_rows(c)]
+            == ["parked", "pending-1", "pending-2", "failed"]
+        ),
+    ),
+    "outbox.list_rows, failed only": Case(
+        _outbox_rows,
+        lambda c: outbox.list_rows(c, failed_only=True),
+        lambda c: [r.idempotency_key for r in outbox.list_rows(c, failed_only=True)] == ["failed"],
+    ),
+    "outbox.outbox_counts": Case(
+        _outbox_rows,
+        outbox.outbox_counts,
+        lambda c: (
+            outbox.outbox_counts(c)
+            == {
+                "failed": 1,
+                "parked": 1,
+                "pending": 2,
+                "sent": c.execute("SELECT COUNT(*) FROM outbox WHERE state = 'sent'").fetchone()[0],
+            }
+        ),
     ),
     # every start
     "inbox.unfinished_entries": Case(
