@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.harness import run_load
 from bench.process import CpuMeter, fake_llm, gateway_process, shipped_config
-from bench.real_path import _two_turns
+from bench.real_path import two_turns
 
 
 async def run(
@@ -47,7 +47,7 @@ async def run(
             ),
         ]
         for gw in gateways:
-            await _two_turns(gw.ws_url)
+            await two_turns(gw.ws_url)
         await asyncio.gather(*(run_load(gw.ws_url, each, 1.0) for gw in gateways))  # warm
         for _ in range(rounds):
             meters = [CpuMeter(gw.pid) for gw in gateways]

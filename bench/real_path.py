@@ -38,7 +38,9 @@ def _prefix(body: dict[str, Any]) -> str:
     return json.dumps([body.get("tools"), messages[:first_user]], sort_keys=True)
 
 
-async def _two_turns(url: str) -> None:
+async def two_turns(url: str) -> None:
+    """Two turns in one chat: the gateway warmed (the LLM SDK imported, a
+    connection to the LLM open), the fake LLM's first two requests recorded."""
     ws = await connect(url, "prefix-check")
     try:
         await ask(ws, "p1", "hello")
@@ -53,7 +55,7 @@ async def sustained(
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         async with fake_llm(0.0, Path(tmp), record=2) as llm:
             async with gateway_process(shipped_config(llm.base_url)) as gw:
-                await _two_turns(gw.ws_url)
+                await two_turns(gw.ws_url)
                 meter = CpuMeter(gw.pid)
                 meter.start()
                 load = await run_load(gw.ws_url, clients, seconds)
