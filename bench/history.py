@@ -44,7 +44,7 @@ def _fill(conn: Any, chat_id: str, count: int, size: int) -> None:
         messages.append_messages(conn, chat_id, batch)
 
 
-async def _filled(home: Path, chats: dict[str, tuple[int, int]]) -> None:
+async def filled(home: Path, chats: dict[str, tuple[int, int]]) -> None:
     """`chats`: chat id → (messages, characters each), stored before the gateway starts."""
     async with Database(home / "storage" / "sessions.db") as db:
         for chat_id, (count, size) in chats.items():
@@ -110,10 +110,10 @@ async def scaling(
     sizes: tuple[int, ...] = (10, 1_000, 8_000), turns: int = 50, chats: int = 5
 ) -> dict[str, Any]:
     """`chats` chats of each size for the cold first turns, `turns` warm turns in one."""
-    filled = {f"hist-{n}-{c}": (n, 20) for n in sizes for c in range(chats)}
+    stored = {f"hist-{n}-{c}": (n, 20) for n in sizes for c in range(chats)}
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         home = Path(tmp)
-        await _filled(home, filled)
+        await filled(home, stored)
         async with fake_llm(0.0, home) as llm:
             config = shipped_config(llm.base_url)
             async with gateway_process(config, home) as gw:
@@ -186,7 +186,7 @@ def _request_tokens(llm: FakeLLM, text: str) -> tuple[int, int]:
 async def big_session(count: int = 50_000, later_turns: int = 50) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="picobot-bench-") as tmp:
         home = Path(tmp)
-        await _filled(home, {"big": (count, 56), **{f"short-{c}": (10, 56) for c in range(5)}})
+        await filled(home, {"big": (count, 56), **{f"short-{c}": (10, 56) for c in range(5)}})
         async with (
             fake_llm(0.0, home, record=20) as llm,
             gateway_process(shipped_config(llm.base_url), home) as gw,

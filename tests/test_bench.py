@@ -220,3 +220,13 @@ async def test_paired_runs_two_gateways_at_once_and_gives_their_ratio() -> None:
     assert result["this_cpu_ms_per_message"] > 0
     assert result["other_cpu_ms_per_message"] > 0
     assert result["ratio_median"] == statistics.median(result["ratios"])
+
+
+async def test_paired_history_takes_turns_in_a_long_chat_on_both_gateways() -> None:
+    root = str(Path(__file__).resolve().parents[1])  # this checkout as the "other" too
+    result = await paired.run_history(root, history=200, rounds=2, turns=2)
+    assert result["history_messages"] == 200
+    assert len(result["ratios"]) == 2
+    assert result["this_cpu_ms_per_message"] > 0
+    assert result["other_cpu_ms_per_message"] > 0
+    assert result["ratio_median"] == statistics.median(result["ratios"])

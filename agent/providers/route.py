@@ -330,8 +330,8 @@ class _AfterHeaders(aiohttp.Payload):
     buffer, which below Python 3.12.9 it joins (it does not use `writelines`
     there): a copy of the whole body on every call. Sent this way, with one
     more `send` for the headers alone, a turn at 8,000 messages of history
-    (a 400 KB body) cost 0.5–0.75 ms less, 8–14 % (two gateways taking
-    turns, four runs of 10–12 rounds; the same code on both: 0.98). A small
+    (a 400 KB body) cost 0.5–0.75 ms less, 8–14 % (`python -m bench.paired
+    --history 8000`, six runs; the same code on both: 0.98–1.04). A small
     body keeps the one write."""
 
     _autoclose = True  # bytes in memory: nothing to close, sent again as they are
