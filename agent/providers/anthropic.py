@@ -33,14 +33,12 @@ from agent.providers.base import (
     ProviderSettings,
     ProviderUnavailable,
 )
+from agent.providers.events import DeltaBatch, event_json, read_events
 from agent.providers.retry import Sleep, classify_status
 from agent.providers.route import (
     TRANSPORT_ERRORS,
-    DeltaBatch,
     Route,
     Whole,
-    event_json,
-    read_events,
     sdk_route,
     transport_failure,
 )

@@ -35,15 +35,13 @@ from agent.providers.base import (
     ProviderUnavailable,
     ToolSpec,
 )
+from agent.providers.events import DeltaBatch, event_json, read_events
 from agent.providers.media import load_media, mention_files
 from agent.providers.openai_body import BodyEncoder
 from agent.providers.retry import Sleep, is_context_overflow, server_message
 from agent.providers.route import (
     TRANSPORT_ERRORS,
-    DeltaBatch,
     Route,
-    event_json,
-    read_events,
     sdk_route,
     transport_failure,
 )
@@ -62,9 +60,10 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 # Requests and responses stay plain JSON: the body is bytes built once per
-# message (agent.providers.openai_body), sent and read by agent.providers.route
-# (why: see there), and chunks are read as dicts. A test holds the request
-# equal to the one `client.post` sends (tests/agent/test_openai_provider.py).
+# message (agent.providers.openai_body), sent by agent.providers.route (why:
+# see there) and read by agent.providers.events, and chunks are read as
+# dicts. A test holds the request equal to the one `client.post` sends
+# (tests/agent/test_openai_provider.py).
 _PATH = "/chat/completions"
 _STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 

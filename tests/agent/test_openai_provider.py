@@ -25,8 +25,8 @@ from agent.providers.base import (
     ProviderUnavailable,
     ToolSpec,
 )
+from agent.providers.events import SseEvents
 from agent.providers.openai import OpenAIProvider
-from agent.providers.route import SseEvents
 from tests.fakes.openai_server import FakeOpenAI, Reply, ShownPace
 
 KEY = "sk-test-key-123"
