@@ -79,7 +79,7 @@ async def _warm_turns(gw: GatewayProc, chat_id: str, n: int) -> float:
     return warm
 
 
-_SETTLE_SECS = 0.02  # a turn's work after its reply frame (the send marked, ...) ends in ~1 ms
+SETTLE_SECS = 0.02  # a turn's work after its reply frame (the send marked, ...) ends in ~1 ms
 
 
 async def _interleaved_warm_turns(
@@ -98,7 +98,7 @@ async def _interleaved_warm_turns(
                 meter = CpuMeter(gw.pid)
                 meter.start()
                 await ask(ws, f"i{i}", f"turn {i}")  # ids unique in the chat: not duplicates
-                await asyncio.sleep(_SETTLE_SECS)  # what follows the reply is this turn's too
+                await asyncio.sleep(SETTLE_SECS)  # what follows the reply is this turn's too
                 used[key] += meter.stop(1)["cpu_ms_per_message"]
     finally:
         for ws in sockets.values():

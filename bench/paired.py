@@ -34,7 +34,7 @@ from typing import Any
 import websockets
 
 from bench.harness import ask, connect, run_load
-from bench.history import filled
+from bench.history import SETTLE_SECS, filled
 from bench.process import CpuMeter, GatewayProc, fake_llm, gateway_process, shipped_config
 from bench.real_path import two_turns
 
@@ -76,9 +76,6 @@ async def run(
         "seconds": seconds,
         **_compared(this_ms, other_ms),
     }
-
-
-_SETTLE_SECS = 0.02  # what follows a turn's reply (the send marked) is that turn's too
 
 
 async def run_history(
@@ -130,7 +127,7 @@ async def _turns(gw: GatewayProc, ws: websockets.ClientConnection, tag: str, tur
     meter.start()
     for i in range(turns):
         await ask(ws, f"{tag}-{i}", f"turn {tag} {i}")
-    await asyncio.sleep(_SETTLE_SECS)
+    await asyncio.sleep(SETTLE_SECS)
     cpu: float = meter.stop(turns)["cpu_ms_per_message"]
     return cpu
 

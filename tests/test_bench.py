@@ -16,6 +16,7 @@ from pathlib import Path
 
 import aiohttp
 import orjson
+import pytest
 
 from bench import (
     fake_llm,
@@ -212,20 +213,16 @@ async def test_providers_scenario_measures_each_provider_and_the_floor() -> None
         assert result[kind]["cpu_ms_per_call"] > 0
 
 
-async def test_paired_runs_two_gateways_at_once_and_gives_their_ratio() -> None:
+@pytest.mark.parametrize("mode", ["load", "history"])
+async def test_paired_runs_two_gateways_and_gives_their_ratio(mode: str) -> None:
+    """Under load at once, or turn by turn in a long chat (`--history`)."""
     root = str(Path(__file__).resolve().parents[1])  # this checkout as the "other" too
-    result = await paired.run(root, rounds=2, clients=2, seconds=0.5)
-    assert result["clients_each"] == 1
-    assert len(result["ratios"]) == 2
-    assert result["this_cpu_ms_per_message"] > 0
-    assert result["other_cpu_ms_per_message"] > 0
-    assert result["ratio_median"] == statistics.median(result["ratios"])
-
-
-async def test_paired_history_takes_turns_in_a_long_chat_on_both_gateways() -> None:
-    root = str(Path(__file__).resolve().parents[1])  # this checkout as the "other" too
-    result = await paired.run_history(root, history=200, rounds=2, turns=2)
-    assert result["history_messages"] == 200
+    if mode == "load":
+        result = await paired.run(root, rounds=2, clients=2, seconds=0.5)
+        assert result["clients_each"] == 1
+    else:
+        result = await paired.run_history(root, history=200, rounds=2, turns=2)
+        assert result["history_messages"] == 200
     assert len(result["ratios"]) == 2
     assert result["this_cpu_ms_per_message"] > 0
     assert result["other_cpu_ms_per_message"] > 0
