@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from agent.messages import ToolCall
+from agent.tools.paths import real_path
 
 __all__ = ["ApprovalMode", "ApprovalPolicy", "ApprovalRule", "command_allowed"]
 
@@ -66,12 +67,16 @@ def _arguments(call: ToolCall) -> dict[str, object]:
 
 
 def _outside(path: object, workspace: Path) -> bool:
-    """A path the call names that is not inside the workspace (or not a string)."""
+    """A path the call names that is not inside the workspace (or not a
+    string, or not one that resolves: a symlink loop is held, not raised)."""
     if not isinstance(path, str):
         return True
-    root = workspace.resolve()
-    target = Path(path).expanduser()
-    resolved = (target if target.is_absolute() else root / target).resolve()
+    try:
+        root = real_path(workspace)
+        target = Path(path).expanduser()
+        resolved = real_path(target if target.is_absolute() else root / target)
+    except (OSError, ValueError):  # a loop; a NUL in the path
+        return True
     return not resolved.is_relative_to(root)
 
 

@@ -10,17 +10,32 @@ thread, never directly on the event loop.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 from agent.tools.base import ToolError, ToolSettings
 
-__all__ = ["resolve_for_read", "resolve_in_workspace", "workspace_root"]
+__all__ = ["real_path", "resolve_for_read", "resolve_in_workspace", "workspace_root"]
 
 
 def workspace_root(settings: ToolSettings) -> Path:
     """The workspace as an absolute path with every symlink resolved."""
     return settings.workspace.expanduser().resolve(strict=False)
+
+
+def real_path(path: Path) -> Path:
+    """`path` made absolute with every symlink followed, as far as it exists;
+    OSError for a symlink loop, on every Python: 3.11 and 3.12 raise
+    RuntimeError there, 3.13 returns the path through the loop as it stands,
+    which leaves a symlink in it."""
+    try:
+        real = path.resolve(strict=False)
+    except RuntimeError as exc:
+        raise OSError(errno.ELOOP, str(exc)) from None
+    if any(p.is_symlink() for p in (real, *real.parents)):
+        raise OSError(errno.ELOOP, f"symlink loop in {path}")
+    return real
 
 
 def _outside(path: str) -> ToolError:
@@ -47,8 +62,8 @@ def _check_components(resolved: Path, root: Path, original: str) -> None:
         current = current / part
         if current.is_symlink():
             try:
-                target = current.resolve(strict=False)
-            except (RuntimeError, OSError):
+                target = real_path(current)
+            except OSError:
                 raise _outside(original) from None
             if not target.is_relative_to(root):
                 raise _outside(original)
@@ -70,8 +85,8 @@ def resolve_in_workspace(path: str, settings: ToolSettings) -> Path:
     if not candidate.is_absolute():
         candidate = root / candidate
     try:
-        resolved = candidate.resolve(strict=False)
-    except (RuntimeError, OSError):  # symlink loop, unreadable directory
+        resolved = real_path(candidate)
+    except OSError:  # symlink loop, unreadable directory
         raise ToolError(f"cannot resolve path {path!r}") from None
     if not settings.restrict_to_workspace:
         return resolved
@@ -91,8 +106,8 @@ def resolve_for_read(path: str, settings: ToolSettings) -> Path:
             raise
         try:
             candidate = Path(_expand_user(path))
-            resolved = candidate.resolve(strict=False) if candidate.is_absolute() else None
-        except (ToolError, RuntimeError, OSError):
+            resolved = real_path(candidate) if candidate.is_absolute() else None
+        except (ToolError, OSError):
             resolved = None
         for root in settings.read_roots if resolved is not None else ():
             base = root.expanduser().resolve(strict=False)

@@ -71,3 +71,14 @@ def test_policy_modes(tmp_path: Path) -> None:
 def test_no_rules_is_inactive() -> None:
     assert not ApprovalPolicy().active
     assert not ApprovalPolicy({"bash": ApprovalRule(ApprovalMode.NEVER)}).active
+
+
+def test_a_path_that_does_not_resolve_is_held_not_raised(tmp_path: Path) -> None:
+    # a model may name any string: a symlink loop in the workspace or a NUL
+    # made resolving the path raise out of the turn; it is held for a person
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    policy = ApprovalPolicy({"write": ApprovalRule(ApprovalMode.OUTSIDE_WORKSPACE)})
+    for path in ["a/notes.md", "a", "x\x00y"]:
+        assert policy.needs_approval(call("write", path=path, content=""), tmp_path)
+    assert not policy.needs_approval(call("write", path="c/notes.md", content=""), tmp_path)
