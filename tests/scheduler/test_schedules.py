@@ -100,7 +100,8 @@ def test_0230_on_spring_forward_day_fires_once_right_after_the_jump(
 ) -> None:
     tz = ZoneInfo(zone)
     got = fires(cron("30 2 * * *", zone), start, 3)
-    day_after = (datetime.strptime(expected[:5], "%m-%d") + timedelta(days=1)).strftime("%m-%d")
+    jump = datetime.strptime(f"{start.year}-{expected[:5]}", "%Y-%m-%d")  # no year: 3.13 warns
+    day_after = (jump + timedelta(days=1)).strftime("%m-%d")
     assert local(got, tz)[0] == expected
     assert local(got, tz)[1].startswith(f"{day_after} 02:30")
     assert got[1] - got[0] == timedelta(hours=23, minutes=30)
