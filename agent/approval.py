@@ -61,7 +61,7 @@ def command_allowed(command: str, patterns: Sequence[str]) -> bool:
 def _arguments(call: ToolCall) -> dict[str, object]:
     try:
         raw = json.loads(call.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested too deeply to read
         return {}
     return raw if isinstance(raw, dict) else {}
 

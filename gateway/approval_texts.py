@@ -28,7 +28,7 @@ def _shown(call: ToolCall) -> str:
     other arguments as JSON; secrets masked either way."""
     try:
         raw = json.loads(call.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested too deeply to read
         raw = call.arguments
     data = redact_data(raw)
     if isinstance(data, dict) and isinstance(data.get("command"), str) and len(data) <= 2:

@@ -192,18 +192,25 @@ def redact_text(text: str) -> str:
     return scrubbed
 
 
-def _redact_value(value: Any, *, masked: bool) -> Any:
+_DEPTH_SHOWN = 16  # levels of nested containers shown; deeper ones are "…"
+
+
+def _redact_value(value: Any, *, masked: bool, depth: int = 0) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value  # counts (input_tokens=12) are not secrets
     if isinstance(value, str):
         return (MASK if value else value) if masked else redact_text(value)
+    if isinstance(value, Mapping | list | tuple | set | frozenset) and depth >= _DEPTH_SHOWN:
+        return "…"  # a model's tool arguments may nest past any recursion limit
     if isinstance(value, Mapping):
         return {
-            redact_text(str(k)): _redact_value(v, masked=masked or _is_secret_key(k))
+            redact_text(str(k)): _redact_value(
+                v, masked=masked or _is_secret_key(k), depth=depth + 1
+            )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple | set | frozenset):
-        return [_redact_value(v, masked=masked) for v in value]
+        return [_redact_value(v, masked=masked, depth=depth + 1) for v in value]
     if isinstance(value, os.PathLike):
         return MASK if masked else redact_text(str(os.fspath(value)))
     # Any other object is rendered now so that its text is scrubbed too.

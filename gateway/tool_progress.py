@@ -62,7 +62,7 @@ def summarize_arguments(arguments: str) -> str:
     is cut: a secret cut in half would no longer be recognised."""
     try:
         raw = json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested too deeply to read
         raw = arguments
     data = redact_data(raw)
     if isinstance(data, dict):

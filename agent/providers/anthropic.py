@@ -182,7 +182,8 @@ class _MessageAssembler:
             raw = "".join(pieces)
             try:
                 self._blocks[index]["input"] = json.loads(raw) if raw else {}
-            except ValueError:  # cut off (max_tokens): the loop reports bad arguments
+            except (ValueError, RecursionError):  # cut off (max_tokens); too deep to read
+                # (the loop reports bad arguments)
                 self._blocks[index]["input"] = raw
         self.message["content"] = [self._blocks[i] for i in sorted(self._blocks)]
         return self.message
@@ -200,7 +201,7 @@ def _message_of(provider: str, response: Whole) -> LLMResponse:
     """A whole (not streamed) reply: a message, or an error in a 200 body."""
     try:
         raw = json.loads(response.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested too deeply to read
         raw = None
     kind = _obj(raw).get("type")
     if kind == "error":

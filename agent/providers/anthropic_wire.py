@@ -28,7 +28,7 @@ base64 `image` blocks. Nothing here does I/O but reading media files.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -76,12 +76,38 @@ def _no_constant(name: str) -> Any:
 def _tool_input(arguments: str) -> dict[str, Any]:
     """The model's argument text as the object the API wants; text that is not
     strict JSON (NaN and Infinity included: no request could carry them, and
-    the chat would fail on every later turn) is passed on as it came."""
+    the chat would fail on every later turn), or nests deeper than
+    `_INPUT_DEPTH_MAX`, is passed on as it came."""
     try:
         value = json.loads(arguments or "{}", parse_constant=_no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to read
+        return {"raw_arguments": arguments}
+    if not _nests_within(value, _INPUT_DEPTH_MAX):
         return {"raw_arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
+
+
+# No tool's input nests this deep; a service's JSON parser may refuse more
+# (many stop at 128), and every later request of the chat carries the call.
+_INPUT_DEPTH_MAX = 64
+
+
+def _nests_within(value: object, limit: int) -> bool:
+    """Whether `value`'s objects and arrays nest at most `limit` deep (walked
+    without recursion: it may nest deeper than Python recurses)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
 
 
 def _assistant_blocks(message: ChatMessage) -> list[Block]:

@@ -284,7 +284,7 @@ def map_openai_error(exc: Exception, provider: str) -> ProviderError:
 def _json_of(body: bytes, provider: str) -> object:
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested too deeply to read
         raise ProviderError(f"provider '{provider}': unexpected response shape") from None
 
 

@@ -357,7 +357,10 @@ class ToolRegistry:
         if tool is None and source is None:
             return ToolResult(call, f"Error: unknown tool {call.name!r}", ok=False)
         try:
-            raw = json.loads(call.arguments or "{}")
+            try:
+                raw = json.loads(call.arguments or "{}")
+            except RecursionError:
+                raise ToolError("arguments are nested too deeply") from None
             if not isinstance(raw, dict):
                 raise ToolError("arguments must be a JSON object")
             ctx = dataclasses.replace(ctx, call_id=call.id)

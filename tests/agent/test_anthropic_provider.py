@@ -490,6 +490,9 @@ async def test_tool_input_cut_off_by_max_tokens_reaches_the_loop_as_it_came() ->
          ProviderUnavailable, "HTTP 529 Busy"),
         ("<html>a proxy's page</html>", ProviderError, "unexpected response shape"),
         (json.dumps({"type": "completion", "completion": "hi"}), ProviderError, "unexpected response shape"),
+        # a tool's input nested deeper than json reads (RecursionError, not ValueError)
+        ('{"type": "message", "content": [{"type": "tool_use", "input": ' + "[" * 5_000 + "]" * 5_000 + "}]}",
+         ProviderError, "unexpected response shape"),
     ],
 )  # fmt: skip
 async def test_a_200_body_that_is_not_a_message_is_no_reply(

@@ -364,17 +364,21 @@ async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
 
 
 @pytest.mark.parametrize(
-    ("status", "error", "says"),
+    ("status", "text", "error", "says"),
     [
-        (502, ProviderUnavailable, "HTTP 502"),  # retried: a proxy between picobot and the service
-        (302, ProviderError, "HTTP 302"),  # a captive portal's redirect is not a reply
-        (200, ProviderError, "unexpected response shape"),
+        # retried: a proxy between picobot and the service
+        (502, "Bad Gateway from the proxy", ProviderUnavailable, "HTTP 502"),
+        # a captive portal's redirect is not a reply
+        (302, "Bad Gateway from the proxy", ProviderError, "HTTP 302"),
+        (200, "Bad Gateway from the proxy", ProviderError, "unexpected response shape"),
+        # nested deeper than json reads (RecursionError, not ValueError)
+        (200, "[" * 5_000 + "]" * 5_000, ProviderError, "unexpected response shape"),
     ],
 )
 async def test_a_page_that_is_not_json_is_a_provider_error(
-    status: int, error: type[ProviderError], says: str
+    status: int, text: str, error: type[ProviderError], says: str
 ) -> None:
-    runner, url = await _page_server(status, "Bad Gateway from the proxy")
+    runner, url = await _page_server(status, text)
     settings = ProviderSettings(name="default", api_key=KEY, base_url=url, max_retries=0)
     provider = OpenAIProvider(settings, sleep=Waits())
     try:

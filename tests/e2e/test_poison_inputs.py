@@ -5,7 +5,9 @@ replaced by U+FFFD at the bus boundary) or a malformed event (a dead letter,
 listed by `picobot dead-letters list`), then three messages from other chats,
 each answered exactly once. A model's reply with a lone surrogate is
 answered too (replaced at the provider), and so is a voice note whose
-transcript has one (replaced where the transcript is read).
+transcript has one (replaced where the transcript is read). Tool-call
+arguments nested too deeply to read are a tool error the model reads, with
+either provider and with a person asked first.
 """
 
 from __future__ import annotations
@@ -26,15 +28,26 @@ from tests.e2e.test_attachments import send_voice_note, with_transcription
 from tests.e2e.test_feishu import feishu_config, webhook_overrides
 from tests.e2e.test_telegram import telegram_config
 from tests.e2e.test_wechat import wechat_config
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.feishu_server import ENCRYPT_KEY, EventSender, FakeFeishu, encrypt, message_event
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.wechat_server import FakeWechat
-from tests.support import PICOBOT, child_env, make_config, running_gateway, ws_client
+from tests.support import PICOBOT, child_env, make_config, newest, running_gateway, ws_client
 
 LONE = "\ud83d"  # half of a surrogate pair: not encodable as UTF-8
 SHOWN = "poison \ufffd text"  # what the model sees and the echo carries back
 OTHERS = ("first other", "second other", "third other")
+
+
+def nested(depth: int) -> str:
+    """Tool-call arguments as a model may write them, nested `depth` deep: past
+    orjson's limit (255), past what recursive Python code takes (~500), past
+    json's (~1,000: RecursionError, not ValueError)."""
+    return '{"path": ' + "[" * depth + "]" * depth + "}"
+
+
+DEPTHS = pytest.mark.parametrize("depth", [300, 700, 5_000])
 
 
 async def dead_letter_listing(loaded: LoadedConfig, home: Path) -> str:
@@ -242,3 +255,86 @@ async def test_a_voice_note_whose_transcript_has_half_a_surrogate_pair_is_answer
         await tg.wait_for(lambda: len(tg.sent_texts) >= 2, timeout=10)
     assert "Transcript: water \ufffd the plants" in tg.sent_texts[0]
     assert tg.sent_texts[1] == "echo: and now?"
+
+
+@DEPTHS
+async def test_tool_arguments_nested_too_deeply_are_a_tool_error(
+    home: Path, llm: FakeOpenAI, depth: int
+) -> None:
+    """The model reads a tool error and the chat its tool frames. Before,
+    past what Python recurses (700) the frames never came, and past what
+    json reads (5,000) the turn failed with the generic error."""
+    llm.add_tool_call("write", nested(depth))
+    llm.add_text("That did not work.")
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        ws_client(gw, "deep-args") as client,
+    ):
+        await client.send("write it")
+        frames = [await client.recv_type("tool") for _ in range(2)]
+        assert str((await client.recv_type("message"))["text"]) == "That did not work."
+        assert await client.ask("again") == "echo: again"
+    assert [(f["name"], f["status"]) for f in frames] == [("write", "running"), ("write", "error")]
+    assert "[[[[" in frames[0]["summary"]
+    error = newest(llm.requests[1])["content"]
+    if depth < 1_000:  # json reads it: the tool's own check refuses it
+        assert error.startswith("Error: invalid arguments: path: Input should be a valid string")
+    else:
+        assert error == "Error: arguments are nested too deeply"
+
+
+@DEPTHS
+async def test_tool_arguments_nested_too_deeply_are_held_for_a_person(
+    home: Path, llm: FakeOpenAI, depth: int
+) -> None:
+    """`outside_workspace` cannot tell where such a call writes: it asks, and
+    the request shows the arguments cut short (before, at 700 and 5,000, the
+    turn failed with the generic error)."""
+    llm.add_tool_call("write", nested(depth))
+    llm.add_text("All right, I left it.")
+    rules = {"write": "outside_workspace"}
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": rules}})
+    async with running_gateway(loaded) as gw, ws_client(gw, "deep-held") as client:
+        await client.send("write it")
+        ask = str((await client.recv_type("message"))["text"])
+        assert "Approval needed" in ask
+        assert "• write: " in ask
+        assert "[[[[" in ask
+        assert len(ask) < 2_000
+        await client.send("/deny")
+        assert str((await client.recv_type("message"))["text"]) == "All right, I left it."
+    assert newest(llm.requests[1])["content"].startswith("[denied by user")
+
+
+@DEPTHS
+async def test_anthropic_tool_input_nested_too_deeply_does_not_stick_the_chat(
+    home: Path, depth: int
+) -> None:
+    """Every later request carries the call's input as `raw_arguments`: a
+    service's parser may refuse JSON that deep, and the chat would be stuck.
+    Before, 300 and 700 went out nested, and 5,000 failed the turn."""
+    async with FakeAnthropic() as claude:
+        claude.add_tool_call("write", nested(depth), call_id="toolu_1")
+        claude.add_text("That did not work.")
+        claude.add_text("Still here.")
+        loaded = make_config(
+            home,
+            "http://unused.invalid/v1",
+            providers={
+                "claude": {"type": "anthropic", "base_url": claude.base_url, "api_key": "ak"}
+            },
+            models={"sonnet": {"model_id": "claude-test"}},
+            agents={"default": {"provider": "claude", "model": "sonnet"}},
+        )
+        async with running_gateway(loaded) as gw, ws_client(gw, "deep-claude") as client:
+            assert await client.ask("write it") == "That did not work."
+            assert await client.ask("again") == "Still here."
+        third = claude.requests[2]
+    call = next(
+        block
+        for message in third["messages"]
+        if message["role"] == "assistant"
+        for block in message["content"]
+        if block["type"] == "tool_use"
+    )
+    assert call["input"] == {"raw_arguments": nested(depth)}

@@ -168,7 +168,8 @@ class FakeAnthropic(ScriptedLLMServer):
                 deltas.append({"type": "signature_delta", "signature": block["signature"]})
             else:
                 start = {**block, "input": {}}
-                raw = json.dumps(block["input"], ensure_ascii=False)
+                given = block["input"]  # a str: the model's input JSON as it streams
+                raw = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False)
                 deltas = [{"type": "input_json_delta", "partial_json": p} for p in split_text(raw)]
             events.append(
                 (

@@ -41,7 +41,7 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ScriptedToolCall:
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] | str  # a str goes out as it is: the model's text, JSON or not
     call_id: str | None = None
 
 
@@ -196,7 +196,7 @@ class ScriptedLLMServer:
     def add_tool_call(
         self,
         name: str,
-        arguments: dict[str, Any],
+        arguments: dict[str, Any] | str,
         *,
         call_id: str | None = None,
         text: str = "",
@@ -402,7 +402,9 @@ class FakeOpenAI(ScriptedLLMServer):
                 "type": "function",
                 "function": {
                     "name": call.name,
-                    "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments, ensure_ascii=False),
                 },
             }
             for call in reply.tool_calls

@@ -24,6 +24,7 @@ from gateway.logging import (
     MASK,
     clear_secrets,
     configure_logging,
+    redact_data,
     register_secrets,
 )
 from storage.db import Database
@@ -96,6 +97,23 @@ def test_a_value_orjson_refuses_still_makes_a_json_line() -> None:
     assert (odd["event"], odd["big"]) == ("odd_values", 2**70)
     assert plain["text"] == "ünïcode"
     assert "ünïcode" in out.getvalue()
+
+
+def test_a_value_nested_deeper_than_python_recurses_makes_a_line_cut_short() -> None:
+    """A model's tool arguments may nest past any recursion limit: what is
+    logged or shown of them stops at 16 levels, a secret above still masked."""
+    deep: list[Any] = []
+    for _ in range(5_000):
+        deep = [deep]
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    structlog.get_logger("picobot.test").info("deep", value={"token": "sk-x", "rest": deep})
+    (line,) = json_lines(out)
+    assert line["value"]["token"] == MASK
+    shown = redact_data({"rest": deep})["rest"]
+    for _ in range(15):
+        (shown,) = shown
+    assert shown == "…"
 
 
 def test_auto_format_is_json_when_not_a_tty() -> None:
