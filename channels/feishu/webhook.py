@@ -125,7 +125,7 @@ async def _read_limited(request: web.Request, limit: int) -> bytes | None:
 def _json_object(raw: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # read before the signature check
         return None
     return value if isinstance(value, dict) else None
 

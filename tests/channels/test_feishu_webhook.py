@@ -256,8 +256,14 @@ async def test_v1_envelope_is_accepted(fake: FakeFeishu, tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     "raw",
-    [b"not json", b"[1, 2]", json.dumps({"schema": "2.0", "event": {}}).encode(), b"x" * 1_100_000],
-    ids=["not-json", "not-object", "no-header", "oversize"],
+    [
+        b"not json",
+        b"[1, 2]",
+        json.dumps({"schema": "2.0", "event": {}}).encode(),
+        b"x" * 1_100_000,
+        b"[" * 5_000 + b"]" * 5_000,  # json raises RecursionError on it, before any signature check
+    ],
+    ids=["not-json", "not-object", "no-header", "oversize", "too-deep"],
 )
 async def test_malformed_or_oversize_bodies_get_400(
     fake: FakeFeishu, tmp_path: Path, raw: bytes
