@@ -26,6 +26,7 @@ from gateway.config import LoadedConfig
 from tests.channels.test_wechat_support import write_credentials
 from tests.e2e.test_attachments import send_voice_note, with_transcription
 from tests.e2e.test_feishu import feishu_config, webhook_overrides
+from tests.e2e.test_prompt_cache import anthropic_config
 from tests.e2e.test_telegram import telegram_config
 from tests.e2e.test_wechat import wechat_config
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -317,16 +318,10 @@ async def test_anthropic_tool_input_nested_too_deeply_does_not_stick_the_chat(
         claude.add_tool_call("write", nested(depth), call_id="toolu_1")
         claude.add_text("That did not work.")
         claude.add_text("Still here.")
-        loaded = make_config(
-            home,
-            "http://unused.invalid/v1",
-            providers={
-                "claude": {"type": "anthropic", "base_url": claude.base_url, "api_key": "ak"}
-            },
-            models={"sonnet": {"model_id": "claude-test"}},
-            agents={"default": {"provider": "claude", "model": "sonnet"}},
-        )
-        async with running_gateway(loaded) as gw, ws_client(gw, "deep-claude") as client:
+        async with (
+            running_gateway(anthropic_config(home, claude)) as gw,
+            ws_client(gw, "deep-claude") as client,
+        ):
             assert await client.ask("write it") == "That did not work."
             assert await client.ask("again") == "Still here."
         third = claude.requests[2]
