@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -51,6 +51,8 @@ __all__ = [
 
 SESSION_CLEANUP_EVENT = "session_cleanup"
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
+# where a cron expression is tried once; whether its dates exist depends on no zone
+_CRON_PROBE_FROM = datetime(2001, 1, 1)  # noqa: DTZ001
 
 
 class JobValidationError(ValueError):
@@ -137,6 +139,10 @@ class CronSchedule(_Model):
                 f"{value!r} is not a valid 5-field cron expression "
                 "(minute hour day-of-month month day-of-week)"
             )
+        try:  # a date no month has ("0 9 30 2 *"): no first fire time, at start or at `put`
+            croniter(value, _CRON_PROBE_FROM).get_next(datetime)
+        except CroniterBadDateError:
+            raise ValueError(f"{value!r} never fires: none of its months has that day") from None
         return value
 
 

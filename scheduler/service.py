@@ -123,7 +123,7 @@ class Scheduler:
         Claimed runs that never started, and runs cancelled here, are recorded as
         interrupted (they are not re-run later). Idempotent.
         """
-        if self._state in ("new", "stopped"):
+        if self._state in ("new", "stopped") or not self._tasks:  # never started, or failed to
             self._state = "stopped"
             return
         self._state = "stopped"

@@ -103,6 +103,11 @@ def test_a_stored_definition_parses_back_to_the_same_job() -> None:
              "target": {"channel": "c", "chat_id": "1"}, "payload": {"prompt": "p"}},
             "job 'j1': schedule.expression: '61 * * * *' is not a valid 5-field cron expression",
         ),
+        (  # no month it names has a 31st: it stopped the gateway from starting
+            {"id": "j1b", "kind": "agent_task", "schedule": {"type": "cron", "expression": "0 9 31 4,6 *"},
+             "target": {"channel": "c", "chat_id": "1"}, "payload": {"prompt": "p"}},
+            "job 'j1b': schedule.expression: '0 9 31 4,6 *' never fires: none of its months has that day",
+        ),
         (
             {"id": "j2", "kind": "agent_task", "schedule": {"type": "interval", "seconds": 0},
              "target": {"channel": "c", "chat_id": "1"}, "payload": {"prompt": "p"}},

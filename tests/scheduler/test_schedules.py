@@ -42,6 +42,13 @@ def test_delay_fires_once_after_creation() -> None:
     assert schedule.next_after(created + timedelta(seconds=90)) is None
 
 
+def test_a_leap_day_is_a_date_that_exists() -> None:
+    """A day only some years have is valid, and fires in those years (a day
+    no month it names has is refused where the job is parsed: test_jobs)."""
+    got = fires(cron("0 9 29 2 *", "UTC"), datetime(2026, 3, 1, tzinfo=UTC), 2)
+    assert got == [datetime(2028, 2, 29, 9, tzinfo=UTC), datetime(2032, 2, 29, 9, tzinfo=UTC)]
+
+
 def test_interval_keeps_its_grid() -> None:
     schedule = build_schedule(IntervalSchedule(type="interval", seconds=300), UTC)
     created = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
 
 from gateway.bus import Delivery, Origin, SessionPolicy, TurnRequest
+from scheduler.clock import ManualClock
+from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry, InternalEvent
+from scheduler.service import Scheduler
+from storage.db import Database, StorageClosed
 from storage.jobs import JobRecord, JobSource, RunCause, get_job, save_job
-from tests.scheduler.conftest import START, WAIT, Harness, interval_job, statuses
+from tests.scheduler.conftest import (
+    START,
+    WAIT,
+    Harness,
+    RecordingHost,
+    interval_job,
+    statuses,
+)
 
 
 def agent_job(
@@ -273,3 +288,18 @@ async def test_a_job_that_cannot_be_planned_is_parked_and_others_still_fire(
     assert parked is not None
     assert parked.next_run_at is None
     assert await harness.runs("broken") == []
+
+
+async def test_a_scheduler_that_failed_to_start_stops_cleanly(
+    tmp_path: Path, clock: ManualClock, host: RecordingHost
+) -> None:
+    """The gateway stops what it started when a later start fails; a
+    scheduler whose own start failed had no tasks to stop (IndexError)."""
+    db = await Database(tmp_path / "closed.db").open()
+    await db.close()
+    config = SchedulerConfig.model_validate({"enabled": True})
+    scheduler = Scheduler(config, db, host, clock=clock, default_zone=ZoneInfo("UTC"))
+    with pytest.raises(StorageClosed):
+        await scheduler.start()
+    await scheduler.stop()
+    assert not scheduler.running

@@ -107,6 +107,10 @@ async def test_argument_errors_tell_the_model_what_is_missing(
             reminder(schedule={"type": "cron", "expression": "every morning"}),
             "Error: job 'reminder.standup': schedule.expression: 'every morning' is not a valid",
         ),
+        (  # the tool said only "the tool failed unexpectedly" (CroniterBadDateError)
+            reminder(schedule={"type": "cron", "expression": "0 9 30 2 *"}),
+            "Error: job 'reminder.standup': schedule.expression: '0 9 30 2 *' never fires",
+        ),
         (
             reminder(payload={"text": "hi"}),
             "Error: job 'reminder.standup': payload.prompt: required; payload.text: unknown field",
