@@ -97,18 +97,24 @@ def _check_zone(value: str | None) -> str | None:
 
 
 # -- schedules -------------------------------------------------------------------
+# A hundred years: later times would not fit a datetime (delay 1e20 raised
+# OverflowError, not a validation error, where the first fire time was computed).
+_MAX_SCHEDULE_SECS = 100 * 366 * 86_400
+_AT_YEARS = range(1970, 9999)  # any zone's offset keeps these inside datetime's range
+
+
 class DelaySchedule(_Model):
     """Once, `seconds` after the job was created."""
 
     type: Literal["delay"]
-    seconds: float = Field(gt=0)
+    seconds: float = Field(gt=0, le=_MAX_SCHEDULE_SECS)
 
 
 class IntervalSchedule(_Model):
     """Every `seconds`, the first time one interval after the job was created."""
 
     type: Literal["interval"]
-    seconds: float = Field(gt=0)
+    seconds: float = Field(gt=0, le=_MAX_SCHEDULE_SECS)
 
 
 class AtSchedule(_Model):
@@ -119,6 +125,13 @@ class AtSchedule(_Model):
     timezone: str | None = None
 
     check_timezone = field_validator("timezone")(_check_zone)
+
+    @field_validator("at")
+    @classmethod
+    def _in_range(cls, value: datetime) -> datetime:
+        if value.year not in _AT_YEARS:
+            raise ValueError(f"{value.isoformat()} is out of range (years 1970 to 9998)")
+        return value
 
 
 class CronSchedule(_Model):

@@ -113,6 +113,16 @@ def test_a_stored_definition_parses_back_to_the_same_job() -> None:
              "target": {"channel": "c", "chat_id": "1"}, "payload": {"prompt": "p"}},
             "job 'j2': schedule.seconds: Input should be greater than 0",
         ),
+        (  # times past datetime's range raised OverflowError where the first fire time was computed
+            {"id": "j2b", "kind": "agent_task", "schedule": {"type": "delay", "seconds": 1e20},
+             "target": {"channel": "c", "chat_id": "1"}, "payload": {"prompt": "p"}},
+            "job 'j2b': schedule.seconds: Input should be less than or equal to 3162240000",
+        ),
+        (
+            {"id": "j2c", "kind": "agent_task", "schedule": {"type": "at", "at": "9999-12-31T23:00:00-05:00"},
+             "target": {"channel": "c", "chat_id": "1"}, "payload": {"prompt": "p"}},
+            "job 'j2c': schedule.at: 9999-12-31T23:00:00-05:00 is out of range (years 1970 to 9998)",
+        ),
         (
             {"id": "j3", "kind": "agent_task", "schedule": {"type": "delay", "seconds": 5},
              "target": {"channel": "c"}, "payload": {"prompt": "p"}},
