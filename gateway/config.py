@@ -195,7 +195,7 @@ class TimeConfig(FrozenModel):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # "Asia" is a directory
             raise ValueError(f"unknown IANA time zone {value!r}") from exc
         return value
 

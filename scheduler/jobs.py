@@ -91,7 +91,7 @@ def _check_zone(value: str | None) -> str | None:
         return None
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "Asia" is a directory
         raise ValueError(f"unknown IANA time zone {value!r}") from None
     return value
 

@@ -21,7 +21,7 @@ __all__ = ["GetTimeTool"]
 def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "Asia" is a directory
         raise ToolError(
             f"unknown timezone {name!r}; use an IANA name such as 'Asia/Shanghai' or 'UTC'"
         ) from None

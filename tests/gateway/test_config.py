@@ -32,6 +32,15 @@ def test_wrong_type_names_its_path(tmp_path: Path) -> None:
     assert "valid number" in str(err.value)
 
 
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "Asia", "x" * 300])
+def test_an_unknown_time_zone_names_its_path(tmp_path: Path, zone: str) -> None:
+    # "Asia" is a directory of the zone database and a long name no file:
+    # ZoneInfo raises OSError there, which stopped start-up with a traceback
+    cfg = _write(tmp_path / "c.json", {"time": {"timezone": zone}})
+    with pytest.raises(ConfigError, match=r"time\.timezone: .*unknown IANA time zone"):
+        load_config(cfg, environ={}, cwd=tmp_path)
+
+
 def test_bad_reference_and_bad_json(tmp_path: Path) -> None:
     cfg = _write(tmp_path / "c.json", {"agents": {"default": {"provider": "nope"}}})
     with pytest.raises(ConfigError, match=r"agents\.default\.provider: no provider named 'nope'"):

@@ -139,6 +139,12 @@ def test_a_stored_definition_parses_back_to_the_same_job() -> None:
              "payload": {"prompt": "p"}},
             "job 'j5': schedule.timezone: unknown IANA time zone 'Mars/Olympus'",
         ),
+        (  # a directory of the zone database: ZoneInfo raised OSError, not a validation error
+            {"id": "j5b", "kind": "agent_task", "schedule": {"type": "cron", "expression": "0 9 * * *",
+             "timezone": "Europe"}, "target": {"channel": "c", "chat_id": "1"},
+             "payload": {"prompt": "p"}},
+            "job 'j5b': schedule.timezone: unknown IANA time zone 'Europe'",
+        ),
         (
             {"id": "j6", "schedule": {"type": "delay", "seconds": 5}},
             "job 'j6': kind: required (one of agent_task, internal_event, outbound_message",
