@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,7 +26,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.memory.types import MemoryEntry, MemoryOrigin, MemoryScope, WriteOutcome
-from agent.messages import ToolCall
+from agent.messages import ToolCall, valid_unicode
 from agent.providers.base import ToolSpec
 from agent.subagents.types import SubagentTask
 from agent.tools.sandbox import Sandbox
@@ -292,6 +293,30 @@ class ToolCallWatcher(Protocol):
         ...
 
 
+# the JSON escape of half a surrogate pair, which json reads as a lone surrogate
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _arguments_of(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as an object, every string valid Unicode: a lone
+    surrogate (half an emoji, escaped) becomes U+FFFD, as in a reply
+    (`valid_unicode`); no file, process or request could encode it."""
+    text = call.arguments or "{}"
+    try:
+        raw = json.loads(text)
+        if _SURROGATE_ESCAPE.search(text):
+            raw = json.loads(valid_unicode(json.dumps(raw, ensure_ascii=False)))
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ToolError("arguments are nested too deeply") from None
+    except ValueError as exc:  # an integer longer than int() takes
+        raise ToolError(f"arguments cannot be read: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ToolError("arguments must be a JSON object")
+    return raw
+
+
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = (), *, timeout_secs: float = 120.0) -> None:
         self._tools: dict[str, Tool[Any]] = {}
@@ -357,12 +382,7 @@ class ToolRegistry:
         if tool is None and source is None:
             return ToolResult(call, f"Error: unknown tool {call.name!r}", ok=False)
         try:
-            try:
-                raw = json.loads(call.arguments or "{}")
-            except RecursionError:
-                raise ToolError("arguments are nested too deeply") from None
-            if not isinstance(raw, dict):
-                raise ToolError("arguments must be a JSON object")
+            raw = _arguments_of(call)
             ctx = dataclasses.replace(ctx, call_id=call.id)
             limit = None if tool is not None and tool.own_timeout else self.timeout_secs
             async with asyncio.timeout(limit):
@@ -372,8 +392,6 @@ class ToolRegistry:
                     assert source is not None
                     content = await source.call(call.name, raw, ctx)  # the source validates
             return ToolResult(call, content, ok=True)
-        except json.JSONDecodeError as exc:
-            return ToolResult(call, f"Error: arguments are not valid JSON: {exc.msg}", ok=False)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"

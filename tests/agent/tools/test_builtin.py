@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import Field, ValidationError
 
-from agent.tools.base import ToolArgs, ToolSettings, compact_schema
+from agent.messages import ToolCall
+from agent.tools.base import ToolArgs, ToolContext, ToolSettings, compact_schema
 from agent.tools.builtin import build_registry, builtin_tools
 
 EXPECTED = {
@@ -98,3 +99,39 @@ def test_schemas_sent_to_the_model_drop_what_it_does_not_need() -> None:
     assert Args.model_validate({"title": "x", "note": None}).note is None  # null still accepted
     for tool in builtin_tools(ToolSettings(workspace=Path(".")), "UTC"):
         assert "additionalProperties" not in tool.spec().parameters
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ('{"expression": "1+', "Error: arguments are not valid JSON: "),
+        ("[1]", "Error: arguments must be a JSON object"),
+        (
+            '{"expression": ' + "[" * 5_000 + "]" * 5_000 + "}",
+            "Error: arguments are nested too deeply",
+        ),
+        (
+            '{"expression": 1' + "0" * 5_000 + "}",
+            "Error: arguments cannot be read: Exceeds the limit",
+        ),
+    ],
+)
+async def test_arguments_that_cannot_be_read_are_a_tool_error_that_says_why(
+    settings: ToolSettings, ctx: ToolContext, arguments: str, says: str
+) -> None:
+    registry = build_registry(settings, "UTC")
+    result = await registry.execute(ToolCall("c1", "calculator", arguments), ctx)
+    assert not result.ok
+    assert result.content.startswith(says), result.content
+
+
+async def test_half_a_surrogate_pair_in_the_arguments_becomes_u_fffd(
+    settings: ToolSettings, ctx: ToolContext, workspace: Path
+) -> None:
+    """Escaped, it is valid JSON but not valid Unicode once read: the file
+    could not be written ('the tool failed unexpectedly'). A whole pair is kept."""
+    registry = build_registry(settings, "UTC")
+    arguments = r'{"path": "n\ud83d.txt", "content": "half \ud83d, whole \ud83d\ude00"}'
+    result = await registry.execute(ToolCall("c1", "write", arguments), ctx)
+    assert result.ok, result.content
+    assert (workspace / "n\ufffd.txt").read_text(encoding="utf-8") == "half \ufffd, whole 😀"
