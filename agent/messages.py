@@ -7,6 +7,7 @@ value object; persistence and wire mapping live elsewhere.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ __all__ = [
     "settle_session_messages",
     "shared_prefix",
     "tokens_for_chars",
+    "valid_arguments",
     "valid_unicode",
 ]
 
@@ -44,6 +46,27 @@ def valid_unicode(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+# the JSON escape of half a surrogate pair, which json reads as a lone surrogate
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def valid_arguments(text: str) -> str:
+    """Tool-call arguments (`valid_unicode`) whose strings are valid Unicode
+    once read, too: half a pair written as an escape is valid JSON, and json
+    reads it as a lone surrogate, which no file, process, frame or store can
+    encode. Such arguments are written again with U+FFFD in its place;
+    any other text comes back as it came."""
+    text = valid_unicode(text)
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return text
+    try:
+        written = json.dumps(json.loads(text), ensure_ascii=False)
+    except (ValueError, RecursionError):  # not JSON: the tool runner says so
+        return text
+    fixed = valid_unicode(written)
+    return text if fixed is written else fixed
 
 
 INTERRUPTED_RESULT = "[interrupted]"

@@ -14,7 +14,7 @@ from typing import Generic, Protocol, TypeVar
 
 import structlog
 
-from agent.messages import ToolCall, valid_unicode
+from agent.messages import ToolCall, valid_arguments, valid_unicode
 from agent.providers.base import (
     DeltaSink,
     LLMResponse,
@@ -44,16 +44,19 @@ CUT_SHORT = "the stream ended before the reply was complete"
 
 
 def _valid(response: LLMResponse) -> LLMResponse:
-    """A reply whose every text UTF-8 can carry (`valid_unicode`)."""
+    """A reply whose every text UTF-8 can carry (`valid_unicode`), tool-call
+    arguments once read too (`valid_arguments`)."""
     calls, reasoning = response.tool_calls, response.reasoning_content
-    texts = (response.content, reasoning or "", *(t for c in calls for t in c.to_dict().values()))
-    if all(valid_unicode(text) is text for text in texts):
+    texts = (response.content, reasoning or "", *(t for c in calls for t in (c.id, c.name)))
+    if all(valid_unicode(text) is text for text in texts) and all(
+        valid_arguments(c.arguments) is c.arguments for c in calls
+    ):
         return response  # nearly always: as it came
     return dataclasses.replace(
         response,
         content=valid_unicode(response.content),
         tool_calls=tuple(
-            ToolCall(valid_unicode(c.id), valid_unicode(c.name), valid_unicode(c.arguments))
+            ToolCall(valid_unicode(c.id), valid_unicode(c.name), valid_arguments(c.arguments))
             for c in calls
         ),
         reasoning_content=None if reasoning is None else valid_unicode(reasoning),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,7 +25,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.memory.types import MemoryEntry, MemoryOrigin, MemoryScope, WriteOutcome
-from agent.messages import ToolCall, valid_unicode
+from agent.messages import ToolCall
 from agent.providers.base import ToolSpec
 from agent.subagents.types import SubagentTask
 from agent.tools.sandbox import Sandbox
@@ -293,19 +292,11 @@ class ToolCallWatcher(Protocol):
         ...
 
 
-# the JSON escape of half a surrogate pair, which json reads as a lone surrogate
-_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
-
-
 def _arguments_of(call: ToolCall) -> dict[str, Any]:
-    """A call's arguments as an object, every string valid Unicode: a lone
-    surrogate (half an emoji, escaped) becomes U+FFFD, as in a reply
-    (`valid_unicode`); no file, process or request could encode it."""
-    text = call.arguments or "{}"
+    """A call's arguments as an object, or a ToolError that says why not.
+    (Their strings are valid Unicode: the provider saw to it, `valid_arguments`.)"""
     try:
-        raw = json.loads(text)
-        if _SURROGATE_ESCAPE.search(text):
-            raw = json.loads(valid_unicode(json.dumps(raw, ensure_ascii=False)))
+        raw = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:
         raise ToolError(f"arguments are not valid JSON: {exc.msg}") from None
     except RecursionError:

@@ -4,12 +4,13 @@ call — retried while no text was shown — never a truncated reply."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
 import yarl
 
-from agent.messages import ChatMessage
+from agent.messages import ChatMessage, valid_arguments
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import LLMProvider, LLMRequest, ProviderSettings, ProviderUnavailable
 from agent.providers.openai import OpenAIProvider
@@ -163,3 +164,35 @@ async def test_half_a_surrogate_pair_alone_becomes_a_replacement_character(
     expected = text.replace("\ud800", "\ufffd").replace("\ud83d", "\ufffd")
     assert (reply.content, reply.reasoning_content) == (expected, "a \ufffd b")
     assert "".join(shown) == (expected if streamed else "")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_half_a_surrogate_pair_in_tool_arguments_becomes_a_replacement_character(
+    served: tuple[FakeOpenAI | FakeAnthropic, LLMProvider, Waits, str], streamed: bool
+) -> None:
+    """Written as an escape the arguments are valid JSON, and json reads
+    the half as a lone surrogate: the file tools, the chat's tool frames, an
+    approval request and the stores could not encode it ('the tool failed
+    unexpectedly', a crashed turn). A whole pair stays as the model wrote it."""
+    fake, provider, _, _ = served
+    written = r'{"path": "n.txt", "content": "half \ud83d, whole \ud83d\ude00"}'
+    fake.add_reply(Reply(tool_calls=(ScriptedToolCall("write", written),)))
+
+    async def sink(_: str) -> None:
+        pass
+
+    reply = await provider.complete(_ask(), sink if streamed else None)
+    (call,) = reply.tool_calls
+    assert json.loads(call.arguments) == {"path": "n.txt", "content": "half \ufffd, whole 😀"}
+    call.arguments.encode("utf-8")
+
+
+def test_arguments_without_a_lone_half_come_back_as_they_came() -> None:
+    for text in [
+        '{"a": "plain"}',
+        r'{"a": "\ud83d\ude00"}',  # a whole pair, escaped
+        r'{"a": "\\ud83d"}',  # a backslash, then the letters
+        r'{"a": "\ud83d',  # not JSON: the tool runner says so
+    ]:
+        assert valid_arguments(text) is text
+    assert valid_arguments('{"a": "\ud83d"}') == '{"a": "\ufffd"}'  # a half itself, not escaped

@@ -333,3 +333,42 @@ async def test_anthropic_tool_input_nested_too_deeply_does_not_stick_the_chat(
         if block["type"] == "tool_use"
     )
     assert call["input"] == {"raw_arguments": nested(depth)}
+
+
+# half a pair written as an escape: valid JSON, a lone surrogate once read
+HALF_ESCAPED = r'{"path": "n.txt", "content": "half \ud83d here"}'
+
+
+async def test_tool_arguments_with_half_a_surrogate_pair_write_u_fffd(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Before, the write failed ('the tool failed unexpectedly') and the
+    chat's tool frames could not be sent."""
+    llm.add_tool_call("write", HALF_ESCAPED)
+    llm.add_text("Written.")
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        ws_client(gw, "half-args") as client,
+    ):
+        await client.send("write it")
+        frames = [await client.recv_type("tool") for _ in range(2)]
+        assert str((await client.recv_type("message"))["text"]) == "Written."
+    assert [f["status"] for f in frames] == ["running", "ok"]
+    assert "half \ufffd here" in frames[0]["summary"]
+    assert (home / "workspace" / "n.txt").read_text(encoding="utf-8") == "half \ufffd here"
+
+
+async def test_tool_arguments_with_half_a_surrogate_pair_can_be_held(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Before, the approval request could not be stored: the turn crashed."""
+    llm.add_tool_call("write", HALF_ESCAPED.replace("n.txt", "../n.txt"))
+    llm.add_text("All right, I left it.")
+    rules = {"write": "outside_workspace"}
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": rules}})
+    async with running_gateway(loaded) as gw, ws_client(gw, "half-held") as client:
+        await client.send("write it")
+        ask = str((await client.recv_type("message"))["text"])
+        assert "half \ufffd here" in ask
+        await client.send("/deny")
+        assert str((await client.recv_type("message"))["text"]) == "All right, I left it."

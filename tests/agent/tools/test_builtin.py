@@ -123,15 +123,3 @@ async def test_arguments_that_cannot_be_read_are_a_tool_error_that_says_why(
     result = await registry.execute(ToolCall("c1", "calculator", arguments), ctx)
     assert not result.ok
     assert result.content.startswith(says), result.content
-
-
-async def test_half_a_surrogate_pair_in_the_arguments_becomes_u_fffd(
-    settings: ToolSettings, ctx: ToolContext, workspace: Path
-) -> None:
-    """Escaped, it is valid JSON but not valid Unicode once read: the file
-    could not be written ('the tool failed unexpectedly'). A whole pair is kept."""
-    registry = build_registry(settings, "UTC")
-    arguments = r'{"path": "n\ud83d.txt", "content": "half \ud83d, whole \ud83d\ude00"}'
-    result = await registry.execute(ToolCall("c1", "write", arguments), ctx)
-    assert result.ok, result.content
-    assert (workspace / "n\ufffd.txt").read_text(encoding="utf-8") == "half \ufffd, whole 😀"
