@@ -439,6 +439,14 @@ def load_config(
             raise ConfigError(
                 f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
             ) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+            ) from None
+        except RecursionError:
+            raise ConfigError(f"{path}: nested too deeply to read") from None
+        except ValueError as exc:  # a number longer than int() takes
+            raise ConfigError(f"{path}: cannot read: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     config, missing = parse_config(raw, env, source=str(path) if path else "default config")

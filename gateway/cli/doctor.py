@@ -129,7 +129,7 @@ def _unset_placeholders(
     try:
         path = find_config_file(config_path, environ, cwd)
         text = path.read_text(encoding="utf-8") if path else ""
-    except (ConfigError, OSError):
+    except (ConfigError, OSError, UnicodeDecodeError):  # the load said why already
         return []
     names = {m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(text)}
     return [

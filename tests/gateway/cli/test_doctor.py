@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import sqlite3
 from collections.abc import AsyncIterator
@@ -99,6 +100,32 @@ async def test_unknown_key_prints_the_start_up_error(setup: Setup) -> None:
     assert "gatway: unknown key" in text
     assert line_of(text, "config").startswith("problem")
     assert "docs/CONFIG.md" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (
+            b'{"gateway": {"port": 1}, "x": "\xff\xfe"}',
+            "not UTF-8 text (byte 31); save it as UTF-8",
+        ),
+        (b"[" * 5_000 + b"]" * 5_000, "nested too deeply to read"),
+        (b'{"gateway": {"port": 1' + b"0" * 5_000 + b"}}", "cannot read: Exceeds the limit"),
+    ],
+)
+async def test_a_config_file_json_cannot_read_is_a_problem_not_a_traceback(
+    setup: Setup, content: bytes, says: str
+) -> None:
+    # start-up and doctor raised UnicodeDecodeError, RecursionError or ValueError
+    setup.config.write_bytes(content)
+    setup.config.chmod(0o600)
+    with pytest.raises(ConfigError, match=re.escape(f"{setup.config}: {says}")):
+        load_config(str(setup.config), setup.env, setup.tmp)
+
+    code, text = await setup.run()
+
+    assert code == 1
+    assert says in line_of(text, "config")
 
 
 async def test_missing_provider_key_names_the_variable(setup: Setup) -> None:
