@@ -258,6 +258,38 @@ async def test_a_voice_note_whose_transcript_has_half_a_surrogate_pair_is_answer
     assert tg.sent_texts[1] == "echo: and now?"
 
 
+async def tool_frames(home: Path, llm: FakeOpenAI, arguments: str, reply: str) -> list[Any]:
+    """The model calls `write` with `arguments`, then says `reply`: the chat's
+    two tool frames of the call; the chat goes on after."""
+    llm.add_tool_call("write", arguments)
+    llm.add_text(reply)
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        ws_client(gw, "odd-args") as client,
+    ):
+        await client.send("write it")
+        frames = [await client.recv_type("tool") for _ in range(2)]
+        assert str((await client.recv_type("message"))["text"]) == reply
+        assert await client.ask("again") == "echo: again"
+    return frames
+
+
+async def held_request(home: Path, llm: FakeOpenAI, arguments: str) -> str:
+    """The model calls `write` with `arguments` under `outside_workspace`: the
+    approval request's text; `/deny` then lets the model go on."""
+    llm.add_tool_call("write", arguments)
+    llm.add_text("All right, I left it.")
+    rules = {"write": "outside_workspace"}
+    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": rules}})
+    async with running_gateway(loaded) as gw, ws_client(gw, "odd-held") as client:
+        await client.send("write it")
+        ask = str((await client.recv_type("message"))["text"])
+        await client.send("/deny")
+        assert str((await client.recv_type("message"))["text"]) == "All right, I left it."
+    assert newest(llm.requests[1])["content"].startswith("[denied by user")
+    return ask
+
+
 @DEPTHS
 async def test_tool_arguments_nested_too_deeply_are_a_tool_error(
     home: Path, llm: FakeOpenAI, depth: int
@@ -265,16 +297,7 @@ async def test_tool_arguments_nested_too_deeply_are_a_tool_error(
     """The model reads a tool error and the chat its tool frames. Before,
     past what Python recurses (700) the frames never came, and past what
     json reads (5,000) the turn failed with the generic error."""
-    llm.add_tool_call("write", nested(depth))
-    llm.add_text("That did not work.")
-    async with (
-        running_gateway(make_config(home, llm.base_url)) as gw,
-        ws_client(gw, "deep-args") as client,
-    ):
-        await client.send("write it")
-        frames = [await client.recv_type("tool") for _ in range(2)]
-        assert str((await client.recv_type("message"))["text"]) == "That did not work."
-        assert await client.ask("again") == "echo: again"
+    frames = await tool_frames(home, llm, nested(depth), "That did not work.")
     assert [(f["name"], f["status"]) for f in frames] == [("write", "running"), ("write", "error")]
     assert "[[[[" in frames[0]["summary"]
     error = newest(llm.requests[1])["content"]
@@ -291,20 +314,11 @@ async def test_tool_arguments_nested_too_deeply_are_held_for_a_person(
     """`outside_workspace` cannot tell where such a call writes: it asks, and
     the request shows the arguments cut short (before, at 700 and 5,000, the
     turn failed with the generic error)."""
-    llm.add_tool_call("write", nested(depth))
-    llm.add_text("All right, I left it.")
-    rules = {"write": "outside_workspace"}
-    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": rules}})
-    async with running_gateway(loaded) as gw, ws_client(gw, "deep-held") as client:
-        await client.send("write it")
-        ask = str((await client.recv_type("message"))["text"])
-        assert "Approval needed" in ask
-        assert "• write: " in ask
-        assert "[[[[" in ask
-        assert len(ask) < 2_000
-        await client.send("/deny")
-        assert str((await client.recv_type("message"))["text"]) == "All right, I left it."
-    assert newest(llm.requests[1])["content"].startswith("[denied by user")
+    ask = await held_request(home, llm, nested(depth))
+    assert "Approval needed" in ask
+    assert "• write: " in ask
+    assert "[[[[" in ask
+    assert len(ask) < 2_000
 
 
 @DEPTHS
@@ -344,15 +358,7 @@ async def test_tool_arguments_with_half_a_surrogate_pair_write_u_fffd(
 ) -> None:
     """Before, the write failed ('the tool failed unexpectedly') and the
     chat's tool frames could not be sent."""
-    llm.add_tool_call("write", HALF_ESCAPED)
-    llm.add_text("Written.")
-    async with (
-        running_gateway(make_config(home, llm.base_url)) as gw,
-        ws_client(gw, "half-args") as client,
-    ):
-        await client.send("write it")
-        frames = [await client.recv_type("tool") for _ in range(2)]
-        assert str((await client.recv_type("message"))["text"]) == "Written."
+    frames = await tool_frames(home, llm, HALF_ESCAPED, "Written.")
     assert [f["status"] for f in frames] == ["running", "ok"]
     assert "half \ufffd here" in frames[0]["summary"]
     assert (home / "workspace" / "n.txt").read_text(encoding="utf-8") == "half \ufffd here"
@@ -362,13 +368,5 @@ async def test_tool_arguments_with_half_a_surrogate_pair_can_be_held(
     home: Path, llm: FakeOpenAI
 ) -> None:
     """Before, the approval request could not be stored: the turn crashed."""
-    llm.add_tool_call("write", HALF_ESCAPED.replace("n.txt", "../n.txt"))
-    llm.add_text("All right, I left it.")
-    rules = {"write": "outside_workspace"}
-    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": rules}})
-    async with running_gateway(loaded) as gw, ws_client(gw, "half-held") as client:
-        await client.send("write it")
-        ask = str((await client.recv_type("message"))["text"])
-        assert "half \ufffd here" in ask
-        await client.send("/deny")
-        assert str((await client.recv_type("message"))["text"]) == "All right, I left it."
+    ask = await held_request(home, llm, HALF_ESCAPED.replace("n.txt", "../n.txt"))
+    assert "half \ufffd here" in ask
