@@ -491,7 +491,7 @@ async def test_tool_input_cut_off_by_max_tokens_reaches_the_loop_as_it_came() ->
         ("<html>a proxy's page</html>", ProviderError, "unexpected response shape"),
         (json.dumps({"type": "completion", "completion": "hi"}), ProviderError, "unexpected response shape"),
         # a tool's input nested deeper than json reads (RecursionError, not ValueError)
-        ('{"type": "message", "content": [{"type": "tool_use", "input": ' + "[" * 5_000 + "]" * 5_000 + "}]}",
+        ('{"type": "message", "content": [{"type": "tool_use", "input": ' + "[" * 20_000 + "]" * 20_000 + "}]}",
          ProviderError, "unexpected response shape"),
     ],
 )  # fmt: skip

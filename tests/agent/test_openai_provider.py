@@ -372,7 +372,7 @@ async def _page_server(status: int, text: str) -> tuple[web.AppRunner, str]:
         (302, "Bad Gateway from the proxy", ProviderError, "HTTP 302"),
         (200, "Bad Gateway from the proxy", ProviderError, "unexpected response shape"),
         # nested deeper than json reads (RecursionError, not ValueError)
-        (200, "[" * 5_000 + "]" * 5_000, ProviderError, "unexpected response shape"),
+        (200, "[" * 20_000 + "]" * 20_000, ProviderError, "unexpected response shape"),
     ],
 )
 async def test_a_page_that_is_not_json_is_a_provider_error(

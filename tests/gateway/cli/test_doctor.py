@@ -109,7 +109,7 @@ async def test_unknown_key_prints_the_start_up_error(setup: Setup) -> None:
             b'{"gateway": {"port": 1}, "x": "\xff\xfe"}',
             "not UTF-8 text (byte 31); save it as UTF-8",
         ),
-        (b"[" * 5_000 + b"]" * 5_000, "nested too deeply to read"),
+        (b"[" * 20_000 + b"]" * 20_000, "nested too deeply to read"),
         (b'{"gateway": {"port": 1' + b"0" * 5_000 + b"}}", "cannot read: Exceeds the limit"),
     ],
 )
