@@ -293,8 +293,8 @@ async def test_a_job_that_cannot_be_planned_is_parked_and_others_still_fire(
 async def test_a_scheduler_that_failed_to_start_stops_cleanly(
     tmp_path: Path, clock: ManualClock, host: RecordingHost
 ) -> None:
-    """The gateway stops what it started when a later start fails; a
-    scheduler whose own start failed had no tasks to stop (IndexError)."""
+    """A service whose start failed is stopped with the others; a scheduler
+    that failed before it had tasks raised IndexError there."""
     db = await Database(tmp_path / "closed.db").open()
     await db.close()
     config = SchedulerConfig.model_validate({"enabled": True})
