@@ -142,7 +142,7 @@ class FakeAnthropic(ScriptedLLMServer):
 
     def _message(self, body: dict[str, Any], reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
         message = self._envelope(body, usage)
-        message["content"] = self._blocks(reply)
+        message["content"] = [_whole_input(block) for block in self._blocks(reply)]
         message["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
         message["usage"] = usage
         return message
@@ -229,3 +229,17 @@ class FakeAnthropic(ScriptedLLMServer):
         except ConnectionResetError:
             pass  # the client went away mid-stream (cancelled turn); nothing to clean up
         return response
+
+
+def _whole_input(block: dict[str, Any]) -> dict[str, Any]:
+    """A whole message carries a tool's input as an object, as the API does:
+    input scripted as text is read (half a surrogate pair in it goes out as
+    json writes it, an escape). Text json cannot read stays text, which the
+    API never sends."""
+    given = block.get("input")
+    if block["type"] != "tool_use" or not isinstance(given, str):
+        return block
+    try:
+        return {**block, "input": json.loads(given)}
+    except (ValueError, RecursionError):
+        return block
