@@ -341,6 +341,43 @@ CREATE INDEX outbox_failed ON outbox (id) WHERE state = 'failed';
 """
 
 
+# Who owns a chat of a channel whose clients authenticate as principals (the
+# WebSocket channel; storage/chat_owners.py): the first principal that used
+# the id. History, live frames and parked replies go only to the owner.
+_V14_CHAT_OWNERS = """
+CREATE TABLE chat_owners (
+    channel     TEXT NOT NULL,
+    chat_id     TEXT NOT NULL,
+    owner       TEXT NOT NULL,   -- a principal, e.g. "operator" or "token:alice"
+    claimed_at  TEXT NOT NULL,
+    PRIMARY KEY (channel, chat_id)
+) WITHOUT ROWID;
+"""
+
+
+# Scheduler jobs have owners (scheduler/admin.py): who created a runtime job
+# (channel, sender). NULL for config and built-in jobs, and for runtime jobs
+# stored before this version: only admins may manage those.
+_V15_JOB_OWNERS = """
+ALTER TABLE scheduler_jobs ADD COLUMN owner_channel TEXT;
+ALTER TABLE scheduler_jobs ADD COLUMN owner_sender_id TEXT;
+"""
+
+
+# Rate limits that hold across sessions, sub-agents and restarts
+# (storage/rate_events.py): one row per counted act, pruned as the window passes.
+_V16_RATE_EVENTS = """
+CREATE TABLE rate_events (
+    id   INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,   -- what is limited: session_message | refusal_reply
+    key  TEXT NOT NULL,   -- whom it is counted against, e.g. from:telegram:42
+    at   TEXT NOT NULL
+);
+CREATE INDEX rate_events_by_key ON rate_events (kind, key, at);
+CREATE INDEX rate_events_by_age ON rate_events (kind, at);
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -355,4 +392,7 @@ MIGRATIONS: list[str] = [
     _V11_MESSAGE_MARKERS,
     _V12_SESSIONS_BY_CHAT,
     _V13_OUTBOX_FAILED,
+    _V14_CHAT_OWNERS,
+    _V15_JOB_OWNERS,
+    _V16_RATE_EVENTS,
 ]
