@@ -23,20 +23,22 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal, Protocol
-from urllib.parse import urlsplit
 
 from aiohttp import web
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from channels.served_hosts import SERVED_HOSTS, ServedHosts
 from gateway.bus import ChannelEvent, MediaKind, MessageBus, OutboundMessage
 
 __all__ = [
+    "SERVED_HOSTS",
     "Capabilities",
     "Channel",
     "ChannelError",
     "ChannelRuntime",
     "ChannelSettings",
     "ChatDirectory",
+    "ChatOwners",
     "CommandInfo",
     "DailyTime",
     "GroupAccess",
@@ -50,6 +52,7 @@ __all__ = [
     "RecipientOffline",
     "Refusal",
     "SendResult",
+    "ServedHosts",
     "SessionInfo",
     "SessionList",
     "StateStore",
@@ -275,12 +278,18 @@ class ChannelSettings(BaseModel):
 
 def origin_allowed(request: web.Request, allowed: Iterable[str] = ()) -> bool:
     """Programs send no Origin; a browser page may reach the gateway only from
-    the gateway's own origin (or one in `allowed`): no cross-site use of a
-    route that acts or reads for the user."""
+    an origin whose host the gateway serves (`ServedHosts`, which the HTTP app
+    carries as `SERVED_HOSTS`) or one in `allowed`: no cross-site or
+    DNS-rebinding use of a route that acts or reads for the user."""
     origin = request.headers.get("Origin")
-    if origin is None or origin in allowed:
+    if origin is None:
         return True
-    return urlsplit(origin).netloc.lower() == request.host.lower()
+    if origin == "null":  # sandboxed frames, file: pages: whoever they are
+        return False
+    if origin in allowed:
+        return True
+    served = request.app.get(SERVED_HOSTS) or ServedHosts()
+    return served.origin_allowed(origin, request.headers.get("Host"))
 
 
 # -- what a client may read about its own chat (the WebSocket channel's queries) --
@@ -346,4 +355,19 @@ class ChatDirectory(Protocol):
     async def history(self, chat_id: str, session_id: str | None, limit: int) -> History | None:
         """The active history of `session_id` (None: the chat's current
         session), newest `limit` messages; None if the chat has no such session."""
+        ...
+
+
+class ChatOwners(Protocol):
+    """Which principal owns a chat id (the WebSocket channel's clients
+    authenticate as principals; docs/PROTOCOL.md "Chat ownership")."""
+
+    async def claim(
+        self, chat_id: str, principal: str, legacy_owner: Callable[[Sequence[str]], str]
+    ) -> str:
+        """The owner of `chat_id`, recorded durably: `principal` when the id
+        is new (of two racing claims exactly one wins), the recorded owner
+        when it has one, `legacy_owner(senders)` when the chat was used before
+        owners were recorded (`senders`: up to two distinct senders of its
+        stored messages, possibly none)."""
         ...

@@ -7,9 +7,13 @@ can recognise it, and marked `earlier` when they were written before this
 connection said hello. A bad frame gets an `error` frame; the connection stays
 up until `max_bad_frames` bad frames in a row (then 4400). Who the sender is
 the server decides from the token (channels.ws_input.TokenBook), never the
-client. `sessions` and `history` queries are answered through a
-`ChatDirectory` (channels.ws_directory) when the runtime gives one. A browser
-page of another origin may not connect (cross-site WebSocket hijacking).
+client. A chat id belongs to the principal that first used it
+(channels.base.ChatOwners): another principal's hello for it is refused
+(`forbidden_chat`, 4403) before the connection joins the chat, so no history,
+live frame or parked reply reaches it. `sessions` and `history` queries are
+answered through a `ChatDirectory` (channels.ws_directory) when the runtime
+gives one. A browser page of another origin may not connect (cross-site
+WebSocket hijacking).
 Every tool call of a turn is a `tool` frame when it starts and when it ends,
 whatever `show_tool_results` says; the `welcome` frame tells the client
 whether the operator wants them shown.
@@ -37,6 +41,7 @@ from channels.base import (
     ChannelRuntime,
     ChannelSettings,
     ChatDirectory,
+    ChatOwners,
     RecipientOffline,
     SendResult,
     origin_allowed,
@@ -44,6 +49,7 @@ from channels.base import (
 from channels.ws_directory import QUERY_TYPES, QueryError, answer_query
 from channels.ws_input import (
     Identity,
+    LocalChatOwners,
     ProtocolError,
     TokenBook,
     approve_text,
@@ -61,6 +67,7 @@ from gateway.bus import (
 
 __all__ = [
     "CLOSE_BAD_FRAMES",
+    "CLOSE_FORBIDDEN_CHAT",
     "CLOSE_HELLO_TIMEOUT",
     "CLOSE_UNAUTHORIZED",
     "PROTOCOL_VERSION",
@@ -73,6 +80,7 @@ log = structlog.get_logger(__name__)
 PROTOCOL_VERSION = 1
 CLOSE_BAD_FRAMES = 4400
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN_CHAT = 4403
 CLOSE_HELLO_TIMEOUT = 4408
 _ID = re.compile(r"^[A-Za-z0-9._:@/-]{1,128}$")
 
@@ -126,6 +134,11 @@ class WebSocketChannel(Channel):
             weakref.WeakKeyDictionary()
         )
         self._directory: ChatDirectory | None = None
+        self._owners: ChatOwners = LocalChatOwners()
+
+    def use_owners(self, owners: ChatOwners) -> None:
+        """Record chat owners durably (the default keeps them in memory)."""
+        self._owners = owners
 
     def use_directory(self, directory: ChatDirectory) -> None:
         """Answer `sessions`/`history` queries and list the commands in `welcome`."""
@@ -312,6 +325,8 @@ class WebSocketChannel(Channel):
             await ws.send_str(_frame("error", code=exc.code, message=str(exc)))
             await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=exc.code.encode())
             return None
+        if not await self._may_open(ws, chat_id, identity):
+            return None
         welcome: dict[str, Any] = {
             "protocol": PROTOCOL_VERSION,
             "chat_id": chat_id,
@@ -324,6 +339,33 @@ class WebSocketChannel(Channel):
         self._since[ws] = datetime.now(UTC)
         await ws.send_str(_frame("welcome", **welcome))
         return chat_id, identity
+
+    async def _may_open(self, ws: web.WebSocketResponse, chat_id: str, identity: Identity) -> bool:
+        """Whether `identity` owns `chat_id` (claiming it when it is new); when
+        not, the connection got an error frame and is closed."""
+        principal = identity.principal
+        try:
+            owner = await self._owners.claim(chat_id, principal, self._tokens.legacy_owner)
+        except Exception:
+            log.exception("ws_chat_claim_failed")
+            await ws.send_str(
+                _frame("error", code="internal", message="the chat could not be opened; retry")
+            )
+            await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"internal")
+            return False
+        if owner == principal:
+            return True
+        log.warning("ws_chat_forbidden", principal=principal)
+        await ws.send_str(
+            _frame(
+                "error",
+                code="forbidden_chat",
+                message="this chat id belongs to another user; "
+                "open a chat of your own (omit chat_id for a new one)",
+            )
+        )
+        await ws.close(code=CLOSE_FORBIDDEN_CHAT, message=b"forbidden chat")
+        return False
 
     async def _on_text(
         self, ws: web.WebSocketResponse, chat_id: str, identity: Identity, data: str

@@ -8,19 +8,34 @@ named token (`channels.websocket.tokens`) makes the connection that sender,
 whatever its frames claim; the gateway's `auth_token` is the operator's and
 may name the sender itself. The access policy (gateway.access) then judges
 that sender like any other channel's; nothing here is an allow-list.
+Each identity is also a principal, the owner of the chats it opens
+(`Identity.principal`; channels.base.ChatOwners): `token:<name>` for a named
+token, `operator` for the gateway token and for every connection of a
+gateway without tokens.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.bus import Decision, button_command
 
-__all__ = ["Identity", "ProtocolError", "TokenBook", "approve_text", "parse_frame", "safe_id"]
+__all__ = [
+    "OPERATOR",
+    "Identity",
+    "LocalChatOwners",
+    "ProtocolError",
+    "TokenBook",
+    "approve_text",
+    "parse_frame",
+    "safe_id",
+]
+
+OPERATOR = "operator"  # the principal of the gateway token (or of a gateway without tokens)
 
 _REASON_MAX = 500
 
@@ -85,6 +100,11 @@ class Identity:
 
     sender: str | None = None
 
+    @property
+    def principal(self) -> str:
+        """Who owns the chats this connection opens."""
+        return OPERATOR if self.sender is None else f"token:{self.sender}"
+
     def sender_for(self, claimed: Any, chat_id: str) -> str:
         if claimed is not None and not isinstance(claimed, str):
             raise ProtocolError("bad_frame", "message.sender_id must be a string")
@@ -122,3 +142,24 @@ class TokenBook:
         if self._master is not None and hmac.compare_digest(given, self._master):
             found = found or Identity()
         return found
+
+    def legacy_owner(self, senders: Sequence[str]) -> str:
+        """The owner of a chat used before owners were recorded: the named
+        token that sent every stored message of it, else the operator."""
+        names = {name for name, _ in self._named}
+        if len(senders) == 1 and senders[0] in names:
+            return Identity(senders[0]).principal
+        return OPERATOR
+
+
+class LocalChatOwners:
+    """`ChatOwners` in memory, for a channel the runtime gave no store (tests,
+    embedding): owners last as long as the process."""
+
+    def __init__(self) -> None:
+        self._owners: dict[str, str] = {}
+
+    async def claim(
+        self, chat_id: str, principal: str, legacy_owner: Callable[[Sequence[str]], str]
+    ) -> str:
+        return self._owners.setdefault(chat_id, principal)

@@ -86,6 +86,7 @@ from gateway.turns import TurnOpener
 from gateway.usage import usage_status
 from gateway.web.directory import StoreDirectory
 from gateway.web.ops import OpsApi
+from gateway.web.owners import StoreChatOwners
 from gateway.web.static import PACKAGED_ROOT, StaticSite
 from scheduler.admin import JobView
 from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
@@ -398,13 +399,15 @@ class Gateway:
     ) -> web.Application:
         """The HTTP app with each channel's routes mounted, and what /ready reads."""
         app = build_http_app(
-            HttpProbes(self.readiness, self._render_metrics, lambda: mcp_details(self.mcp))
+            HttpProbes(self.readiness, self._render_metrics, lambda: mcp_details(self.mcp)),
+            self.config.served_hosts,
         )
         mount = AppMount(app)
         for channel in self.channels:
             if isinstance(channel, WebSocketChannel):
                 locale = LocaleResolver.from_config(self.config).for_channel(channel.name)
                 channel.use_directory(StoreDirectory(store, self.commands, channel.name, locale))
+                channel.use_owners(StoreChatOwners(store, channel.name))
             channel.setup(
                 GatewayChannelRuntime(
                     self.bus,

@@ -7,6 +7,7 @@ path of the offending key and the reason (`ConfigError`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -28,9 +30,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from agent.mcp.config import McpServerConfig, unset_placeholders
-from channels.base import ChannelSettings, DailyTime, LocaleSetting
+from channels.base import ChannelSettings, DailyTime, LocaleSetting, ServedHosts
 from channels.feishu.config import FeishuConfig
-from channels.telegram.config import TelegramConfig
+from channels.telegram.config import TelegramConfig, TelegramMode
 from channels.websocket import WebSocketConfig
 from channels.wechat.config import WechatConfig
 from channels.wecom_kf.config import WecomKfConfig
@@ -112,6 +114,12 @@ class GatewayConfig(FrozenModel):
     session_ttl_secs: float = Field(0.0, ge=0)  # 0: never
     session_reset_at: DailyTime | None = None  # local "HH:MM" in time.timezone
     locale: LocaleSetting = "auto"  # the language of the gateway's own texts (gateway.locales)
+    # Host names served besides the loopback ones and `host` ("name" or
+    # "name:port"; the port is ignored): channels.served_hosts
+    public_hosts: list[Annotated[str, AfterValidator(ServedHosts.check_entry)]] = Field(
+        default_factory=list
+    )
+    public_url: Annotated[str, AfterValidator(ServedHosts.check_url)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -244,6 +252,21 @@ class Config(FrozenModel):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # The spec's (and Claude Desktop's) spelling; see docs/mcp.md.
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, alias="mcpServers")
+
+    @property
+    def served_hosts(self) -> ServedHosts:
+        """The `Host` names the HTTP server answers to (gateway/http.py): the
+        bound address, `gateway.public_hosts`, the host of `gateway.public_url`
+        and, in webhook mode, of Telegram's `webhook_url` (Telegram calls it)."""
+        gateway, telegram = self.gateway, self.channels.telegram
+        urls = [gateway.public_url]
+        if telegram.enabled and telegram.mode is TelegramMode.WEBHOOK:
+            urls.append(telegram.webhook_url)
+        public = [*gateway.public_hosts]
+        for url in urls:
+            with contextlib.suppress(ValueError):  # not a URL of a host: serves no name
+                public.append(urlsplit(ServedHosts.check_url(url or "")).netloc)
+        return ServedHosts.of(public, gateway.host)
 
     def check_references(self) -> list[str]:
         """Cross-references pydantic cannot see: agents → providers/models,

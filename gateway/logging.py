@@ -36,6 +36,8 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from gateway.malformed_requests import SERVER_LOGGER, MalformedRequestFilter
+
 __all__ = [
     "MASK",
     "MIN_SECRET_LENGTH",
@@ -430,6 +432,11 @@ def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> 
         )
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(numeric, logging.WARNING))
+    # a malformed request: one warning per peer a minute, not an error and a traceback each
+    server = logging.getLogger(SERVER_LOGGER)
+    for stale in [f for f in server.filters if isinstance(f, MalformedRequestFilter)]:
+        server.removeFilter(stale)
+    server.addFilter(MalformedRequestFilter())
 
     # Our own events do not go through stdlib logging (a record, a handler
     # call and a second processor chain per line: most of what a line cost,

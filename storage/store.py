@@ -19,6 +19,7 @@ from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
 from storage import (
     channel_state,
+    chat_owners,
     conversations,
     dead_letters,
     inbox,
@@ -351,6 +352,32 @@ class Store:
     async def set_channel_state(self, channel: str, key: str, value: str) -> None:
         await self.db.write(
             functools.partial(channel_state.set_state, channel=channel, key=key, value=value)
+        )
+
+    # -- chat owners (storage/chat_owners.py) ------------------------------------
+    async def claim_chat(
+        self,
+        channel: str,
+        chat_id: str,
+        principal: str,
+        legacy_owner: Callable[[Sequence[str]], str],
+    ) -> str:
+        """The chat's owner, recording one if it has none: `principal` for a
+        new chat, `legacy_owner(senders)` for a chat used before owners were
+        recorded. Of two racing claims of a new chat exactly one wins."""
+
+        def read(c: sqlite3.Connection) -> tuple[str | None, list[str] | None]:
+            owner = chat_owners.owner_of(c, channel, chat_id)
+            if owner is not None:
+                return owner, None
+            return None, chat_owners.legacy_senders(c, channel, chat_id)
+
+        owner, senders = await self.db.read(read)
+        if owner is not None:
+            return owner
+        candidate = principal if senders is None else legacy_owner(senders)
+        return await self.db.write(
+            functools.partial(chat_owners.claim, channel=channel, chat_id=chat_id, owner=candidate)
         )
 
     # -- pairings (access control) ----------------------------------------------

@@ -60,6 +60,19 @@ def make_config(home: Path, llm_base_url: str, **sections: Any) -> LoadedConfig:
     return LoadedConfig(config, None, home, missing)
 
 
+def process_config(llm_base_url: str, api_key: str = "test-key", **sections: Any) -> dict[str, Any]:
+    """The config file of a gateway run as a process (`spawn_gateway`): the
+    default provider pointed at a fake LLM, port 0, JSON logs; `sections`
+    merged over it."""
+    raw: dict[str, Any] = {
+        "providers": {"default": {"base_url": llm_base_url, "api_key": api_key, "max_retries": 0}},
+        "models": {"default": {"model_id": "fake-model"}},
+        "gateway": {"port": 0, "shutdown_timeout_secs": 10},
+        "logging": {"format": "json"},
+    }
+    return deep_merge(raw, sections)
+
+
 @asynccontextmanager
 async def running_gateway(
     loaded: LoadedConfig,
@@ -95,10 +108,16 @@ class WsClient:
         self._n = 0
         self._prefix = uuid.uuid4().hex[:6]
 
-    async def send(self, text: str, msg_id: str | None = None) -> str:
+    async def send(
+        self, text: str, msg_id: str | None = None, *, sender_id: str | None = None
+    ) -> str:
+        """`sender_id`: the sender the frame names (the operator's connections may)."""
         self._n += 1
         msg_id = msg_id or f"{self._prefix}-{self._n}"
-        await self.ws.send(json.dumps({"type": "message", "id": msg_id, "text": text}))
+        frame = {"type": "message", "id": msg_id, "text": text}
+        if sender_id is not None:
+            frame["sender_id"] = sender_id
+        await self.ws.send(json.dumps(frame))
         return msg_id
 
     async def recv(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -114,9 +133,9 @@ class WsClient:
                 if frame["type"] == kind:
                     return frame
 
-    async def ask(self, text: str, timeout: float = 10.0) -> str:
+    async def ask(self, text: str, timeout: float = 10.0, *, sender_id: str | None = None) -> str:
         """Send a message and return the text of the reply to it."""
-        msg_id = await self.send(text)
+        msg_id = await self.send(text, sender_id=sender_id)
         async with asyncio.timeout(timeout):
             while True:
                 frame = await self.recv(timeout)

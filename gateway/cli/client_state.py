@@ -5,7 +5,7 @@ gateway sends again after a reconnect is shown once."""
 from __future__ import annotations
 
 import json
-import uuid
+import secrets
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,7 @@ class ClientState:
         except (OSError, ValueError):
             pass
         if not state.chat_id:
-            state.chat_id = f"cli-{uuid.uuid4().hex[:12]}"
+            state.chat_id = f"cli-{secrets.token_hex(16)}"  # 128 bits: unguessable
             state.save()
         return state
 

@@ -151,20 +151,20 @@ async def test_only_the_asker_or_an_admin_may_answer(home: Path, llm: FakeOpenAI
         llm.base_url,
         tools=loaded.config.tools.model_dump(mode="json"),
         gateway={"admins": ["websocket:boss"]},
-        channels={"websocket": {"tokens": {"alice": "alice-token", "bob": "bob-token",
-                                            "boss": "boss-token"}}},
-    )  # fmt: skip
+    )
+    # one chat, three people: the operator's connections name each frame's
+    # sender (a named token's chats are its own: tests/e2e/test_ws_chat_owners.py)
     async with (
         running_gateway(loaded) as gw,
-        ws_client(gw, "team", token="alice-token") as alice,
-        ws_client(gw, "team", token="bob-token") as bob,
-        ws_client(gw, "team", token="boss-token") as boss,
+        ws_client(gw, "team") as alice,
+        ws_client(gw, "team") as bob,
+        ws_client(gw, "team") as boss,
     ):
-        await alice.send("make the file")
+        await alice.send("make the file", sender_id="alice")
         assert ASK in await next_text(alice)
-        assert "Only the person who asked" in await bob.ask("/approve")
+        assert "Only the person who asked" in await bob.ask("/approve", sender_id="bob")
         assert not (home / "workspace" / "approved.txt").exists()
-        await boss.send("/approve")
+        await boss.send("/approve", sender_id="boss")
         seen = [await next_text(boss)]  # every connection of the chat sees every message
         while seen[-1] != "Done by the admin's leave.":
             seen.append(await next_text(boss))
@@ -259,18 +259,17 @@ async def test_calls_an_admin_approves_run_as_the_person_who_asked(
         llm.base_url,
         tools={"approval": {"tools": {"memory_manage": "always"}}},
         gateway={"admins": ["websocket:boss"]},
-        channels={"websocket": {"tokens": {"alice": "alice-token", "boss": "boss-token"}}},
     )
-    async with (
+    async with (  # the operator's connections name the senders, as above
         running_gateway(loaded) as gw,
-        ws_client(gw, "team", token="alice-token") as alice,
-        ws_client(gw, "team", token="boss-token") as boss,
+        ws_client(gw, "team") as alice,
+        ws_client(gw, "team") as boss,
     ):
-        await alice.send("remember that I like tea")
+        await alice.send("remember that I like tea", sender_id="alice")
         assert ASK in await next_text(alice)
         assert gw.store is not None
         assert await gw.store.memories.scopes() == []  # held: nothing written yet
-        await boss.send("/approve")
+        await boss.send("/approve", sender_id="boss")
         while (await next_text(alice)) != "I will remember that you like tea.":
             pass
         scopes = [info.scope for info in await gw.store.memories.scopes()]

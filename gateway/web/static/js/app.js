@@ -9,16 +9,19 @@ const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "picobot.token";
 const CHAT_KEY = "picobot.chat";
 
-function chatId() {
-  const deep = /^\/chat\/([A-Za-z0-9._:@/-]{1,128})$/.exec(decodeURIComponent(location.pathname));
-  if (deep) return deep[1];
-  let id = localStorage.getItem(CHAT_KEY);
-  if (!id) {
-    const bytes = crypto.getRandomValues(new Uint8Array(6));
-    id = `web-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
-    localStorage.setItem(CHAT_KEY, id);
-  }
+// 128 random bits: a chat id nobody can guess (a saved shorter one keeps working)
+function newChatId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  const id = `web-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  localStorage.setItem(CHAT_KEY, id);
   return id;
+}
+
+const deepLink = /^\/chat\/([A-Za-z0-9._:@/-]{1,128})$/.exec(decodeURIComponent(location.pathname));
+
+function chatId() {
+  if (deepLink) return deepLink[1];
+  return localStorage.getItem(CHAT_KEY) || newChatId();
 }
 
 let token = localStorage.getItem(TOKEN_KEY) || "";
@@ -80,8 +83,14 @@ conn.addEventListener("state", (e) => {
     online: "connected",
     offline: `offline — retrying in ${Math.round((retryMs || 0) / 1000)}s`,
     unauthorized: "token needed",
+    forbidden: "this chat belongs to another user",
   }[state];
   if (state === "unauthorized") askToken(Boolean(token));
+  // the saved chat is another token's (a shared browser): start a chat of this one's
+  if (state === "forbidden" && !deepLink) {
+    conn.chatId = newChatId();
+    conn.connect();
+  }
 });
 
 function route() {

@@ -3,6 +3,7 @@
 // sent after the next welcome (their ids make a resend harmless).
 
 const CLOSE_UNAUTHORIZED = 4401;
+const CLOSE_FORBIDDEN_CHAT = 4403; // the chat id is another principal's
 const MAX_OFFLINE_QUEUE = 50;
 const QUERY_TIMEOUT_MS = 15000;
 
@@ -87,6 +88,10 @@ export class Connection extends EventTarget {
     if (event.code === CLOSE_UNAUTHORIZED) {
       this.state("unauthorized");
       return; // until a new token is given
+    }
+    if (event.code === CLOSE_FORBIDDEN_CHAT) {
+      this.state("forbidden");
+      return; // retrying cannot help
     }
     const wait = this.delay;
     this.delay = Math.min(this.delay * 2, 10000);
