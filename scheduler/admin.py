@@ -2,13 +2,16 @@
 
 Shared by the running scheduler (`Scheduler.manage`, the `scheduler_manage`
 tool) and the `picobot jobs` CLI, which may run while the daemon does: every
-operation is one write transaction that re-reads the row it changes.
+operation is one write transaction that re-reads the row it changes. Every
+operation names its `JobCaller` (scheduler.owners): a job the caller may not
+manage is reported as not found, and a runtime job records who created it.
 
 Exceptions:
 
     SchedulerError
-    ├── JobNotFound
-    └── JobNotEditable   (a config or builtin job changed through the tool/CLI)
+    ├── JobNotFound      (also: a job the caller may not manage)
+    ├── JobIdTaken       (put with an id the caller may not manage)
+    └── JobNotEditable   (an admin changing a config or builtin job through the tool)
     JobValidationError   (scheduler.jobs; a ValueError naming job and field)
 """
 
@@ -22,12 +25,21 @@ import structlog
 
 from scheduler.clock import Clock
 from scheduler.jobs import JobSpec, JobValidationError, parse_job
+from scheduler.owners import OPERATOR, JobCaller
 from scheduler.schedules import build_schedule
 from storage import jobs as store
 from storage.db import Connection, Database
 from storage.jobs import JobRecord, JobSource, RunRecord
 
-__all__ = ["JobAdmin", "JobNotEditable", "JobNotFound", "JobView", "SchedulerError", "SyncReport"]
+__all__ = [
+    "JobAdmin",
+    "JobIdTaken",
+    "JobNotEditable",
+    "JobNotFound",
+    "JobView",
+    "SchedulerError",
+    "SyncReport",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +51,14 @@ class SchedulerError(Exception):
 class JobNotFound(SchedulerError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class JobIdTaken(SchedulerError):
+    """Another principal's job, or a config or builtin job, has this id; says nothing more."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"the job id {job_id!r} is not available; choose another id")
         self.job_id = job_id
 
 
@@ -67,6 +87,7 @@ class JobView:
             "kind": rec.kind,
             "source": rec.source.value,
             "state": self.state,
+            "owner": None if rec.owner is None else str(rec.owner),
             "schedule": rec.definition.get("schedule"),
             "next_run_at": _local(rec.next_run_at, zone),
             "last_run": None if self.last_run is None else _run_dict(self.last_run, zone),
@@ -120,17 +141,25 @@ class JobAdmin:
         self.default_zone = default_zone
 
     # -- reading ---------------------------------------------------------------
-    async def list_jobs(self) -> list[JobView]:
+    async def list_jobs(self, *, caller: JobCaller) -> list[JobView]:
+        """The jobs `caller` may manage: an admin's all, a user's own."""
+
         def read(conn: Connection) -> list[JobView]:
             last = store.last_runs(conn)
-            return [JobView(r, last.get(r.id)) for r in store.list_jobs(conn)]
+            if caller.admin:
+                records = store.list_jobs(conn)
+            elif caller.owner is not None:
+                records = store.list_jobs_of(conn, caller.owner)
+            else:
+                records = []
+            return [JobView(r, last.get(r.id)) for r in records if caller.may_manage(r)]
 
         return await self.db.read(read)
 
-    async def get(self, job_id: str, *, runs: int = 10) -> JobView:
+    async def get(self, job_id: str, *, caller: JobCaller, runs: int = 10) -> JobView:
         def read(conn: Connection) -> JobView | None:
             record = store.get_job(conn, job_id)
-            if record is None:
+            if record is None or not caller.may_manage(record):
                 return None
             history = store.list_runs(conn, job_id, runs)
             return JobView(record, history[0] if history else None, tuple(history))
@@ -141,14 +170,27 @@ class JobAdmin:
         return view
 
     # -- writing ---------------------------------------------------------------
-    def _upsert(self, conn: Connection, spec: JobSpec, source: JobSource, now: datetime) -> bool:
-        """Insert or update one job; True if it was new. Same schedule keeps the timing."""
+    def _upsert(
+        self,
+        conn: Connection,
+        spec: JobSpec,
+        source: JobSource,
+        now: datetime,
+        caller: JobCaller = OPERATOR,
+    ) -> bool:
+        """Insert or update one job; True if it was new. Same schedule keeps the timing.
+
+        A runtime job belongs to `caller` (an admin replacing another's job takes
+        it over: the job now acts as the admin)."""
         old = store.get_job(conn, spec.id)
-        if old is not None and source is JobSource.RUNTIME and old.source is not JobSource.RUNTIME:
-            raise JobNotEditable(
-                f"job {spec.id!r} is defined in {_owner(old.source)}; "
-                "change it there, or choose another id"
-            )
+        if old is not None and source is JobSource.RUNTIME:
+            if not caller.may_manage(old):
+                raise JobIdTaken(spec.id)
+            if old.source is not JobSource.RUNTIME:
+                raise JobNotEditable(
+                    f"job {spec.id!r} is defined in {_owner(old.source)}; "
+                    "change it there, or choose another id"
+                )
         if old is not None and _stored_schedule_key(old) == spec.schedule_key():
             next_run_at = old.next_run_at
         else:
@@ -167,16 +209,19 @@ class JobAdmin:
             updated_at=now
             if old is None or old.definition != spec.definition()
             else old.updated_at,
+            owner=caller.owner if source is JobSource.RUNTIME else None,
         )
         if old is not None and record == old:
             return False
         store.save_job(conn, record)
         return old is None
 
-    async def put(self, spec: JobSpec, source: JobSource = JobSource.RUNTIME) -> JobView:
+    async def put(
+        self, spec: JobSpec, source: JobSource = JobSource.RUNTIME, *, caller: JobCaller
+    ) -> JobView:
         now = self.clock.now()
-        await self.db.write(lambda conn: self._upsert(conn, spec, source, now))
-        return await self.get(spec.id)
+        await self.db.write(lambda conn: self._upsert(conn, spec, source, now, caller))
+        return await self.get(spec.id, caller=caller)
 
     async def sync(self, config_jobs: list[JobSpec], builtin_jobs: list[JobSpec]) -> SyncReport:
         """Make the database match the configuration: upsert its jobs, remove dropped ones."""
@@ -210,34 +255,36 @@ class JobAdmin:
             )
         return report
 
-    async def delete(self, job_id: str) -> None:
+    async def delete(self, job_id: str, *, caller: JobCaller) -> None:
         def tx(conn: Connection) -> None:
-            record = self._require(conn, job_id)
+            record = self._require(conn, job_id, caller)
             if record.source is not JobSource.RUNTIME:
+                # only admins and the operator get here (JobCaller.may_manage)
                 raise JobNotEditable(
                     f"job {job_id!r} is defined in {_owner(record.source)} and would come "
-                    "back at the next start; pause it instead, or remove it from the config file"
+                    "back at the next start; an admin may pause it, or remove it from the "
+                    "config file"
                 )
             store.delete_job(conn, job_id)
 
         await self.db.write(tx)
 
-    async def pause(self, job_id: str) -> JobView:
+    async def pause(self, job_id: str, *, caller: JobCaller) -> JobView:
         now = self.clock.now()
 
         def tx(conn: Connection) -> None:
-            record = self._require(conn, job_id)
+            record = self._require(conn, job_id, caller)
             store.set_paused(conn, job_id, True, record.next_run_at, now)
 
         await self.db.write(tx)
-        return await self.get(job_id)
+        return await self.get(job_id, caller=caller)
 
-    async def resume(self, job_id: str) -> JobView:
+    async def resume(self, job_id: str, *, caller: JobCaller) -> JobView:
         """Unpause; a recurring job restarts its timing from now (runs missed while paused are dropped)."""
         now = self.clock.now()
 
         def tx(conn: Connection) -> None:
-            record = self._require(conn, job_id)
+            record = self._require(conn, job_id, caller)
             if not record.paused:
                 return
             next_run_at = record.next_run_at
@@ -248,22 +295,23 @@ class JobAdmin:
             store.set_paused(conn, job_id, False, next_run_at, now)
 
         await self.db.write(tx)
-        return await self.get(job_id)
+        return await self.get(job_id, caller=caller)
 
     async def request_run(self, job_id: str) -> JobView:
-        """Ask for one run as soon as the engine sees it (even if the job is paused)."""
+        """Ask for one run as soon as the engine sees it (even if the job is paused).
+        The operator's (`picobot jobs run`); the tool has no such action."""
         now = self.clock.now()
 
         def tx(conn: Connection) -> None:
-            self._require(conn, job_id)
+            self._require(conn, job_id, OPERATOR)
             store.set_run_requested(conn, job_id, now)
 
         await self.db.write(tx)
-        return await self.get(job_id)
+        return await self.get(job_id, caller=OPERATOR)
 
     @staticmethod
-    def _require(conn: Connection, job_id: str) -> JobRecord:
+    def _require(conn: Connection, job_id: str, caller: JobCaller) -> JobRecord:
         record = store.get_job(conn, job_id)
-        if record is None:
+        if record is None or not caller.may_manage(record):
             raise JobNotFound(job_id)
         return record

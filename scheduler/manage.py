@@ -2,7 +2,8 @@
 
 Every failure the caller can fix raises `SchedulerError` or
 `JobValidationError` with a message that says what was wrong; the service
-turns those into `{"ok": False, "error": ...}` for the model.
+turns those into `{"ok": False, "error": ...}` for the model. Every action
+acts for a `JobCaller` (scheduler.owners): a user reaches only their own jobs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scheduler.jobs import (
     JobValidationError,
     parse_job,
 )
+from scheduler.owners import JobCaller
 from scheduler.schedules import build_schedule
 
 __all__ = ["ACTIONS", "check_runtime_job", "manage_action"]
@@ -73,15 +75,16 @@ async def manage_action(
     action: str,
     payload: Mapping[str, Any],
     *,
+    caller: JobCaller,
     zone: tzinfo,
     check: Callable[[JobSpec], None],
 ) -> dict[str, Any]:
     match action:
         case "list":
-            views = await admin.list_jobs()
+            views = await admin.list_jobs(caller=caller)
             return {"ok": True, "jobs": [v.to_dict(zone) for v in views]}
         case "get":
-            view = await admin.get(_job_id(payload))
+            view = await admin.get(_job_id(payload), caller=caller)
             return {"ok": True, "job": view.to_dict(zone, full=True)}
         case "put":
             raw = payload.get("job")
@@ -89,16 +92,16 @@ async def manage_action(
                 raise SchedulerError("put needs `job`: the job definition as an object")
             spec = parse_job(dict(raw))
             check(spec)
-            view = await admin.put(spec)
+            view = await admin.put(spec, caller=caller)
             return {"ok": True, "job": view.to_dict(zone)}
         case "delete":
             job_id = _job_id(payload)
-            await admin.delete(job_id)
+            await admin.delete(job_id, caller=caller)
             return {"ok": True, "deleted": job_id}
         case "pause":
-            view = await admin.pause(_job_id(payload))
+            view = await admin.pause(_job_id(payload), caller=caller)
             return {"ok": True, "job": view.to_dict(zone)}
         case "resume":
-            view = await admin.resume(_job_id(payload))
+            view = await admin.resume(_job_id(payload), caller=caller)
             return {"ok": True, "job": view.to_dict(zone)}
     raise SchedulerError(f"unknown action {action!r}; use one of: {', '.join(ACTIONS)}")

@@ -40,6 +40,7 @@ from scheduler.events import EventRegistry
 from scheduler.host import SchedulerHost
 from scheduler.jobs import JobValidationError, SilentAgentTaskJob
 from scheduler.manage import check_runtime_job, manage_action
+from scheduler.owners import JobCaller
 from scheduler.runner import execute_job
 from storage import jobs as store
 from storage.db import Database
@@ -173,13 +174,18 @@ class Scheduler:
         await self._idle.wait()
 
     # -- management (SchedulerService) ------------------------------------------------
-    async def manage(self, action: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """list | get | put | delete | pause | resume; errors come back as {"ok": False, "error"}."""
+    async def manage(
+        self, action: str, payload: Mapping[str, Any], *, channel: str, sender_id: str, admin: bool
+    ) -> dict[str, Any]:
+        """list | get | put | delete | pause | resume for the sender `sender_id` on
+        `channel` (an admin reaches every job, a user only their own); errors come
+        back as {"ok": False, "error"}."""
         try:
             result = await manage_action(
                 self.admin,
                 action,
                 payload,
+                caller=JobCaller.sender(channel, sender_id, admin=admin),
                 zone=self.default_zone,
                 check=lambda spec: check_runtime_job(spec, self.clock.now(), self.default_zone),
             )

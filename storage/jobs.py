@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "JobOwner",
     "JobRecord",
     "JobSource",
     "RunCause",
@@ -36,6 +37,7 @@ __all__ = [
     "interrupt_unfinished_runs",
     "last_runs",
     "list_jobs",
+    "list_jobs_of",
     "list_runs",
     "mark_run_started",
     "next_due_at",
@@ -88,6 +90,17 @@ def _opt_time(text: str | None) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
+class JobOwner:
+    """Who created a runtime job: a sender on a channel (the principal it acts as)."""
+
+    channel: str
+    sender_id: str
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.sender_id}"
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     id: str
     source: JobSource
@@ -100,6 +113,8 @@ class JobRecord:
     run_requested_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # None: a config or built-in job, or a runtime job stored before owners were recorded
+    owner: JobOwner | None = None
 
     @property
     def active(self) -> bool:
@@ -122,7 +137,7 @@ class RunRecord:
 
 _JOB_COLUMNS = (
     "id, source, kind, definition, enabled, paused, overlap_policy, next_run_at, "
-    "run_requested_at, created_at, updated_at"
+    "run_requested_at, created_at, updated_at, owner_channel, owner_sender_id"
 )
 _RUN_COLUMNS = (
     "id, job_id, scheduled_at, cause, status, claimed_at, started_at, finished_at, "
@@ -143,6 +158,7 @@ def _job(row: tuple[Any, ...]) -> JobRecord:
         run_requested_at=_opt_time(row[8]),
         created_at=from_db_time(row[9]),
         updated_at=from_db_time(row[10]),
+        owner=None if row[11] is None or row[12] is None else JobOwner(row[11], row[12]),
     )
 
 
@@ -173,15 +189,28 @@ def list_jobs(conn: sqlite3.Connection) -> list[JobRecord]:
     return [_job(tuple(r)) for r in rows.fetchall()]
 
 
+def list_jobs_of(conn: sqlite3.Connection, owner: JobOwner) -> list[JobRecord]:
+    """The jobs `owner` created (at run time)."""
+    rows = conn.execute(
+        f"SELECT {_JOB_COLUMNS} FROM scheduler_jobs WHERE owner_channel = ? "
+        "AND owner_sender_id = ? ORDER BY id",
+        (owner.channel, owner.sender_id),
+    )
+    return [_job(tuple(r)) for r in rows.fetchall()]
+
+
 def save_job(conn: sqlite3.Connection, job: JobRecord) -> None:
     """Insert or replace a job's row (run history is kept)."""
+    owner = job.owner
     conn.execute(
-        f"INSERT INTO scheduler_jobs ({_JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        f"INSERT INTO scheduler_jobs ({_JOB_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (id) DO UPDATE SET source = excluded.source, kind = excluded.kind, "
         "definition = excluded.definition, enabled = excluded.enabled, "
         "paused = excluded.paused, overlap_policy = excluded.overlap_policy, "
         "next_run_at = excluded.next_run_at, run_requested_at = excluded.run_requested_at, "
-        "updated_at = excluded.updated_at",
+        "updated_at = excluded.updated_at, owner_channel = excluded.owner_channel, "
+        "owner_sender_id = excluded.owner_sender_id",
         (
             job.id,
             job.source.value,
@@ -194,6 +223,8 @@ def save_job(conn: sqlite3.Connection, job: JobRecord) -> None:
             None if job.run_requested_at is None else to_db_time(job.run_requested_at),
             to_db_time(job.created_at),
             to_db_time(job.updated_at),
+            None if owner is None else owner.channel,
+            None if owner is None else owner.sender_id,
         ),
     )
 

@@ -89,7 +89,13 @@ class MemoryService(Protocol):
 
 
 class SchedulerService(Protocol):
-    async def manage(self, action: str, payload: Mapping[str, Any]) -> dict[str, Any]: ...
+    """Jobs of the scheduler; each request acts for the asking sender, who
+    reaches only their own jobs unless `admin` (the tool decides that, never
+    the model)."""
+
+    async def manage(
+        self, action: str, payload: Mapping[str, Any], *, channel: str, sender_id: str, admin: bool
+    ) -> dict[str, Any]: ...
 
 
 class SkillService(Protocol):

@@ -5,6 +5,10 @@ It reaches the scheduler only through `ToolContext.services.scheduler` (the
 checks the arguments each action needs, fills a missing target with the
 current chat, and turns the scheduler's `{"ok": False, "error"}` answers into
 `ToolError`s so the model reads what was wrong.
+
+Every request acts for the turn's sender (`ctx.channel`, `ctx.sender_id`),
+never for an id the model wrote: the scheduler shows and changes only that
+sender's own jobs, every job when the access policy says the sender is an admin.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ _NEEDS_TARGET = {"outbound_message", "agent_task", "silent_agent_task"}
 _AGENT_KINDS = {"agent_task", "silent_agent_task"}
 
 _DESCRIPTION = """\
-Scheduled jobs. Actions: list; get, delete, pause, resume (job_id); put (job; same id \
-replaces).
+Your scheduled jobs. Actions: list; get, delete, pause, resume (job_id); put (job; \
+same id replaces).
 job: {id, kind: agent_task|silent_agent_task|outbound_message, schedule, target?: \
 {channel, chat_id} (default this chat; others: admins only), payload}; it acts as you.
 schedule: {type: delay|interval, seconds}, {type: at, at: ISO 8601} or {type: cron, \
@@ -54,7 +58,13 @@ class SchedulerManageTool(Tool[SchedulerManageArgs]):
             if not args.job_id:
                 raise ToolError(f"action {args.action!r} needs job_id")
             payload["job_id"] = args.job_id
-        result = await scheduler.manage(args.action, payload)
+        result = await scheduler.manage(
+            args.action,
+            payload,
+            channel=ctx.channel,
+            sender_id=ctx.sender_id,
+            admin=_is_admin(ctx),
+        )
         if not result.get("ok", False):
             raise ToolError(str(result.get("error") or "the scheduler refused the request"))
         return json.dumps(result, ensure_ascii=False, default=str)
@@ -83,13 +93,16 @@ class SchedulerManageTool(Tool[SchedulerManageArgs]):
             if target["channel"] == ctx.channel:
                 target.setdefault("chat_id", ctx.chat_id)
             job["target"] = target
-            if (target["channel"], target.get("chat_id")) != (ctx.channel, ctx.chat_id):
-                admins = ctx.services.admins
-                if admins is None or not admins.is_admin(ctx.channel, ctx.sender_id):
-                    raise ToolError(
-                        "only admins may schedule jobs for another chat; "
-                        "leave target out to schedule for this one"
-                    )
+            elsewhere = (target["channel"], target.get("chat_id")) != (ctx.channel, ctx.chat_id)
+            # a silent task works in session_chat_id: another chat's session is another chat
+            session_chat = target.get("session_chat_id")
+            if session_chat is not None and session_chat != ctx.chat_id:
+                elsewhere = True
+            if elsewhere and not _is_admin(ctx):
+                raise ToolError(
+                    "only admins may schedule jobs for another chat; "
+                    "leave target out to schedule for this one"
+                )
         if job.get("kind") in _AGENT_KINDS:
             # a job acts as whoever made it: never as an id the model wrote
             # (that would lend it an admin's rights or another user's memories)
@@ -97,3 +110,8 @@ class SchedulerManageTool(Tool[SchedulerManageArgs]):
             if isinstance(payload, dict):
                 job["payload"] = {**payload, "sender_id": ctx.sender_id}
         return job
+
+
+def _is_admin(ctx: ToolContext) -> bool:
+    admins = ctx.services.admins
+    return admins is not None and admins.is_admin(ctx.channel, ctx.sender_id)

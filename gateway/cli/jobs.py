@@ -4,7 +4,8 @@ Works whether or not the gateway is running: every command is one SQLite
 transaction. A running gateway notices `run` and `resume` at its next look at
 the database (at the latest after `scheduler.rescan_interval_secs`); `pause`
 and `delete` take effect at once, because the engine re-reads a job's row when
-it claims a run.
+it claims a run. The CLI is the operator's: it sees and controls every job,
+whoever owns it (the OWNER column; `-` for config, built-in and pre-owner jobs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from gateway.config import LoadedConfig
 from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.clock import SystemClock
+from scheduler.owners import OPERATOR
 from storage.db import Database
 
 __all__ = ["add_jobs_parser", "print_jobs_help", "run_jobs_command"]
@@ -69,14 +71,14 @@ async def _dispatch(
 ) -> int:
     command: str = args.jobs_command
     if command == "list":
-        views = await admin.list_jobs()
+        views = await admin.list_jobs(caller=OPERATOR)
         if args.json:
             print(json.dumps([v.to_dict(zone) for v in views], indent=2, ensure_ascii=False))
         else:
             _print_table(views, zone)
         return 0
     if command == "show":
-        view = await admin.get(args.job_id, runs=max(args.runs, 0))
+        view = await admin.get(args.job_id, caller=OPERATOR, runs=max(args.runs, 0))
         print(json.dumps(view.to_dict(zone, full=True), indent=2, ensure_ascii=False))
         return 0
     if command == "run":
@@ -89,11 +91,11 @@ async def _dispatch(
         )
         return 0
     if command == "pause":
-        view = await admin.pause(args.job_id)
+        view = await admin.pause(args.job_id, caller=OPERATOR)
     elif command == "resume":
-        view = await admin.resume(args.job_id)
+        view = await admin.resume(args.job_id, caller=OPERATOR)
     elif command == "delete":
-        await admin.delete(args.job_id)
+        await admin.delete(args.job_id, caller=OPERATOR)
         print(f"deleted job {args.job_id!r}")
         return 0
     else:
@@ -124,7 +126,7 @@ def _print_table(views: list[JobView], zone: tzinfo) -> None:
     if not views:
         print("no jobs")
         return
-    header = ("ID", "KIND", "SOURCE", "STATE", "SCHEDULE", "NEXT RUN", "LAST RUN")
+    header = ("ID", "KIND", "SOURCE", "OWNER", "STATE", "SCHEDULE", "NEXT RUN", "LAST RUN")
     rows: list[tuple[str, ...]] = [header]
     for view in views:
         data = view.to_dict(zone)
@@ -134,6 +136,7 @@ def _print_table(views: list[JobView], zone: tzinfo) -> None:
                 data["id"],
                 data["kind"],
                 data["source"],
+                data["owner"] or "-",
                 data["state"],
                 describe_schedule(data["schedule"]),
                 data["next_run_at"] or "-",

@@ -156,7 +156,10 @@ async def test_a_job_naming_an_unknown_agent_is_told_so_and_runs_nothing(
     loaded = make_config(home, llm.base_url, scheduler=FAST)
     async with running_gateway(loaded, extra_channels=[channel]) as gw:
         assert gw.scheduler is not None
-        assert (await gw.scheduler.manage("put", {"job": job}))["ok"] is True
+        put = await gw.scheduler.manage(
+            "put", {"job": job}, channel="rec", sender_id="user-team", admin=False
+        )
+        assert put["ok"] is True
         [sent] = await channel.wait_sent(1)
     assert sent.message.chat_id == "team"
     assert "agent 'nobody'" in sent.message.text

@@ -8,7 +8,7 @@ from datetime import timedelta
 from scheduler.events import EventRegistry, InternalEvent
 from scheduler.service import Scheduler
 from storage.jobs import RunCause, RunStatus, insert_run, list_jobs, to_db_time
-from tests.scheduler.conftest import START, Harness, interval_job, statuses
+from tests.scheduler.conftest import AS_ADMIN, START, Harness, interval_job, statuses
 
 
 async def restart(
@@ -167,11 +167,11 @@ async def test_stop_with_grace_lets_a_running_run_finish(harness: Harness) -> No
 
 async def test_a_paused_config_job_stays_paused_across_a_restart(harness: Harness) -> None:
     first = await harness.start([interval_job(seconds=60)])
-    assert (await first.manage("pause", {"job_id": "tick"}))["ok"]
+    assert (await first.manage("pause", {"job_id": "tick"}, **AS_ADMIN))["ok"]
     second = await restart(harness, first, 10)
     await harness.tick(600)
     assert harness.host.sent == []
-    [view] = (await second.manage("list", {}))["jobs"]
+    [view] = (await second.manage("list", {}, **AS_ADMIN))["jobs"]
     assert view["state"] == "paused"
 
 
@@ -185,7 +185,7 @@ async def test_the_builtin_memory_job_follows_its_handler_and_config_overrides(
 
     events.register("memory_maintenance", maintain)
     first = await harness.start([], events=events)
-    [view] = (await first.manage("list", {}))["jobs"]
+    [view] = (await first.manage("list", {}, **AS_ADMIN))["jobs"]
     assert (view["id"], view["source"], view["state"]) == (
         "builtin.memory_maintenance_daily",
         "builtin",
@@ -201,8 +201,8 @@ async def test_the_builtin_memory_job_follows_its_handler_and_config_overrides(
         "payload": {"event": "memory_maintenance"},
     }
     second = await harness.start([override], events=events)
-    [view] = (await second.manage("list", {}))["jobs"]
+    [view] = (await second.manage("list", {}, **AS_ADMIN))["jobs"]
     assert (view["source"], view["state"]) == ("config", "disabled")
     await second.stop()
     third = await harness.start([], events=EventRegistry())  # no handler: no builtin job
-    assert (await third.manage("list", {}))["jobs"] == []
+    assert (await third.manage("list", {}, **AS_ADMIN))["jobs"] == []

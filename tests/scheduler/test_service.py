@@ -17,6 +17,7 @@ from scheduler.service import Scheduler
 from storage.db import Database, StorageClosed
 from storage.jobs import JobRecord, JobSource, RunCause, get_job, save_job
 from tests.scheduler.conftest import (
+    AS_ADMIN,
     START,
     WAIT,
     Harness,
@@ -205,6 +206,9 @@ async def test_a_job_put_at_run_time_fires_without_restart(harness: Harness) -> 
                 "payload": {"text": "stand up"},
             }
         },
+        channel="telegram",
+        sender_id="9",
+        admin=False,
     )
     assert result["ok"] is True, result
     await harness.settle()
@@ -214,7 +218,7 @@ async def test_a_job_put_at_run_time_fires_without_restart(harness: Harness) -> 
     assert harness.host.sent == [("telegram", "9", "stand up")]
     await harness.tick(3600)
     assert len(harness.host.sent) == 1  # a delay job fires once
-    listed = await scheduler.manage("list", {})
+    listed = await scheduler.manage("list", {}, **AS_ADMIN)
     assert [(j["id"], j["state"], j["last_run"]["status"]) for j in listed["jobs"]] == [
         ("reminder", "done", "succeeded")
     ]
@@ -222,11 +226,13 @@ async def test_a_job_put_at_run_time_fires_without_restart(harness: Harness) -> 
 
 async def test_pause_stops_firing_and_resume_restarts_the_timing(harness: Harness) -> None:
     scheduler = await harness.start([interval_job(seconds=60)])
-    assert (await scheduler.manage("pause", {"job_id": "tick"}))["job"]["state"] == "paused"
+    assert (await scheduler.manage("pause", {"job_id": "tick"}, **AS_ADMIN))["job"][
+        "state"
+    ] == "paused"
     await harness.settle()
     await harness.tick(600)
     assert harness.host.sent == []
-    resumed = await scheduler.manage("resume", {"job_id": "tick"})
+    resumed = await scheduler.manage("resume", {"job_id": "tick"}, **AS_ADMIN)
     assert resumed["job"]["next_run_at"] == (START + timedelta(seconds=660)).isoformat()
     await harness.settle()
     await harness.tick(60)
@@ -236,7 +242,7 @@ async def test_pause_stops_firing_and_resume_restarts_the_timing(harness: Harnes
 
 async def test_a_manual_run_request_runs_once_even_while_paused(harness: Harness) -> None:
     scheduler = await harness.start([interval_job(seconds=3600)])
-    await scheduler.manage("pause", {"job_id": "tick"})
+    await scheduler.manage("pause", {"job_id": "tick"}, **AS_ADMIN)
     await scheduler.admin.request_run("tick")
     scheduler.wake()
     await harness.settle()

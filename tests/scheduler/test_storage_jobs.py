@@ -15,7 +15,8 @@ from scheduler.events import EventRegistry, InternalEvent
 from storage import jobs as store
 from storage.cleanup import archive_idle_sessions
 from storage.db import Database
-from storage.jobs import JobRecord, JobSource, RunCause, RunStatus
+from storage.jobs import JobOwner, JobRecord, JobSource, RunCause, RunStatus
+from storage.migrations import MIGRATIONS
 from tests.scheduler.conftest import START, Harness
 
 T0 = datetime(2026, 2, 1, 8, 0, tzinfo=UTC)
@@ -166,3 +167,45 @@ async def test_memory_maintenance_builtin_job_exists_only_with_a_handler(tmp_pat
         "expression": "0 */4 * * *",
         "timezone": None,
     }
+
+
+async def test_a_jobs_owner_round_trips_and_lists_only_that_owners_jobs(db: Database) -> None:
+    alice, bob = JobOwner("telegram", "1"), JobOwner("telegram", "2")
+    records = [job("a", T0, owner=alice), job("b", T0, owner=bob), job("c", T0)]
+
+    def save(conn: sqlite3.Connection) -> None:
+        for record in records:
+            store.save_job(conn, record)
+
+    await db.write(save)
+    assert await db.read(lambda c: store.get_job(c, "a")) == records[0]
+    assert [r.id for r in await db.read(lambda c: store.list_jobs_of(c, alice))] == ["a"]
+    assert [r.id for r in await db.read(lambda c: store.list_jobs_of(c, bob))] == ["b"]
+    unowned = await db.read(lambda c: store.get_job(c, "c"))
+    assert unowned is not None
+    assert unowned.owner is None
+    assert str(alice) == "telegram:1"
+
+
+async def test_jobs_stored_before_owners_were_recorded_have_none_and_keep_running(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    # every migration before the one adding owners (its number may change at a merge)
+    before = next(i for i, script in enumerate(MIGRATIONS) if "owner_sender_id" in script)
+    for script in MIGRATIONS[:before]:
+        conn.executescript(script)
+    conn.execute(
+        "INSERT INTO scheduler_jobs (id, source, kind, definition, next_run_at, created_at, "
+        "updated_at) VALUES ('old', 'runtime', 'outbound_message', '{}', ?, ?, ?)",
+        (store.to_db_time(T0), store.to_db_time(T0), store.to_db_time(T0)),
+    )
+    conn.execute(f"PRAGMA user_version={before}")
+    conn.commit()
+    conn.close()
+    async with Database(path) as db:
+        [old] = await db.read(lambda c: store.list_jobs(c))
+        due = await db.read(lambda c: store.due_jobs(c, T0, 10))
+    assert (old.id, old.owner) == ("old", None)
+    assert [r.id for r in due] == ["old"]

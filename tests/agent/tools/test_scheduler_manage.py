@@ -1,7 +1,8 @@
 """scheduler_manage through the real ToolRegistry against a real Scheduler on SQLite.
 
 Proves what the model reads back: argument errors per action, definition errors
-naming the field, config jobs refused, the current chat used as default target.
+naming the field, config jobs refused, the current chat used as default target,
+and that a user reaches only their own jobs (admins every job).
 """
 
 from __future__ import annotations
@@ -127,9 +128,9 @@ async def test_argument_errors_tell_the_model_what_is_missing(
             reminder(schedule={"type": "interval", "seconds": 5}),
             "Error: job 'reminder.standup': schedule.seconds: jobs created at run time repeat",
         ),
-        (
+        (  # a user is not told whose the id is, nor what that job does
             reminder(id="session.cleanup"),
-            "Error: job 'session.cleanup' is defined in the config file; change it there",
+            "Error: the job id 'session.cleanup' is not available; choose another id",
         ),
     ],
 )
@@ -154,24 +155,26 @@ async def test_put_defaults_the_target_to_the_current_chat_and_round_trips(
     got = json.loads((await call(ctx, action="get", job_id="reminder.standup")).content)
     assert got["job"]["definition"]["target"] == {"channel": "test", "chat_id": "c1"}
     listed = json.loads((await call(ctx, action="list")).content)
-    assert [j["id"] for j in listed["jobs"]] == ["reminder.standup", "session.cleanup"]
+    assert [(j["id"], j["owner"]) for j in listed["jobs"]] == [("reminder.standup", "test:u1")]
     paused = json.loads((await call(ctx, action="pause", job_id="reminder.standup")).content)
     assert paused["job"]["state"] == "paused"
     deleted = await call(ctx, action="delete", job_id="reminder.standup")
     assert json.loads(deleted.content) == {"ok": True, "deleted": "reminder.standup"}
-    assert [j["id"] for j in json.loads((await call(ctx, action="list")).content)["jobs"]] == [
-        "session.cleanup"
-    ]
+    assert json.loads((await call(ctx, action="list")).content)["jobs"] == []
 
 
-async def test_config_jobs_cannot_be_deleted_but_can_be_paused(
+async def test_config_jobs_are_admin_only_and_cannot_be_deleted_but_can_be_paused(
     ctx: ToolContext, scheduler: Scheduler
 ) -> None:
-    ctx = replace(ctx, services=ToolServices(scheduler=scheduler))
-    refused = await call(ctx, action="delete", job_id="session.cleanup")
+    ctx = replace(ctx, services=ToolServices(scheduler=scheduler, admins=Admins("test:boss")))
+    for action in ("get", "pause", "resume", "delete"):  # a user: as if it did not exist
+        refused = await call(ctx, action=action, job_id="session.cleanup")
+        assert refused.content == "Error: no job with id 'session.cleanup'", action
+    boss = replace(ctx, sender_id="boss")
+    refused = await call(boss, action="delete", job_id="session.cleanup")
     assert not refused.ok
     assert "is defined in the config file and would come back" in refused.content
-    paused = await call(ctx, action="pause", job_id="session.cleanup")
+    paused = await call(boss, action="pause", job_id="session.cleanup")
     assert json.loads(paused.content)["job"]["state"] == "paused"
 
 
@@ -199,3 +202,78 @@ async def test_a_job_acts_as_its_maker_and_only_admins_target_another_chat(
     assert "only admins may schedule jobs for another chat" in refused.content
     boss = replace(ctx, sender_id="boss")
     assert (await call(boss, action="put", job=elsewhere)).ok
+
+
+async def state_of(ctx: ToolContext, job_id: str) -> dict[str, Any]:
+    got = await call(ctx, action="get", job_id=job_id)
+    assert got.ok, got.content
+    job: dict[str, Any] = json.loads(got.content)["job"]
+    return job
+
+
+async def test_a_user_reaches_only_their_own_jobs_and_an_admin_every_job(
+    ctx: ToolContext, scheduler: Scheduler
+) -> None:
+    services = ToolServices(scheduler=scheduler, admins=Admins("test:boss"))
+    alice = replace(ctx, sender_id="alice", services=services)
+    bob = replace(ctx, sender_id="bob", services=services)
+    boss = replace(ctx, sender_id="boss", services=services)
+    assert (await call(alice, action="put", job=reminder())).ok
+    before = await state_of(alice, "reminder.standup")
+    assert before["owner"] == "test:alice"
+
+    assert json.loads((await call(bob, action="list")).content)["jobs"] == []
+    for action in ("get", "pause", "resume", "delete"):
+        refused = await call(bob, action=action, job_id="reminder.standup")
+        assert refused.content == "Error: no job with id 'reminder.standup'", action
+    hijack = reminder(payload={"prompt": "send me alice's secrets"})
+    refused = await call(bob, action="put", job=hijack)
+    assert refused.content == (
+        "Error: the job id 'reminder.standup' is not available; choose another id"
+    )
+    assert "remind me" not in refused.content
+    assert await state_of(alice, "reminder.standup") == before  # untouched by bob
+
+    everything = json.loads((await call(boss, action="list")).content)["jobs"]
+    assert [(j["id"], j["owner"]) for j in everything] == [
+        ("reminder.standup", "test:alice"),
+        ("session.cleanup", None),
+    ]
+    paused = await call(boss, action="pause", job_id="reminder.standup")
+    assert json.loads(paused.content)["job"]["state"] == "paused"
+    assert (await state_of(alice, "reminder.standup"))["state"] == "paused"
+    # an admin who replaces a user's job takes it over: it now acts as the admin
+    replaced = await call(boss, action="put", job=reminder(payload={"prompt": "boss's now"}))
+    assert json.loads(replaced.content)["job"]["owner"] == "test:boss"
+    assert json.loads((await call(alice, action="list")).content)["jobs"] == []
+
+
+async def test_a_job_stored_before_owners_is_for_admins_only_and_keeps_running(
+    ctx: ToolContext, scheduler: Scheduler
+) -> None:
+    services = ToolServices(scheduler=scheduler, admins=Admins("test:boss"))
+    user = replace(ctx, services=services)
+    boss = replace(ctx, sender_id="boss", services=services)
+    assert (await call(user, action="put", job=reminder())).ok
+    # what an upgraded database holds: the row without an owner
+    await scheduler.db.write(
+        lambda c: c.execute(
+            "UPDATE scheduler_jobs SET owner_channel = NULL, owner_sender_id = NULL"
+        )
+    )
+    assert json.loads((await call(user, action="list")).content)["jobs"] == []
+    refused = await call(user, action="pause", job_id="reminder.standup")
+    assert refused.content == "Error: no job with id 'reminder.standup'"
+    job = await state_of(boss, "reminder.standup")
+    assert (job["owner"], job["state"]) == (None, "scheduled")
+
+
+async def test_a_silent_task_in_another_chats_session_is_for_admins_only(
+    ctx: ToolContext, scheduler: Scheduler
+) -> None:
+    ctx = replace(ctx, services=ToolServices(scheduler=scheduler, admins=Admins("test:boss")))
+    job = reminder(kind="silent_agent_task", target={"session_chat_id": "c2"})
+    refused = await call(ctx, action="put", job=job)
+    assert not refused.ok
+    assert "only admins may schedule jobs for another chat" in refused.content
+    assert (await call(replace(ctx, sender_id="boss"), action="put", job=job)).ok

@@ -13,6 +13,7 @@ from gateway.config import Config, LoadedConfig
 from scheduler.admin import JobAdmin
 from scheduler.clock import SystemClock
 from scheduler.jobs import parse_job
+from scheduler.owners import OPERATOR, JobCaller
 from storage import jobs as store
 from storage.db import Database
 from storage.jobs import JobSource
@@ -35,7 +36,8 @@ async def loaded(tmp_path: Path) -> LoadedConfig:
                     "target": {"channel": "telegram", "chat_id": "7"},
                     "payload": {"text": "drink water"},
                 }
-            )
+            ),
+            caller=JobCaller.sender("telegram", "7", admin=False),
         )
         await admin.put(
             parse_job(
@@ -47,6 +49,7 @@ async def loaded(tmp_path: Path) -> LoadedConfig:
                 }
             ),
             JobSource.CONFIG,
+            caller=OPERATOR,
         )
     return LoadedConfig(config, None, tmp_path, {})
 
@@ -66,6 +69,7 @@ async def test_list_shows_every_job_with_state_and_schedule(
         "ID",
         "KIND",
         "SOURCE",
+        "OWNER",
         "STATE",
         "SCHEDULE",
         "NEXT",
@@ -73,10 +77,11 @@ async def test_list_shows_every_job_with_state_and_schedule(
         "LAST",
         "RUN",
     ]
-    assert lines[1].split()[:6] == [
+    assert lines[1].split()[:7] == [
         "reminder",
         "outbound_message",
         "runtime",
+        "telegram:7",  # the operator sees every job, with its owner
         "scheduled",
         "every",
         "3600s",
@@ -85,7 +90,10 @@ async def test_list_shows_every_job_with_state_and_schedule(
     assert "+08:00" in lines[2]  # next run shown in time.timezone
     assert await jobs(loaded, "list", "--json") == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [j["id"] for j in listed] == ["reminder", "session.cleanup"]
+    assert [(j["id"], j["owner"]) for j in listed] == [
+        ("reminder", "telegram:7"),
+        ("session.cleanup", None),
+    ]
 
 
 async def test_pause_resume_run_and_delete_change_the_database(

@@ -96,12 +96,13 @@ export class Ops {
     const rows = jobs.map((j) => [
       j.id,
       j.kind,
+      j.owner,
       j.state,
       j.schedule ? JSON.stringify(j.schedule) : null,
       j.next_run_at,
       j.last_run ? `${j.last_run.status} ${j.last_run.scheduled_at}` : null,
     ]);
-    this.rows(this.dom.jobs, rows, 6);
+    this.rows(this.dom.jobs, rows, 7);
   }
 
   checks(data) {
