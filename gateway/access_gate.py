@@ -5,14 +5,14 @@ looks up the pairings of the senders the policy needs to know about, then every
 message gets its verdict (gateway.access). A refused message's inbox row is
 closed here with `Store.answer`, so nothing stays unfinished and nothing reaches
 the LLM. The sender gets at most one reply an hour (their id and how to get
-access, or a pairing code: `channels.<name>.refusal`); the log line says why.
+access, or a pairing code: `channels.<name>.refusal`), counted in storage so
+that a restart does not reset it; the log line says why.
 Chats the bot does not serve (a group not listed, a group message that does not
 address the bot) get no reply at all.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -25,6 +25,7 @@ from gateway.i18n import Locale, Msg, tr
 from gateway.pairing import CODE_RULES, new_code
 from gateway.work import WorkItem
 from storage.pairings import CodeRules, IssueOutcome
+from storage.rate_events import RateLimit
 from storage.store import Store
 
 __all__ = ["AccessGate", "ReplyLimiter"]
@@ -32,29 +33,27 @@ __all__ = ["AccessGate", "ReplyLimiter"]
 log = structlog.get_logger(__name__)
 
 REPLY_INTERVAL = timedelta(hours=1)
+REFUSAL_REPLY_RATE = "refusal_reply"  # the rate_events kind
 
 
 class ReplyLimiter:
-    """At most one reply per sender per `interval`; remembers the latest `capacity`
-    senders (a flood of new ids cannot grow it without bound)."""
+    """At most one reply per sender per `interval`, counted in storage
+    (storage.rate_events): concurrent batches cannot both reply, and a restart
+    does not reset it. Rows leave the table as the hour passes."""
 
-    def __init__(self, interval: timedelta, capacity: int = 4096) -> None:
-        self.interval = interval
-        self.capacity = capacity
-        self._last: OrderedDict[tuple[str, str], datetime] = OrderedDict()
+    def __init__(self, store: Store, interval: timedelta) -> None:
+        self.store = store
+        self.limit = RateLimit(REFUSAL_REPLY_RATE, 1, interval)
 
-    def take(self, key: tuple[str, str], now: datetime) -> bool:
-        last = self._last.get(key)
-        if last is not None and now - last < self.interval:
-            return False
-        self._last[key] = now
-        self._last.move_to_end(key)
-        while len(self._last) > self.capacity:
-            self._last.popitem(last=False)
-        return True
+    async def take(self, key: tuple[str, str], now: datetime) -> bool:
+        return await self.store.rates.take(self.limit, [_key(key)], now) is None
 
-    def give_back(self, key: tuple[str, str]) -> None:
-        self._last.pop(key, None)
+    async def give_back(self, key: tuple[str, str], now: datetime) -> None:
+        await self.store.rates.give_back(self.limit, [_key(key)], now)
+
+
+def _key(sender: tuple[str, str]) -> str:
+    return f"{sender[0]}:{sender[1]}"
 
 
 def _who(message: InboundMessage) -> str:
@@ -88,7 +87,7 @@ class AccessGate:
         self.wake = wake  # (channel): a reply is in the outbox
         self.clock = clock
         self.rules = rules
-        self.limiter = ReplyLimiter(reply_interval)
+        self.limiter = ReplyLimiter(store, reply_interval)
 
     async def judge(self, items: Sequence[WorkItem]) -> list[Verdict]:
         """A verdict per item; one storage read for the whole batch, if any."""
@@ -104,7 +103,7 @@ class AccessGate:
             for i in items
         ]
 
-    def may_answer(self, message: InboundMessage, verdict: Verdict) -> bool:
+    async def may_answer(self, message: InboundMessage, verdict: Verdict) -> bool:
         """Whether a refused sender's command open to everyone (/whoami) is run:
         always for an admin; else in a served chat, unless the channel is silent,
         once an hour like any other reply to them."""
@@ -114,7 +113,7 @@ class AccessGate:
             return False
         if self.policy.settings(message.channel).refusal_mode is Refusal.SILENT:
             return False
-        return self.limiter.take((message.channel, message.sender_id), self.clock())
+        return await self.limiter.take((message.channel, message.sender_id), self.clock())
 
     async def refuse(self, item: WorkItem, verdict: Verdict) -> None:
         """Close the refused item's inbox row, with a reply when one is due."""
@@ -146,7 +145,7 @@ class AccessGate:
         mode = settings.refusal_mode
         key = (m.channel, m.sender_id)
         now = self.clock()
-        if mode is Refusal.SILENT or not self.limiter.take(key, now):
+        if mode is Refusal.SILENT or not await self.limiter.take(key, now):
             return None
         if mode is not Refusal.PAIR or m.chat_type is not ChatType.DIRECT:
             return explain_text(locale, m, settings.pairing)
@@ -162,7 +161,7 @@ class AccessGate:
                 return tr(locale, Msg.APPROVED_MEANWHILE)
             case IssueOutcome.FULL:
                 # no reply; the sender may try again as soon as a code is free
-                self.limiter.give_back(key)
+                await self.limiter.give_back(key, now)
                 log.info("pairing_codes_full", channel=m.channel, sender_id=m.sender_id)
                 return None
             case IssueOutcome.TOO_SOON:

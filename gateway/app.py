@@ -296,7 +296,9 @@ class Gateway:
                 admins=self.access,
                 memory=memory.service,
                 skills=self.skills,
-                messenger=OutboxMessenger(store, dispatcher, by_name, opener.forget),
+                messenger=OutboxMessenger(
+                    store, dispatcher, by_name, opener.forget, clock=self.clock
+                ),
                 subagents=SubagentRunner(
                     store,
                     agents,

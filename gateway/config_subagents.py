@@ -43,7 +43,7 @@ _TARGET = re.compile(r"[a-z_]+:.+")
 class SessionMessageToolConfig(FrozenModel):
     # "channel:chat_id" entries any chat's agent may message (admins may message any)
     allow_targets: list[str] = Field(default_factory=list)
-    max_per_minute: int = Field(6, ge=1, le=600)  # per sending session
+    max_per_minute: int = Field(6, ge=1, le=600)  # per sender and per target chat
 
     @field_validator("allow_targets")
     @classmethod

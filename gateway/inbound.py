@@ -221,7 +221,7 @@ class InboundProcessor:
             return []
         admitted: list[WorkItem] = []
         for item, verdict in zip(items, verdicts, strict=True):
-            if verdict.admitted or self._open_command(gate, item, verdict):
+            if verdict.admitted or await self._open_command(gate, item, verdict):
                 admitted.append(item)
                 continue
             try:
@@ -232,13 +232,17 @@ class InboundProcessor:
                 log.exception("access_refusal_failed", channel=item.message.channel)
         return admitted
 
-    def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
+    async def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
         command = self.registry.parse(item.message.text)
-        return (
-            command is not None
-            and command[0].open_to_all
-            and gate.may_answer(item.message, verdict)
-        )
+        if command is None or not command[0].open_to_all:
+            return False
+        try:
+            return await gate.may_answer(item.message, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # refused instead, like any other message of theirs
+            log.exception("access_reply_limit_failed", channel=item.message.channel)
+            return False
 
     async def _route(self, item: WorkItem) -> None:
         """Waits for nothing but in the rare case of a chat flooding commands:

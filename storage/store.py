@@ -42,6 +42,7 @@ from storage.jobs import JobRecord, RunRecord
 from storage.memory_store import MemoryStore
 from storage.outbox import Held, OutboxRow, Scan
 from storage.pairings import Approval, CodeRules, Issue, Pairing
+from storage.rate_events import RateStore
 from storage.retention_store import RetentionStore
 from storage.sessions import SessionRecord
 from storage.skill_events import SkillEventRow
@@ -58,6 +59,7 @@ class Store:
         self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
         self.approvals = ApprovalStore(db)  # held tool calls (docs/approvals.md)
         self.retention = RetentionStore(db)  # pruning what is finished (docs/OPERATIONS.md)
+        self.rates = RateStore(db)  # limits that survive a restart (storage/rate_events.py)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

@@ -13,6 +13,8 @@ from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
 from storage import messages, session_messages, subagents
 from storage.db import Database
+from storage.rate_events import RateLimit
+from storage.session_messages import Limited, Queued
 from storage.sessions import SessionRecord
 from storage.subagents import ChildOpened
 
@@ -62,27 +64,22 @@ class TranscriptStore:
         self,
         message: OutboundMessage,
         base_id: str,
-        on_commit: Callable[[tuple[OutboundMessage, int]], None],
-    ) -> None:
-        """`on_commit` gets the queued message and its row right after the commit."""
-        await self.db.write(
+        limit: RateLimit,
+        keys: Sequence[str],
+        now: datetime,
+        on_commit: Callable[[Queued | Limited], None],
+    ) -> Queued | Limited:
+        """The send counted against `keys` and stored, or `Limited` and nothing
+        stored (storage.session_messages); `on_commit` gets the outcome right
+        after the commit."""
+        return await self.db.write(
             functools.partial(
-                session_messages.record_session_message, message=message, base_id=base_id
+                session_messages.record_session_message,
+                message=message,
+                base_id=base_id,
+                limit=limit,
+                keys=keys,
+                now=now,
             ),
             on_commit=on_commit,
-        )
-
-    async def sent_between(
-        self, session_id: str, tool: str, result_prefix: str, since: datetime, until: datetime
-    ) -> list[datetime]:
-        """`session_id`'s stored sends in [since, until) (storage.session_messages)."""
-        return await self.db.read(
-            functools.partial(
-                session_messages.sent_between,
-                session_id=session_id,
-                tool=tool,
-                result_prefix=result_prefix,
-                since=since,
-                until=until,
-            )
         )

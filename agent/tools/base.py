@@ -35,6 +35,7 @@ __all__ = [
     "FileSender",
     "MemoryService",
     "SchedulerService",
+    "SendQuota",
     "SessionMessenger",
     "SkillService",
     "SubagentService",
@@ -108,12 +109,23 @@ class SkillService(Protocol):
     async def manage(self, request: ToolArgs, ctx: ToolContext) -> str: ...
 
 
-class SessionMessenger(Protocol):
-    async def send(self, channel: str, chat_id: str, text: str) -> None: ...
+@dataclass(frozen=True, slots=True)
+class SendQuota:
+    """At most `limit` session messages in any `window_secs` from one sender
+    (the principal whose message started the turn: "channel:sender_id"; a
+    sub-agent's is its parent's) and to one target chat."""
 
-    async def earlier_sends(self, session_id: str, within_secs: float) -> Sequence[float]:
-        """How long ago (seconds) `session_id` sent within the last
-        `within_secs`, counting only sends from before this gateway started."""
+    sender: str
+    limit: int
+    window_secs: float = 60.0
+
+
+class SessionMessenger(Protocol):
+    async def send(self, channel: str, chat_id: str, text: str, quota: SendQuota) -> float | None:
+        """Deliver `text` and record it in the target chat's history, counted
+        against `quota` in the same transaction (across sessions, sub-agents
+        and restarts). None when sent; else nothing was sent and this is the
+        seconds until the quota has room again."""
         ...
 
 

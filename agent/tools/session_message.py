@@ -5,59 +5,24 @@ the asking sender is an admin (`ToolServices.admins`) or the target is listed
 in `tools.send_session_message.allow_targets` ("channel:chat_id"). Delivery
 and recording in the target's history are the `SessionMessenger`'s
 (gateway.session_messages: the durable outbox). At most `max_per_minute`
-messages per sending session in any 60 seconds. The window is kept in
-memory; the sends of earlier runs of the gateway (which it has not seen) come
-from the messenger (`earlier_sends`: the session's stored tool results), so a
-restart does not reset it.
+messages in any 60 seconds per sender (the principal whose message started
+the turn, whichever session or sub-agent sends) and per target chat: the
+messenger counts each send in storage with the send itself, so neither `/new`,
+`task` children nor a restart resets the count.
 """
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 
 from pydantic import Field
 
-from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from agent.tools.base import SendQuota, Tool, ToolArgs, ToolContext, ToolError
 
-__all__ = ["SENT_PREFIX", "RateWindow", "SendSessionMessageTool"]
+__all__ = ["SENT_PREFIX", "SendSessionMessageTool"]
 
 _WINDOW_SECS = 60.0
-SENT_PREFIX = "Sent to "  # a call's result when it sent: what earlier sends are counted by
-_MAX_TRACKED = 4096  # sessions remembered by the window (least recent dropped)
-
-
-class RateWindow:
-    """Sends per key in the last minute, bounded in keys and in entries."""
-
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.limit = limit
-        self.clock = clock
-        self._sent: OrderedDict[str, deque[float]] = OrderedDict()
-
-    def take(self, key: str, earlier: Sequence[float] = ()) -> float | None:
-        """Count one send for `key`; None if allowed, else seconds until one is.
-        `earlier`: ages (seconds) of sends this window never saw (before a restart)."""
-        now = self.clock()
-        times = self._sent.setdefault(key, deque())
-        self._sent.move_to_end(key)
-        while times and now - times[0] >= _WINDOW_SECS:
-            times.popleft()
-        ages = [a for a in earlier if a < _WINDOW_SECS]
-        if len(times) + len(ages) >= self.limit:
-            oldest = max([*ages, *([now - times[0]] if times else [])])
-            return _WINDOW_SECS - oldest
-        times.append(now)
-        while len(self._sent) > _MAX_TRACKED:
-            self._sent.popitem(last=False)
-        return None
-
-    def give_back(self, key: str) -> None:
-        """The send counted by the last `take` did not happen."""
-        times = self._sent.get(key)
-        if times:
-            times.pop()
+SENT_PREFIX = "Sent to "  # a call's result when it sent
 
 
 class SendArgs(ToolArgs):
@@ -74,14 +39,9 @@ class SendSessionMessageTool(Tool[SendArgs]):
     )
     Args = SendArgs
 
-    def __init__(
-        self,
-        allow_targets: Iterable[str] = (),
-        max_per_minute: int = 6,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, allow_targets: Iterable[str] = (), max_per_minute: int = 6) -> None:
         self.allow_targets = frozenset(allow_targets)
-        self.window = RateWindow(max_per_minute, clock)
+        self.max_per_minute = max_per_minute
 
     async def run(self, args: SendArgs, ctx: ToolContext) -> str:
         messenger = ctx.services.messenger
@@ -98,18 +58,13 @@ class SendSessionMessageTool(Tool[SendArgs]):
                 f"not allowed to message {channel}:{chat_id}: only admins may message other "
                 "chats, or targets listed in tools.send_session_message.allow_targets"
             )
-        earlier = await messenger.earlier_sends(ctx.session_id, _WINDOW_SECS)
-        wait = self.window.take(ctx.session_id, earlier)
+        quota = SendQuota(f"{ctx.channel}:{ctx.sender_id}", self.max_per_minute, _WINDOW_SECS)
+        wait = await messenger.send(channel, chat_id, args.text, quota)
         if wait is not None:
             raise ToolError(
-                f"rate limit: at most {self.window.limit} session messages per minute; "
-                f"try again in {wait:.0f}s"
+                f"rate limit: at most {self.max_per_minute} session messages per minute "
+                f"from one sender or to one chat; try again in {max(wait, 1):.0f}s"
             )
-        try:
-            await messenger.send(channel, chat_id, args.text)
-        except BaseException:
-            self.window.give_back(ctx.session_id)
-            raise
         return f"{SENT_PREFIX}{channel}:{chat_id}."
 
     def _may_reach(self, ctx: ToolContext, channel: str, chat_id: str) -> bool:

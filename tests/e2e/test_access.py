@@ -289,3 +289,23 @@ async def test_an_unreadable_row_left_unfinished_is_set_aside_and_the_rest_answe
         ("bad:1", "inbox row 2 unreadable at start")
     ]
     assert [r[0] for r in states] == ["done", "done"]
+
+
+async def test_the_hourly_refusal_reply_survives_a_restart(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    clock = Clock()
+    loaded = access_config(home, llm, tg)
+    async with running_gateway(loaded, clock=clock.now):
+        await say(tg, STRANGER, "hello?")
+        assert len(await replies(tg, STRANGER, 1)) == 1
+    clock.advance(minutes=30)
+    async with running_gateway(loaded, clock=clock.now):  # the count is in the database
+        await say(tg, STRANGER, "hello again?")
+        await say(tg, FAMILY, "marker")  # judged after the stranger's
+        await replies(tg, FAMILY, 1)
+        assert len(texts_to(tg, STRANGER)) == 1
+        clock.advance(minutes=30)  # an hour after the first reply
+        await say(tg, STRANGER, "an hour later?")
+        assert len(await replies(tg, STRANGER, 2)) == 2
+    assert asked(llm) == ["marker"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent.messages import Marker, Role
+from agent.subagents.types import child_session_id
 from gateway.app import Gateway
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -145,6 +146,44 @@ async def test_the_seventh_message_in_a_minute_is_refused(
     assert outcomes[:6] == ["Sent to websocket:chatty."] * 6
     assert outcomes[6].startswith("Error: rate limit: at most 6 session messages per minute")
     assert notes == [f"note {n}" for n in range(6)]
+
+
+async def outbox_notes(gw: Gateway, chat_id: str) -> list[str]:
+    assert gw.db is not None
+    rows = await gw.db.read(
+        lambda c: c.execute(
+            "SELECT text FROM outbox WHERE chat_id = ? ORDER BY id", (chat_id,)
+        ).fetchall()
+    )
+    return [r[0] for r in rows if r[0].startswith("note ")]
+
+
+async def test_the_limit_is_the_senders_across_new_sessions_and_task_children(
+    home: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    script_notes(llm, 2, then="two sent")  # in the first session
+    llm.add_tool_call("task", {"description": "a", "prompt": "send two"}, call_id="ta")
+    script_notes(llm, 2, then="child a done")
+    llm.add_tool_call("task", {"description": "b", "prompt": "send three"}, call_id="tb")
+    script_notes(llm, 3, then="child b done")  # its third is the seventh in the minute
+    llm.add_text("children done")
+    async with (
+        running_gateway(config(home, llm, tg)) as gw,
+        ws_client(gw, "sender") as client,
+    ):
+        assert await client.ask("two notes") == "two sent"
+        await client.ask("/new")
+        assert await client.ask("now with children") == "children done"
+        assert gw.store is not None
+        session = await gw.store.active_session("websocket", "sender")
+        assert session is not None
+        assert session.id != "sender"  # /new made a second session
+        child_b = await gw.store.transcripts.session_messages(child_session_id(session.id, "tb"))
+        sent = await outbox_notes(gw, "sender")
+    outcomes = [m.content for m in child_b if m.role is Role.TOOL]
+    assert outcomes[:2] == ["Sent to websocket:sender."] * 2
+    assert outcomes[2].startswith("Error: rate limit: at most 6 session messages per minute")
+    assert sent == ["note 0", "note 1"] * 3
 
 
 async def test_a_channel_that_is_not_enabled_is_an_error(

@@ -1,8 +1,10 @@
-"""The access policy on its own: order of the checks, groups, ids, the reply limiter."""
+"""The access policy on its own: order of the checks, groups, ids; the reply
+limiter over a real database."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,8 @@ from gateway.access import AccessPolicy, Reason
 from gateway.access_gate import ReplyLimiter
 from gateway.bus import ChatType, InboundMessage, Origin, TurnRequest
 from gateway.pairing import ALPHABET, new_code, parse_code, parse_who
+from storage.db import Database
+from storage.store import Store
 
 
 def message(sender: str = "42", **fields: Any) -> InboundMessage:
@@ -97,17 +101,22 @@ def test_a_channel_without_a_section_gets_the_defaults() -> None:
     assert p.judge(group).reason is Reason.NOT_ADDRESSED
 
 
-def test_the_reply_limiter_allows_one_reply_an_hour_and_stays_bounded() -> None:
-    limiter = ReplyLimiter(timedelta(hours=1), capacity=2)
+async def test_the_reply_limiter_allows_one_reply_an_hour_even_across_a_restart(
+    tmp_path: Path,
+) -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    assert limiter.take(("tg", "a"), t0)
-    assert not limiter.take(("tg", "a"), t0 + timedelta(minutes=59))
-    assert limiter.take(("tg", "a"), t0 + timedelta(hours=1))
-    limiter.give_back(("tg", "a"))
-    assert limiter.take(("tg", "a"), t0 + timedelta(hours=1, minutes=1))
-    limiter.take(("tg", "b"), t0)
-    limiter.take(("tg", "c"), t0)
-    assert len(limiter._last) == 2  # the oldest sender was forgotten
+    async with Database(tmp_path / "db.sqlite") as db:
+        limiter = ReplyLimiter(Store(db), timedelta(hours=1))
+        assert await limiter.take(("tg", "a"), t0)
+        assert not await limiter.take(("tg", "a"), t0 + timedelta(minutes=59))
+        assert await limiter.take(("tg", "b"), t0)
+    async with Database(tmp_path / "db.sqlite") as db:  # a restart forgets nothing
+        limiter = ReplyLimiter(Store(db), timedelta(hours=1))
+        assert not await limiter.take(("tg", "a"), t0 + timedelta(minutes=59))
+        later = t0 + timedelta(hours=1)
+        assert await limiter.take(("tg", "a"), later)
+        await limiter.give_back(("tg", "a"), later)
+        assert await limiter.take(("tg", "a"), later + timedelta(minutes=1))
 
 
 def test_codes_are_unambiguous_and_read_back_in_any_form() -> None:

@@ -1,44 +1,59 @@
-"""The sends a session made, read back from its stored tool results
-(storage/session_messages.py `sent_between`): what send_session_message's rate
-window must not forget across a restart."""
+"""send_session_message's unit of work (storage/session_messages.py): the send
+is counted against its keys in its own transaction; over the limit nothing is
+stored, neither the outbox row nor the history note."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from agent.messages import ChatMessage, Marker, Role, ToolCall
+import pytest
+
+from gateway.bus import OutboundMessage
 from storage.db import Database
+from storage.rate_events import RateLimit
+from storage.session_messages import Limited, Queued
 from storage.store import Store
 
-SESSION = "task:p:c"
-TOOL = "send_session_message"
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+LIMIT = RateLimit("session_message", 2, timedelta(minutes=1))
 
 
-def result(call: ToolCall, content: str, at: datetime) -> ChatMessage:
-    return dataclasses.replace(ChatMessage.tool_result(call, content), created_at=at)
+async def send(store: Store, chat: str, sender: str, at: datetime) -> Queued | Limited:
+    def ignore(_: Queued | Limited) -> None:
+        return None
+
+    message = OutboundMessage("telegram", chat, f"to {chat}")
+    keys = (f"from:{sender}", f"to:telegram:{chat}")
+    return await store.transcripts.record_session_message(
+        message, f"telegram:{chat}", LIMIT, keys, at, ignore
+    )
 
 
-async def test_only_the_sessions_sends_that_happened_in_the_range_count(tmp_path: Path) -> None:
-    now = datetime.now(UTC)
-    calls = [ToolCall(f"c{n}", TOOL, "{}") for n in range(4)] + [ToolCall("r", "read", "{}")]
+async def outbox_chats(db: Database) -> list[str]:
+    found = await db.read(lambda c: c.execute("SELECT chat_id FROM outbox ORDER BY id").fetchall())
+    return [r["chat_id"] for r in found]
+
+
+async def test_a_send_over_the_senders_limit_stores_nothing(tmp_path: Path) -> None:
     async with Database(tmp_path / "db.sqlite") as db:
         store = Store(db)
-        first = [ChatMessage.system("t", Marker.SUBAGENT_PROMPT), ChatMessage.user("d")]
-        await store.transcripts.open_child(SESSION, "p", "d", first, "r1")
-        await store.transcripts.open_child("task:p:other", "p", "d", first, "r1")
-        batch = [
-            ChatMessage(Role.ASSISTANT, tool_calls=tuple(calls)),
-            result(calls[0], "Sent to telegram:1.", now - timedelta(seconds=10)),
-            result(calls[1], "Error: rate limit: …", now - timedelta(seconds=9)),  # not sent
-            result(calls[2], "Sent to telegram:2.", now - timedelta(seconds=100)),  # too old
-            result(calls[3], "Sent to telegram:3.", now + timedelta(seconds=1)),  # too new
-            result(calls[4], "Sent to me, says a file", now - timedelta(seconds=8)),  # not the tool
-        ]
-        await store.append_turn(SESSION, "r1", batch, None)
-        since, until = now - timedelta(seconds=60), now
-        found = await store.transcripts.sent_between(SESSION, TOOL, "Sent to ", since, until)
-        other = await store.transcripts.sent_between("task:p:other", TOOL, "Sent to ", since, until)
-    assert found == [now - timedelta(seconds=10)]
-    assert other == []
+        first = await send(store, "1", "ws:alice", T0)
+        await send(store, "2", "ws:alice", T0)
+        third = await send(store, "3", "ws:alice", T0 + timedelta(seconds=30))
+        other_sender = await send(store, "3", "ws:bob", T0 + timedelta(seconds=30))
+        assert isinstance(first, Queued)
+        assert first.message.session_id is not None
+        assert third == Limited(pytest.approx(30.0))
+        assert isinstance(other_sender, Queued)
+        assert await outbox_chats(db) == ["1", "2", "3"]
+        assert await store.active_session("telegram", "3") is not None  # bob's went in
+
+
+async def test_a_send_over_the_targets_limit_stores_nothing(tmp_path: Path) -> None:
+    async with Database(tmp_path / "db.sqlite") as db:
+        store = Store(db)
+        await send(store, "1", "ws:alice", T0)
+        await send(store, "1", "ws:bob", T0)
+        assert isinstance(await send(store, "1", "ws:carol", T0), Limited)
+        assert await outbox_chats(db) == ["1", "1"]

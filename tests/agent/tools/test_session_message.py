@@ -1,5 +1,6 @@
 """send_session_message's rules without a gateway: who may reach which chat,
-and the per-session rate window."""
+and the quota it hands the messenger (counted there, in storage: see
+tests/gateway/test_session_messenger.py)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,26 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from agent.tools.base import ToolContext, ToolError, ToolServices
-from agent.tools.session_message import RateWindow, SendArgs, SendSessionMessageTool
+from agent.tools.base import SendQuota, ToolContext, ToolError, ToolServices
+from agent.tools.session_message import SendArgs, SendSessionMessageTool
 from tests.agent.tools.conftest import MakeCtx
 
 
 @dataclass
 class Messenger:
     sent: list[tuple[str, str, str]] = field(default_factory=list)
+    quotas: list[SendQuota] = field(default_factory=list)
     fail: bool = False
-    earlier: list[float] = field(default_factory=list)  # ages of sends before a restart
+    wait: float | None = None  # what a send over the quota answers
 
-    async def send(self, channel: str, chat_id: str, text: str) -> None:
+    async def send(self, channel: str, chat_id: str, text: str, quota: SendQuota) -> float | None:
+        self.quotas.append(quota)
         if self.fail:
             raise ToolError("channel down")
+        if self.wait is not None:
+            return self.wait
         self.sent.append((channel, chat_id, text))
-
-    async def earlier_sends(self, session_id: str, within_secs: float) -> list[float]:
-        return self.earlier
+        return None
 
 
 class Admins:
@@ -61,44 +64,27 @@ async def test_other_chats_need_an_admin_or_an_allowed_target(make_ctx: MakeCtx)
         await tool.run(SendArgs(text="z", channel="telegram"), ctx_with(make_ctx, messenger))
 
 
-async def test_a_failed_send_does_not_count_against_the_limit(make_ctx: MakeCtx) -> None:
-    messenger = Messenger(fail=True)
-    tool = SendSessionMessageTool(max_per_minute=1)
-    ctx = ctx_with(make_ctx, messenger)
-    with pytest.raises(ToolError, match="channel down"):
-        await tool.run(SendArgs(text="a"), ctx)
-    messenger.fail = False
-    await tool.run(SendArgs(text="b"), ctx)
-    with pytest.raises(ToolError, match="rate limit"):
-        await tool.run(SendArgs(text="c"), ctx)
-
-
-def test_the_window_frees_a_slot_after_a_minute() -> None:
-    now = [0.0]
-    window = RateWindow(2, clock=lambda: now[0])
-    assert window.take("s") is None
-    now[0] = 30.0
-    assert window.take("s") is None
-    assert window.take("s") == pytest.approx(30.0)  # the first send leaves the window then
-    assert window.take("other") is None  # per session
-    now[0] = 60.0
-    assert window.take("s") is None
-
-
-async def test_sends_from_before_a_restart_count_against_the_limit(make_ctx: MakeCtx) -> None:
-    messenger = Messenger(earlier=[50.0, 10.0, 70.0])  # 70 s ago is out of the window
-    tool = SendSessionMessageTool(max_per_minute=3)
-    ctx = ctx_with(make_ctx, messenger)
+async def test_the_quota_is_the_senders_whoever_sends_for_them(make_ctx: MakeCtx) -> None:
+    messenger = Messenger()
+    tool = SendSessionMessageTool(max_per_minute=4)
+    ctx = ctx_with(make_ctx, messenger, sender="u9")
+    child = replace(ctx, session_id="task:s1:call-1")  # a sub-agent keeps its parent's sender
     await tool.run(SendArgs(text="a"), ctx)
-    with pytest.raises(ToolError, match=r"rate limit: at most 3 .* try again in 10s"):
-        await tool.run(SendArgs(text="b"), ctx)
-    assert messenger.sent == [("test", "c1", "a")]
+    await tool.run(SendArgs(text="b"), child)
+    assert messenger.quotas == [SendQuota("test:u9", 4, 60.0)] * 2
 
 
-def test_the_window_counts_unseen_earlier_sends_with_its_own() -> None:
-    now = [100.0]
-    window = RateWindow(2, clock=lambda: now[0])
-    assert window.take("s", earlier=[59.0]) is None
-    assert window.take("s", earlier=[59.0]) == pytest.approx(1.0)
-    now[0] = 101.0  # the earlier send has left the window (the messenger ages it)
-    assert window.take("s", earlier=[60.0]) is None
+async def test_a_send_over_the_quota_is_a_rate_limit_error(make_ctx: MakeCtx) -> None:
+    messenger = Messenger(wait=9.6)
+    tool = SendSessionMessageTool(max_per_minute=3)
+    with pytest.raises(
+        ToolError, match=r"^rate limit: at most 3 session messages per minute .* 10s$"
+    ):
+        await tool.run(SendArgs(text="a"), ctx_with(make_ctx, messenger))
+    assert messenger.sent == []
+
+
+async def test_a_failing_send_is_the_messengers_error(make_ctx: MakeCtx) -> None:
+    messenger = Messenger(fail=True)
+    with pytest.raises(ToolError, match="channel down"):
+        await SendSessionMessageTool().run(SendArgs(text="a"), ctx_with(make_ctx, messenger))
