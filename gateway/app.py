@@ -78,7 +78,7 @@ from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.session_commands import SessionCommands
 from gateway.session_messages import OutboxMessenger
 from gateway.session_reset import Clock, utc_now
-from gateway.sessions import ConversationGates, SessionManager
+from gateway.sessions import ConversationGates, SessionManager, StorageRetry
 from gateway.skills import SkillIndexPart, build_skill_runtime, skill_tool_kit
 from gateway.subagents import SubagentRunner, build_catalog
 from gateway.tool_setup import build_tools
@@ -150,6 +150,12 @@ class Gateway:
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def _storage_state(self) -> str | None:
+        if self.db is None:
+            return "not open"
+        failure = self.db.write_failure
+        return None if failure is None else f"writes failing: {failure}"
 
     def readiness(self) -> list[str]:
         """Why the gateway is not ready (what /ready reports); empty when it is."""
@@ -360,6 +366,8 @@ class Gateway:
             locales=locales,
         )
         self.processor = processor
+        # a turn storage failed runs again once writes pass, as recovery runs it
+        sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
 
         app = self._http_app(store, dispatcher, scheduler, dead_letters)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -421,7 +429,7 @@ class Gateway:
                     dead_letters,
                 )
             )
-        self._readiness.add("storage", lambda: None if self.db is not None else "not open")
+        self._readiness.add("storage", self._storage_state)
         for channel in self.channels:
             self._readiness.add(f"channel {channel.name}", not_ready_reason(channel, dispatcher))
         self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")

@@ -19,8 +19,11 @@ inbox rows `received` and recovery runs the turn as new; a crash between 1 and
 (dangling tool calls repaired) without a second user message. A crash after 3
 only leaves outbox rows to send, which the sender gets straight from the
 commit (`ReplySink.handoff`) or, after a restart, from the outbox. A storage
-failure is such a crash too; a turn that breaks on anything else outside the
-agent loop is answered as a failed turn and its rows closed (`_broken`).
+failure is such a crash too, inside the agent loop as well: the turn raises it
+(`StorageUnavailable` when the database refused the write for now, which
+gateway.sessions retries in-process once writes pass, as recovery would); a
+turn that breaks on anything else outside the agent loop is answered as a
+failed turn and its rows closed (`_broken`).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from gateway.turn_feedback import TurnRecorder, TypingSignal
 from gateway.turn_plan import TurnPlan
 from gateway.turns import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
-from storage.db import STORAGE_ERRORS
+from storage.db import STORAGE_ERRORS, StorageUnavailable
 from storage.store import Store
 from storage.turns import Opening
 
@@ -319,8 +322,8 @@ class ExecutionService:
             self.opener.forget(plan.channel, plan.chat_id)
             await self._finish(plan, turn, None, (plan.chat_id, tr(plan.locale, Msg.STOPPED)))
             raise
-        except StaleTurn:
-            raise
+        except (StaleTurn, StorageUnavailable):
+            raise  # StorageUnavailable: what it stored is incomplete; run again (gateway.sessions)
         except ProviderError as exc:
             log.error("turn_failed_provider", error=str(exc), error_type=type(exc).__name__)
             await progress.flush()
@@ -409,8 +412,8 @@ class ExecutionService:
         reads. The asker is told as of a failed turn and the inbox rows are
         closed (with the approval the turn carried on from, if any), so the
         message is neither left unanswered until a restart nor broken again by
-        it. Not when storage itself failed: that is a crash, and recovery at
-        the next start carries the turn out."""
+        it. Not when storage itself failed: that is a crash, and the retry
+        (gateway.sessions) or recovery at the next start carries the turn out."""
         if isinstance(exc, STORAGE_ERRORS):
             raise exc
         log.error("turn_crashed", exc_info=exc, answered=True)

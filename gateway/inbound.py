@@ -17,7 +17,7 @@ a failed turn's notice) reads it from there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -26,13 +26,14 @@ from gateway.access_gate import AccessGate
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
 from gateway.dead_letters import DeadLetterSink
-from gateway.i18n import Msg, tr
+from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.locales import DEFAULT_LOCALES, LocaleResolver
 from gateway.sessions import SessionManager
 from gateway.work import WorkItem
 from storage import inbox
-from storage.inbox import InboxState
+from storage.db import StorageUnavailable
+from storage.inbox import InboxEntry, InboxState
 from storage.store import Store
 
 __all__ = ["InboundProcessor"]
@@ -101,16 +102,7 @@ class InboundProcessor:
         if unreadable := await self.store.set_aside_unreadable_inbox():
             log.error("inbox_rows_unreadable", rows=unreadable, kept_in="picobot dead-letters list")
         entries = await self.store.unfinished_inbox()
-        items = [
-            WorkItem(
-                e.id,
-                e.message,
-                resume=e.state is InboxState.STARTED,
-                session_id=e.session_id,
-                locale=self.locales.resolve(e.message),
-            )
-            for e in entries
-        ]
+        items = [self._resumed(e) for e in entries]
         # a row never started may never have been judged (a crash right after its commit)
         admitted = {i.inbox_id for i in await self._admit([i for i in items if not i.resume])}
         for item in items:
@@ -119,6 +111,30 @@ class InboundProcessor:
         if entries:
             log.info("inbox_recovered", rows=len(entries))
         return len(entries)
+
+    async def reload(self, batch: Sequence[WorkItem]) -> list[WorkItem]:
+        """`batch` as recovery would route it now, for a turn storage failed
+        (gateway.sessions): only its rows still unfinished (one already
+        answered is not run twice), `started` ones resumed. Admission and the
+        approval it carries on from stay as they were judged."""
+        wanted = {item.inbox_id: item for item in batch}
+        return [
+            self._resumed(e, approval_id=wanted[e.id].approval_id, locale=wanted[e.id].locale)
+            for e in await self.store.unfinished_inbox()
+            if e.id in wanted
+        ]
+
+    def _resumed(
+        self, entry: InboxEntry, *, approval_id: int | None = None, locale: Locale | None = None
+    ) -> WorkItem:
+        return WorkItem(
+            entry.id,
+            entry.message,
+            resume=entry.state is InboxState.STARTED,
+            session_id=entry.session_id,
+            approval_id=approval_id,
+            locale=locale or self.locales.resolve(entry.message),
+        )
 
     async def run(self) -> None:
         """Until the bus is closed and drained."""
@@ -142,7 +158,9 @@ class InboundProcessor:
         for message, outcome in zip(batch, outcomes, strict=True):
             receipt = message.receipt
             if isinstance(outcome, Exception):
-                settled = poison and await self._dead_letter(message, outcome)
+                # a database that refuses writes for now refuses every job alike
+                poisoned = poison and not isinstance(outcome, StorageUnavailable)
+                settled = poisoned and await self._dead_letter(message, outcome)
                 if receipt is not None and not receipt.done():
                     if settled:
                         receipt.set_result(Receipt.DEAD_LETTER)

@@ -10,13 +10,19 @@ mode (and for `/steer TEXT` in any mode) they also ask the running turn to end
 at its next safe boundary (agent.turn_control), and the next turn takes them.
 `ConversationGates` holds a conversation between turns for whoever must
 change it without a turn running (compaction).
+
+A turn that storage failed (`StorageUnavailable`: the database busy, full,
+failing) is not lost until a restart: its conversation waits, backing off
+(`StorageRetry`), until a probe write passes, then runs it again from its
+inbox rows as a restart would (`StorageRetry.reload`: rows already answered
+are dropped, started ones resume), before the chat's later messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -27,13 +33,26 @@ from gateway.execution import ExecutionService
 from gateway.lifecycle import ShutdownBudget
 from gateway.run_slots import RunSlots
 from gateway.work import TurnOutcome, WorkItem
+from storage.db import STORAGE_ERRORS, StorageUnavailable
 
-__all__ = ["ConversationGates", "SessionManager"]
+__all__ = ["ConversationGates", "SessionManager", "StorageRetry"]
 
 log = structlog.get_logger(__name__)
 
 ConversationKey = tuple[str, str]
 TurnDone = Callable[[Sequence[WorkItem], TurnOutcome | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageRetry:
+    """How a turn that storage failed is run again. `writable`: a probe write
+    (True once writes pass); `reload`: the items still to run for a batch's
+    inbox rows, read back as a restart reads them (none if already answered)."""
+
+    writable: Callable[[], Awaitable[bool]]
+    reload: Callable[[Sequence[WorkItem]], Awaitable[list[WorkItem]]]
+    first_delay_secs: float = 0.5
+    max_delay_secs: float = 30.0
 
 
 class ConversationGates:
@@ -68,6 +87,8 @@ class _Conversation:
     turn: asyncio.Task[TurnOutcome] | None = None
     stop_requested: bool = False
     steer_requested: bool = False
+    retry: list[WorkItem] = field(default_factory=list)  # a batch storage failed: it runs first
+    retry_delay: float = 0.0  # the next backoff while storage keeps failing
 
 
 class SessionManager:
@@ -81,7 +102,9 @@ class SessionManager:
         max_pending: int,
         on_turn_done: TurnDone | None = None,
         budget: ShutdownBudget | None = None,
+        storage_retry: StorageRetry | None = None,
     ) -> None:
+        """`storage_retry`: None leaves a turn storage failed to the next start."""
         self.execution = execution
         self.gates = gates
         self.queue_mode = queue_mode
@@ -92,8 +115,10 @@ class SessionManager:
         self._accepting = True
         self._idle = asyncio.Event()
         self._idle.set()
+        self._stopping = asyncio.Event()
         self.on_turn_done = on_turn_done
         self.budget = budget or ShutdownBudget(30.0)
+        self.storage_retry = storage_retry
 
     name = "sessions"
 
@@ -116,6 +141,11 @@ class SessionManager:
     @property
     def pending_messages(self) -> int:
         return sum(len(c.pending) for c in self._conversations.values())
+
+    @property
+    def waiting_for_storage(self) -> int:
+        """Conversations whose turn storage failed, waiting to run it again."""
+        return sum(1 for c in self._conversations.values() if c.retry)
 
     def room(self, channel: str, chat_id: str) -> int:
         """How many more messages the conversation's queue takes now."""
@@ -168,6 +198,9 @@ class SessionManager:
 
     # -- work ----------------------------------------------------------------
     def _take(self, conv: _Conversation) -> list[WorkItem]:
+        if conv.retry:
+            batch, conv.retry = conv.retry, []
+            return batch
         first = conv.pending.popleft()
         batch = [first]
         if first.approval_id is not None:
@@ -188,9 +221,10 @@ class SessionManager:
 
     async def _work(self, conv: _Conversation) -> None:
         try:
-            while conv.pending and self._accepting:
+            while (conv.retry or conv.pending) and self._accepting:
                 batch = self._take(conv)
                 outcome: TurnOutcome | None = None
+                failed: StorageUnavailable | None = None
                 async with self.slots.turn(), self.gates.hold(conv.key):
                     conv.stop_requested = conv.steer_requested = False
                     conv.turn = asyncio.create_task(
@@ -208,10 +242,18 @@ class SessionManager:
                         if task is not None and task.cancelling():
                             raise  # the gateway is stopping
                         # the turn was stopped by /stop; the worker carries on
+                    except StorageUnavailable as exc:
+                        failed = exc
                     except Exception:
                         log.exception("turn_crashed", conversation=conv.key)
                     finally:
                         conv.turn = None
+                if failed is not None and self.storage_retry is not None:
+                    await self._retry_later(conv, batch, failed, self.storage_retry)
+                    continue  # its rows are still open: nobody is told it is done
+                if failed is not None:
+                    log.error("turn_crashed", conversation=conv.key, reason=failed.reason)
+                conv.retry_delay = 0.0
                 if self.on_turn_done is not None:
                     try:
                         self.on_turn_done(batch, outcome)
@@ -224,11 +266,53 @@ class SessionManager:
             if not any(c.worker for c in self._conversations.values()):
                 self._idle.set()
 
+    async def _retry_later(
+        self,
+        conv: _Conversation,
+        batch: list[WorkItem],
+        failed: StorageUnavailable,
+        retry: StorageRetry,
+    ) -> None:
+        """Back off until storage takes a write, then set `batch` (read back
+        from its inbox rows) to run next. Returns at once when the gateway
+        stops: the rows stay open and the next start runs them."""
+        reason = failed.reason
+        while self._accepting:
+            delay = conv.retry_delay = min(
+                max(conv.retry_delay * 2, retry.first_delay_secs), retry.max_delay_secs
+            )
+            conv.retry = batch  # counted as waiting; run first if the worker stops here
+            log.warning(
+                "turn_waiting_for_storage",
+                conversation=conv.key,
+                reason=reason,
+                retry_in_secs=delay,
+                inbox_ids=[item.inbox_id for item in batch],
+            )
+            try:
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
+                return  # stopping
+            except TimeoutError:
+                pass
+            try:
+                if await retry.writable():
+                    conv.retry = await retry.reload(batch)
+                    log.info("turn_retrying", conversation=conv.key, rows=len(conv.retry))
+                    return
+            except STORAGE_ERRORS as exc:
+                reason = str(exc)
+            except Exception:  # the rows stay open: the next start runs them
+                log.exception("turn_crashed", conversation=conv.key)
+                conv.retry = []
+                return
+
     # -- shutdown ------------------------------------------------------------
     async def shutdown(self, grace_secs: float) -> None:
         """Start no new turns; let running ones finish within `grace_secs`, then
         cancel them (they stay `started` in the inbox and resume at next start)."""
         self._accepting = False
+        self._stopping.set()
         try:
             async with asyncio.timeout(grace_secs):
                 await self._idle.wait()

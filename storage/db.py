@@ -17,6 +17,11 @@ so a whole transaction costs one thread hop instead of one per statement:
   second connection in another thread, not in front of a commit; only when
   the WAL outgrows `wal_restart_frames` (sustained load: see
   `_checkpoint_loop`) does the writer's connection checkpoint once itself.
+- A write the database refuses for now (busy past the busy timeout, disk
+  full, an I/O error, a read-only file: storage.errors) raises
+  `StorageUnavailable` and sets `write_failure` until a commit passes again;
+  while it is set, the checkpointer probes with an empty write every round,
+  so it clears by itself once writes pass, even on an idle gateway.
 
 This module must never be called from a channel or the agent (DESIGN §3).
 """
@@ -34,9 +39,18 @@ from typing import Any, Final, TypeAlias, TypeVar
 import aiosqlite
 import structlog
 
+from storage.errors import StorageUnavailable, StorageUnusable, unavailable
 from storage.migrations import MIGRATIONS
 
-__all__ = ["STORAGE_ERRORS", "Connection", "Database", "SchemaTooNew", "StorageClosed"]
+__all__ = [
+    "STORAGE_ERRORS",
+    "Connection",
+    "Database",
+    "SchemaTooNew",
+    "StorageClosed",
+    "StorageUnavailable",
+    "StorageUnusable",
+]
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -71,7 +85,11 @@ class StorageClosed(Exception):
 
 # what a write raises when the database itself failed (busy, full, closed, a
 # refused constraint), as opposed to what it was asked to store
-STORAGE_ERRORS: Final[tuple[type[Exception], ...]] = (sqlite3.Error, StorageClosed)
+STORAGE_ERRORS: Final[tuple[type[Exception], ...]] = (
+    sqlite3.Error,
+    StorageClosed,
+    StorageUnavailable,
+)
 
 
 @dataclass(slots=True)
@@ -103,19 +121,29 @@ class Database:
         self._last_commit_jobs = 0
         self._stop_checkpoints = asyncio.Event()
         self._closed = False
+        self._write_failure: str | None = None
         self.schema_version = 0
         self.checkpoints = 0
 
     # -- lifecycle ---------------------------------------------------------
     async def open(self) -> Database:
+        """Raises StorageUnusable when the file cannot be opened and migrated
+        (a folder that cannot be made, an unwritable file), SchemaTooNew."""
         if self._conn is not None or self._closed:
             raise RuntimeError("Database.open() called twice")
-        if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            if str(self.path) != ":memory:":
+                await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
+            conn = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise _unusable(self.path, exc) from exc
         self._conn = conn
         try:
             self.schema_version = await self._run(_prepare)
+        except (OSError, sqlite3.Error) as exc:
+            await conn.close()
+            self._conn = None
+            raise _unusable(self.path, exc) from exc
         except BaseException:
             await conn.close()
             self._conn = None
@@ -208,6 +236,20 @@ class Database:
     def pending_writes(self) -> int:
         return self._queue.qsize()
 
+    @property
+    def write_failure(self) -> str | None:
+        """Why the last commit failed (SQLite's words) while writes fail; None once one passes."""
+        return self._write_failure
+
+    async def probe_writes(self) -> bool:
+        """Whether the database takes a write now: one that changes nothing
+        through the writer (it takes the write lock and writes a page)."""
+        try:
+            await self.write(_rewrite_a_page)
+        except (StorageUnavailable, StorageClosed):
+            return False
+        return True
+
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._conn
         if conn is None:
@@ -250,6 +292,8 @@ class Database:
                     self.checkpoints += 1
                 except sqlite3.Error as exc:  # e.g. busy: the next round catches up
                     log.warning("storage_checkpoint_failed", error=str(exc))
+                if self._write_failure is not None and not self._closed:
+                    await self.probe_writes()  # clears it once writes pass (/ready)
         finally:
             await asyncio.to_thread(conn.close)
 
@@ -283,13 +327,19 @@ class Database:
             try:
                 outcomes = await self._run(functools.partial(_commit_batch, jobs=jobs))
             except Exception as exc:  # the COMMIT itself failed: nothing is durable
-                log.exception("storage_commit_failed", batch=len(jobs))
+                failure = unavailable(exc)
+                if failure is None:
+                    log.exception("storage_commit_failed", batch=len(jobs))
+                else:  # expected while it lasts: no traceback, /ready says it
+                    log.error("storage_commit_failed", batch=len(jobs), reason=failure.reason)
+                    self._set_write_failure(failure.reason)
                 for job in jobs:
                     if not job.future.done():
-                        job.future.set_exception(exc)
+                        job.future.set_exception(failure or exc)
                 continue
             self._last_commit_at = asyncio.get_running_loop().time()
             self._last_commit_jobs = len(jobs)
+            self._set_write_failure(None)
             for job, (ok, value) in zip(jobs, outcomes, strict=True):
                 if job.future.done():
                     continue  # the caller was cancelled; the write still happened
@@ -297,6 +347,11 @@ class Database:
                     job.future.set_result(value)
                 else:
                     job.future.set_exception(value)
+
+    def _set_write_failure(self, reason: str | None) -> None:
+        if reason is None and self._write_failure is not None:
+            log.warning("storage_writes_recovered", was=self._write_failure)
+        self._write_failure = reason
 
 
 def _as_exception(exc: BaseException) -> Exception:
@@ -318,10 +373,14 @@ def _commit_batch(conn: sqlite3.Connection, *, jobs: list[_Job]) -> list[tuple[b
     first run back to back; if one raises, that attempt is rolled back and the
     batch runs again with each job in its own SAVEPOINT, so that only the
     failing one is lost (job functions touch nothing but the connection, so
-    running one twice is safe)."""
+    running one twice is safe). A job that failed on the database itself (a
+    full disk: storage.errors) fails the whole batch instead: the next job
+    would meet the same, and SQLite may have rolled the transaction back."""
     try:
         return _run_jobs(conn, jobs, isolated=False)
-    except _JobFailed:
+    except _JobFailed as failed:
+        if failed.__cause__ is not None and unavailable(failed.__cause__) is not None:
+            raise failed.__cause__ from None
         return _run_jobs(conn, jobs, isolated=True)
 
 
@@ -346,6 +405,8 @@ def _run_jobs(
             try:
                 value = job.fn(conn)
             except Exception as exc:
+                if not conn.in_transaction or unavailable(exc) is not None:
+                    raise  # the database failed, not the job (see _commit_batch)
                 conn.execute("ROLLBACK TO job")
                 conn.execute("RELEASE job")
                 outcomes.append((False, exc))
@@ -358,6 +419,24 @@ def _run_jobs(
             conn.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _rewrite_a_page(conn: sqlite3.Connection) -> None:
+    """Set the schema version to itself: page 1 goes to the WAL, so a disk
+    that cannot take a page fails this too (a commit of nothing writes nothing)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    conn.execute(f"PRAGMA user_version={version}")
+
+
+def _unusable(path: Path, exc: OSError | sqlite3.Error) -> StorageUnusable:
+    """One line for the operator: which file, and why, in the OS's or SQLite's words."""
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        reason = f"{exc.filename or path.parent} is not a directory"
+    elif isinstance(exc, OSError):
+        reason = f"{exc.strerror or exc}: {exc.filename or path.parent}"
+    else:
+        reason = str(exc)
+    return StorageUnusable(f"cannot open the database {path}: {reason}")
 
 
 def _checkpoint_connection(path: Path) -> sqlite3.Connection:

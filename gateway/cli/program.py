@@ -146,7 +146,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
     from gateway.lifecycle import StartupError
     from gateway.logging import configure_logging, register_secrets
-    from storage.db import SchemaTooNew
+    from storage.db import SchemaTooNew, StorageUnusable
 
     loaded = _load(args)
     cfg = loaded.config
@@ -170,7 +170,7 @@ def _gateway(args: argparse.Namespace) -> int:
         log.warning("config_env_missing", config_path=where, variable=var)
     try:
         return asyncio.run(_serve(loaded))
-    except SchemaTooNew as exc:
+    except (SchemaTooNew, StorageUnusable) as exc:  # as a config error: the operator fixes it
         print(f"picobot: {exc}", file=sys.stderr)
         return 2
     except (OSError, StartupError) as exc:  # what started was stopped again

@@ -1,0 +1,56 @@
+"""What storage raises when the database, not the data, is the problem.
+
+    Exception
+     ├── StorageUnavailable   a write (or read) the database refused for now:
+     │                        busy past the busy timeout, disk full, an I/O
+     │                        error, a read-only file; retry once writes pass
+     └── StorageUnusable      the database cannot be opened at all at start
+                              (an unwritable home, a file where a folder must be)
+
+`unavailable(exc)` tells a sqlite3 error of the first kind from one that is
+about the statement (a refused constraint, a bug). Imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+__all__ = ["StorageUnavailable", "StorageUnusable", "unavailable"]
+
+# primary result codes (the low byte of an extended one) that say the database
+# cannot take writes right now, whatever was written
+_TRANSIENT: Final = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+    }
+)
+
+
+class StorageUnavailable(Exception):
+    """The database refused work for a reason outside it; `reason` is SQLite's."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StorageUnusable(Exception):
+    """The database cannot be opened; the message says which path and why."""
+
+
+def unavailable(exc: BaseException) -> StorageUnavailable | None:
+    """`exc` as a StorageUnavailable when it is one (or already is), else None."""
+    if isinstance(exc, StorageUnavailable):
+        return exc
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _TRANSIENT:
+        return StorageUnavailable(str(exc))
+    return None
