@@ -40,7 +40,7 @@ class SkillToolKit:
 
     names: tuple[str, ...]  # always known to `tools.disabled`, skills on or off
     tools: tuple[Tool[Any], ...]  # offered: none while skills are off
-    read_roots: tuple[Path, ...]  # the skill folders `read` may open
+    read_roots: tuple[Path, ...]  # the skill folders `read` may open (fixed at start)
 
 
 def skill_tool_kit(runtime: SkillRuntime | None) -> SkillToolKit:
@@ -85,12 +85,15 @@ class StoreSkillEvents:
 
 
 def skill_roots(loaded: LoadedConfig, user_home: Path | None = None) -> SkillRoots:
-    """`user_home`: where `~/.agents` and `~/.openclaw` are (default: the real home)."""
+    """`user_home`: where `~/.agents` and `~/.openclaw` are (default: the real home).
+    The roots are fixed here, once (skills/roots.py): a link planted later in
+    the workspace or the project is never followed."""
     return SkillRoots.build(
         loaded.home,
         Path.home() if user_home is None else user_home,
         loaded.skills_project_dir,
         [SkillSource(s) for s in loaded.config.skills.sources],
+        workspace=loaded.workspace,
     )
 
 

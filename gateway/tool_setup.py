@@ -47,7 +47,7 @@ def build_tools(
         # received attachments are readable, never writable (channels store them there)
         read_roots=(
             *skills.read_roots,
-            loaded.media_dir,
+            loaded.media_dir.resolve(),  # fixed now: `read` walks it without following links
         ),
     )
     registry = build_registry(

@@ -1,70 +1,41 @@
-"""Finding skills on disk: the roots of each source, a cheap fingerprint of
-what is there, and the full scan that reads and parses every SKILL.md.
+"""Finding skills on disk: a cheap fingerprint of what is there, and the full
+scan that reads and parses every SKILL.md.
 
-The runtime compares fingerprints (directory listings and `stat`s, no file is
-read) once per turn and scans again only when one changed — never a rescan on
-every call, never a stale list. Blocking file I/O: call from a worker thread.
+The runtime compares fingerprints (directory listings and `lstat`s, no file
+is opened) and scans again only when one changed. Every root is walked from
+`/` without following a link (agent.tools.confined): a root that is a link
+is reported as a problem, a skill folder or SKILL.md that is a link, a FIFO,
+a device or larger than `MAX_SKILL_BYTES` is reported as invalid and skipped,
+without waiting and without reading more than the cap. Blocking file I/O:
+call from a worker thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.front_matter import definition_folders
-from skills.model import BUILTIN_DIR, SKILL_FILE, SOURCE_ORDER, Skill, SkillSource
+from agent.tools.confined import ConfinedError, open_dir, read_regular
+from skills.model import SKILL_FILE, Skill, SkillSource
 from skills.parse import SkillFormatError, parse_skill
+from skills.roots import SkillRoots
 from skills.state import StateFileError, read_disabled
 
-__all__ = ["Fingerprint", "Invalid", "Scan", "SkillRoots", "fingerprint", "scan"]
+__all__ = [
+    "MAX_SKILL_BYTES",
+    "Fingerprint",
+    "Invalid",
+    "Scan",
+    "SkillRoots",
+    "fingerprint",
+    "scan",
+]
 
 Fingerprint = tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SkillRoots:
-    """Where each enabled source's skill folders live, lowest precedence first."""
-
-    dirs: tuple[tuple[SkillSource, Path], ...]
-    user_state: Path
-    project_state: Path
-
-    @classmethod
-    def build(
-        cls,
-        picobot_home: Path,
-        user_home: Path,
-        project: Path,
-        sources: Sequence[SkillSource],
-        builtin: Path | None = BUILTIN_DIR,
-    ) -> SkillRoots:
-        """The spec's six places; built-in skills (when `builtin`) rank below `user`."""
-        places = {
-            SkillSource.BUILTIN: builtin,
-            SkillSource.USER: picobot_home / "skills",
-            SkillSource.USER_AGENT: user_home / ".agents" / "skills",
-            SkillSource.USER_OPENCLAW: user_home / ".openclaw" / "skills",
-            SkillSource.PROJECT: project / ".picobot" / "skills",
-            SkillSource.PROJECT_AGENT: project / ".agents" / "skills",
-            SkillSource.PROJECT_OPENCLAW: project / ".openclaw" / "skills",
-        }
-        wanted = {SkillSource.BUILTIN, *sources}
-        dirs = tuple(
-            (s, path) for s in SOURCE_ORDER if s in wanted and (path := places[s]) is not None
-        )
-        return cls(
-            dirs,
-            user_state=picobot_home / "skill-state.json",
-            project_state=project / ".picobot" / "skill-state.json",
-        )
-
-    def dir_of(self, source: SkillSource) -> Path | None:
-        return next((path for s, path in self.dirs if s is source), None)
-
-    @property
-    def state_files(self) -> tuple[Path, Path]:
-        return (self.user_state, self.project_state)
+MAX_SKILL_BYTES = 256 * 1024
+_LINK = "link"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,27 +55,113 @@ class Scan:
     problems: tuple[str, ...]  # unreadable state files
     fingerprint: Fingerprint
     stamps: dict[Path, str]  # SKILL.md → its stat stamp, to tell a changed skill
+    refused: tuple[str, ...] = ()  # roots not read (a link, unreadable), with why
 
 
-def _stamp(path: Path) -> str | None:
+def _stamp(info: os.stat_result) -> str:
+    return f"{stat.S_IFMT(info.st_mode):o}:{info.st_mtime_ns}:{info.st_size}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """One root: its skill folders (name → SKILL.md stamp, or `_LINK`)."""
+
+    stamps: dict[str, str]
+    problem: str | None = None
+
+
+def _list_root(root: Path, dir_fd: int) -> _Listing:
+    stamps: dict[str, str] = {}
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_symlink():
+                stamps[entry.name] = _LINK
+            elif entry.is_dir(follow_symlinks=False):
+                try:  # lstat only: the file is never opened here
+                    info = os.stat(
+                        f"{entry.name}/{SKILL_FILE}", dir_fd=dir_fd, follow_symlinks=False
+                    )
+                except OSError:
+                    continue
+                stamps[entry.name] = _stamp(info)
+    return _Listing(dict(sorted(stamps.items())))
+
+
+def _open_root(root: Path) -> int | _Listing:
     try:
-        info = path.stat()
+        return open_dir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return _Listing({})
+    except OSError as exc:
+        return _Listing({}, f"skill folder {root} not read: {exc.strerror or exc}")
+
+
+def _listing(root: Path) -> _Listing:
+    opened = _open_root(root)
+    if isinstance(opened, _Listing):
+        return opened
+    try:
+        return _list_root(root, opened)
+    except OSError as exc:
+        return _Listing({}, f"skill folder {root} not read: {exc.strerror or exc}")
+    finally:
+        os.close(opened)
+
+
+def _state_stamp(path: Path) -> str:
+    try:
+        return _stamp(os.stat(path, follow_symlinks=False))
     except OSError:
-        return None
-    return f"{info.st_mtime_ns}:{info.st_size}"
+        return "-"
 
 
 def fingerprint(roots: SkillRoots) -> Fingerprint:
-    """What the scan depends on, from listings and stats only."""
+    """What the scan depends on, from listings and `lstat`s only."""
     out: list[tuple[str, ...]] = []
     for source, root in roots.dirs:
-        for folder in definition_folders(root):
-            stamp = _stamp(folder / SKILL_FILE)
-            if stamp is not None:
-                out.append((source.value, str(folder), stamp))
-    for state in roots.state_files:
-        out.append(("state", str(state), _stamp(state) or "-"))
+        listing = _listing(root)
+        if listing.problem:
+            out.append(("problem", listing.problem))
+        out += [(source.value, str(root / n), s) for n, s in listing.stamps.items()]
+    out += [("state", str(state), _state_stamp(state)) for state in roots.state_files]
     return tuple(out)
+
+
+def _read_skill(dir_fd: int, root: Path, name: str, source: SkillSource) -> Skill:
+    raw = read_regular(dir_fd, f"{name}/{SKILL_FILE}", MAX_SKILL_BYTES, where=root)
+    return parse_skill(raw.decode("utf-8"), root / name, source)
+
+
+def _scan_root(
+    source: SkillSource, root: Path, found: dict[str, Skill], invalid: list[Invalid]
+) -> _Listing:
+    opened = _open_root(root)
+    if isinstance(opened, _Listing):
+        return opened
+    try:
+        listing = _list_root(root, opened)
+        for name, stamp in listing.stamps.items():
+            path = root / name / SKILL_FILE
+            if stamp == _LINK:
+                reason = f"the skill folder {root / name} is a symbolic link (not followed)"
+                invalid.append(Invalid(path, source, reason))
+                continue
+            try:
+                skill = _read_skill(opened, root, name, source)
+            except (SkillFormatError, ConfinedError) as exc:
+                invalid.append(Invalid(path, source, str(exc)))
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                invalid.append(Invalid(path, source, str(exc) or type(exc).__name__))
+                continue
+            found[skill.name] = skill  # a later source overrides
+        return listing
+    except OSError as exc:
+        return _Listing({}, f"skill folder {root} not read: {exc.strerror or exc}")
+    finally:
+        os.close(opened)
 
 
 def scan(roots: SkillRoots) -> Scan:
@@ -112,19 +169,12 @@ def scan(roots: SkillRoots) -> Scan:
     found: dict[str, Skill] = {}
     invalid: list[Invalid] = []
     stamps: dict[Path, str] = {}
+    refused: list[str] = []
     for source, root in roots.dirs:
-        for folder in definition_folders(root):
-            path = folder / SKILL_FILE
-            stamp = _stamp(path)
-            if stamp is None:
-                continue
-            stamps[path] = stamp
-            try:
-                skill = parse_skill(path.read_text(encoding="utf-8"), folder, source)
-            except (SkillFormatError, OSError, UnicodeDecodeError) as exc:
-                invalid.append(Invalid(path, source, str(exc) or type(exc).__name__))
-                continue
-            found[skill.name] = skill  # a later source overrides
+        listing = _scan_root(source, root, found, invalid)
+        if listing.problem:
+            refused.append(listing.problem)
+        stamps |= {root / n / SKILL_FILE: s for n, s in listing.stamps.items()}
     disabled: set[str] = set()
     problems: list[str] = []
     for state in roots.state_files:
@@ -133,4 +183,6 @@ def scan(roots: SkillRoots) -> Scan:
         except (StateFileError, OSError, UnicodeDecodeError) as exc:
             problems.append(str(exc))
     skills = {n: s for n, s in sorted(found.items()) if n not in disabled}
-    return Scan(skills, tuple(invalid), frozenset(disabled), tuple(problems), fp, stamps)
+    return Scan(
+        skills, tuple(invalid), frozenset(disabled), tuple(problems), fp, stamps, tuple(refused)
+    )

@@ -5,21 +5,28 @@ The scan is cached; `current()` compares the cheap fingerprint (listings and
 stats, in a worker thread) once per call and rescans only when something on
 disk changed, so an added, edited or removed SKILL.md shows in the next turn
 without a restart and an unchanged disk is never re-read. `skill_manage`
-writes reload once. Every disk access runs off the event loop.
+writes reload once. Every disk access runs off the event loop, in a worker
+thread bounded by `scan_timeout_secs`: when it is slow, turns go on with the
+last good scan (one warning) and no second look starts until it has ended,
+so a slow or hostile file never holds up a chat, start-up or /health.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
+import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import structlog
 
 from agent.tools.base import ToolArgs, ToolContext, ToolError
+from agent.tools.confined import open_dir
 from skills.discovery import Scan, SkillRoots, fingerprint, scan
 from skills.events import SkillEvent, SkillEventKind, SkillEventSink
 from skills.index import IndexLimits, render_index
@@ -40,20 +47,41 @@ __all__ = ["SkillRuntime"]
 log = structlog.get_logger(__name__)
 
 _MAX_FILES = 100
+_MAX_ENTRIES = 5_000  # directory entries looked at to find them
+SCAN_TIMEOUT_SECS = 2.0
+T = TypeVar("T")
 
 
 def _other_files(folder: Path) -> list[Path]:
+    """Regular files of the skill's folder (links and hidden names left out),
+    walked by fd from `/` without following a link."""
     found: list[Path] = []
-    for top, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            path = Path(top) / name
-            if name.startswith(".") or path == folder / SKILL_FILE:
-                continue
-            found.append(path)
-            if len(found) >= _MAX_FILES:
-                return found
+    seen = 0
+    try:
+        dir_fd = open_dir(folder)
+    except OSError:  # gone, or a link now: the body says what it can
+        return found
+    try:
+        for top, dirs, files, top_fd in os.fwalk(".", dir_fd=dir_fd):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            seen += len(dirs) + len(files)
+            for name in sorted(files):
+                if name.startswith(".") or (top == "." and name == SKILL_FILE):
+                    continue
+                if not stat.S_ISREG(os.stat(name, dir_fd=top_fd, follow_symlinks=False).st_mode):
+                    continue
+                found.append(Path(os.path.normpath(folder / top / name)))
+                if len(found) >= _MAX_FILES:
+                    return found
+            if seen >= _MAX_ENTRIES:
+                break
+    finally:
+        os.close(dir_fd)
     return found
+
+
+def _empty_scan() -> Scan:
+    return Scan({}, (), frozenset(), (), (), {})
 
 
 class SkillRuntime:
@@ -64,6 +92,7 @@ class SkillRuntime:
         events: SkillEventSink | None = None,
         *,
         check_interval_secs: float = 0.0,
+        scan_timeout_secs: float = SCAN_TIMEOUT_SECS,
     ) -> None:
         self.roots = roots
         self.limits = limits
@@ -76,6 +105,8 @@ class SkillRuntime:
         self._checked_at = -math.inf
         self.scans = 0  # full scans so far (a reload is one)
         self._index: tuple[Scan, IndexLimits, str | None] | None = None  # rendered from
+        self.scan_timeout_secs = scan_timeout_secs
+        self._busy: asyncio.Future[Any] | None = None  # the disk look under way
 
     # -- the catalogue ----------------------------------------------------------------
     async def current(self) -> Scan:
@@ -87,8 +118,8 @@ class SkillRuntime:
             if self._scan is not None:
                 if checked - self._checked_at < self.check_interval_secs:
                     return self._scan  # another turn looked while we waited
-                now = await asyncio.to_thread(fingerprint, self.roots)
-                if now == self._scan.fingerprint:
+                now = await self._off_loop(fingerprint, self.roots)
+                if now is None or now == self._scan.fingerprint:
                     self._checked_at = checked
                     return self._scan
             scan = await self._rescan()
@@ -99,9 +130,33 @@ class SkillRuntime:
         async with self._lock:
             return await self._rescan()
 
+    async def _off_loop(self, fn: Callable[[SkillRoots], T], roots: SkillRoots) -> T | None:
+        """`fn(roots)` in a worker thread, or None when it takes longer than
+        the timeout (or an earlier one is still running): the thread cannot be
+        stopped, so it is left to end and no second one is started meanwhile."""
+        busy = self._busy
+        if busy is not None and not busy.done():
+            return None
+        future = asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, roots))
+        future.add_done_callback(_retrieve)
+        self._busy = future
+        done, _ = await asyncio.wait({future}, timeout=self.scan_timeout_secs)
+        if not done:
+            log.warning(
+                "skills_scan_slow",
+                timeout_secs=self.scan_timeout_secs,
+                roots=[str(path) for _, path in self.roots.dirs],
+            )
+            return None
+        return future.result()
+
     async def _rescan(self) -> Scan:
         old = self._scan
-        new = await asyncio.to_thread(scan, self.roots)
+        new = await self._off_loop(scan, self.roots)
+        if new is None:  # slow: keep the last good scan (none yet: no skills)
+            if old is None:
+                self._scan = old = _empty_scan()
+            return old
         self.scans += 1
         self._scan = new
         events: list[SkillEvent] = []
@@ -128,6 +183,9 @@ class SkillRuntime:
         for problem in new.problems:
             if old is None or problem not in old.problems:
                 log.warning("skill_state_unreadable", problem=problem)
+        for refused in new.refused:
+            if old is None or refused not in old.refused:
+                log.warning("skill_root_refused", problem=refused)
         log.debug("skills_scanned", skills=len(new.skills), invalid=len(new.invalid))
         await self._record(events)
         return new
@@ -162,7 +220,8 @@ class SkillRuntime:
         skill = await self.find(name)
         files = await asyncio.to_thread(_other_files, skill.folder)
         await self._record([_event(SkillEventKind.ACTIVATED, skill, ctx)])
-        inside = skill.folder.resolve().is_relative_to(ctx.workspace.resolve())
+        # skill.folder is fixed and walked without links (skills/roots.py): lexical is enough
+        inside = skill.folder.is_relative_to(ctx.workspace.resolve())
         access = "" if skill.writable and inside else " (read-only)"
         lines = [f"Skill `{skill.name}` ({skill.source.value})", f"Folder: {skill.folder}{access}"]
         if files:
@@ -249,6 +308,12 @@ class SkillRuntime:
         unknown = [n for n in names if n not in known]
         note = f" Not found now (kept in the file): {', '.join(unknown)}." if unknown else ""
         return f"{r.action.capitalize()}d {len(names)} skill(s) in {path}.{note}"
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Marks a dropped look's error as seen (it was logged, or is moot)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def check_name_given(name: str | None) -> str:

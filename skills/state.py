@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["StateFileError", "read_disabled", "update_disabled", "write_atomic"]
+from agent.tools.confined import ConfinedError, open_dir, read_regular, write_atomic_in
+
+__all__ = ["MAX_STATE_BYTES", "StateFileError", "read_disabled", "update_disabled", "write_atomic"]
 
 _KEY = "disabled_skills"
+MAX_STATE_BYTES = 64 * 1024
 
 
 class StateFileError(ValueError):
@@ -24,10 +26,14 @@ class StateFileError(ValueError):
 
 
 def _load(path: Path) -> dict[str, object]:
-    try:
-        raw = path.read_text(encoding="utf-8")
+    try:  # no link followed, no FIFO waited on, at most the cap read
+        raw = read_regular(path.parent, path.name, MAX_STATE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return {}
+    except ConfinedError as exc:
+        raise StateFileError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise StateFileError(f"{path}: not UTF-8 text") from None
     try:
         data = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
@@ -61,13 +67,11 @@ def update_disabled(path: Path, add: Iterable[str] = (), remove: Iterable[str] =
 
 def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file renamed into place: a reader (the
-    gateway's next scan) sees the old file or the new one, never half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    gateway's next scan) sees the old file or the new one, never half of it.
+    The folders on the way are walked without following a link (missing ones
+    are made), so nothing is ever written outside `path`'s folder."""
+    dir_fd = open_dir(path.parent, create=True)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_atomic_in(dir_fd, path.name, text.encode("utf-8"))
+    finally:
+        os.close(dir_fd)

@@ -5,21 +5,35 @@ Sources, lowest precedence first (a later one overrides a same-named type):
 `<project>/.picobot/subagents/*/SUBAGENT.md`. The front matter is read by
 `agent.front_matter` (the parser skills use). A file that breaks a rule is
 reported in `Scan.invalid` with the reason and skipped; it never stops the
-gateway. Blocking file I/O: call from a worker thread.
+gateway. A SUBAGENT.md is read like a SKILL.md (agent.tools.confined): a
+regular file only, not through a link, never waited on (a FIFO), at most
+`MAX_SUBAGENT_BYTES`; folders that are links are skipped. Blocking file I/O:
+call from a worker thread.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.front_matter import FrontMatterError, definition_folders, parse_front_matter
 from agent.subagents.types import EXPLORE, GENERAL, SubagentSource, SubagentType
+from agent.tools.confined import read_regular
 
-__all__ = ["SUBAGENT_FILE", "Invalid", "Scan", "SubagentFormatError", "parse_subagent", "scan"]
+__all__ = [
+    "MAX_SUBAGENT_BYTES",
+    "SUBAGENT_FILE",
+    "Invalid",
+    "Scan",
+    "SubagentFormatError",
+    "parse_subagent",
+    "scan",
+]
 
 SUBAGENT_FILE = "SUBAGENT.md"
+MAX_SUBAGENT_BYTES = 256 * 1024
 _BUILTIN_NAMES = frozenset({GENERAL.name, EXPLORE.name})
 
 
@@ -87,6 +101,15 @@ def parse_subagent(text: str, folder: Path, source: SubagentSource) -> SubagentT
     )
 
 
+def _read(folder: Path) -> str:
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        raw = read_regular(dir_fd, SUBAGENT_FILE, MAX_SUBAGENT_BYTES, where=folder)
+    finally:
+        os.close(dir_fd)
+    return raw.decode("utf-8")
+
+
 def scan(roots: Sequence[tuple[SubagentSource, Path]]) -> Scan:
     """Every SUBAGENT.md under `roots` (lowest precedence first)."""
     found: dict[str, SubagentType] = {}
@@ -94,11 +117,16 @@ def scan(roots: Sequence[tuple[SubagentSource, Path]]) -> Scan:
     for source, root in roots:
         for folder in definition_folders(root):
             path = folder / SUBAGENT_FILE
-            if not path.is_file():
+            try:
+                text = _read(folder)
+            except FileNotFoundError:
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                invalid.append(Invalid(path, source, str(exc) or type(exc).__name__))
                 continue
             try:
-                kind = parse_subagent(path.read_text(encoding="utf-8"), folder, source)
-            except (SubagentFormatError, OSError, UnicodeDecodeError) as exc:
+                kind = parse_subagent(text, folder, source)
+            except SubagentFormatError as exc:
                 invalid.append(Invalid(path, source, str(exc) or type(exc).__name__))
                 continue
             found[kind.name] = kind  # a later source overrides

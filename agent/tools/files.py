@@ -1,7 +1,10 @@
 """The file tools `read`, `write` and `edit`, confined by the workspace path guard.
 
 Every filesystem call runs in a worker thread (`asyncio.to_thread`); nothing
-here may block the event loop. Paths always go through `resolve_in_workspace`.
+here may block the event loop. Paths always go through `resolve_in_workspace`;
+`read` may also open files under the read roots (skill and media folders),
+only through `agent.tools.confined` (no link followed). Files are opened
+`O_NONBLOCK` and checked with `fstat`: a FIFO is refused, never waited on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import BinaryIO, ClassVar
 from pydantic import Field
 
 from agent.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolSettings
-from agent.tools.paths import resolve_for_read, resolve_in_workspace
+from agent.tools.confined import ConfinedError, open_beneath
+from agent.tools.paths import beneath_read_root, resolve_in_workspace, workspace_root
 from agent.tools.pdf_text import is_pdf, pdf_text
 
 __all__ = ["EditTool", "ReadTool", "WriteTool"]
@@ -34,25 +38,65 @@ PDF_MAX_BYTES = 30_000_000
 _write_lock = threading.Lock()
 
 
+def _checked(fd: int, path: str) -> BinaryIO:
+    """`fd` as a file if it is a regular one (else closed and refused)."""
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{path} is a directory, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{path} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_in_read_root(path: str, settings: ToolSettings, refused: ToolError) -> BinaryIO:
+    beneath = beneath_read_root(path, settings)
+    if beneath is None:
+        raise refused
+    root, rel = beneath
+    try:
+        fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ToolError(f"file not found: {path}") from None
+    except ConfinedError as exc:
+        raise ToolError(f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot open {path}: {exc.strerror}") from None
+    return _checked(fd, path)
+
+
 def _open_regular(
     path: str, settings: ToolSettings, *, reading: bool = False
 ) -> tuple[Path, BinaryIO]:
-    # only `read` may reach the read-only roots (skill folders), never edit
-    target = (resolve_for_read if reading else resolve_in_workspace)(path, settings)
     try:
-        info = target.stat()
+        target = resolve_in_workspace(path, settings)
+    except ToolError as refused:
+        if not reading:  # only `read` may reach the read-only roots, never edit
+            raise
+        return Path(path), _open_in_read_root(path, settings, refused)
+    try:  # O_NONBLOCK: a FIFO swapped in after the path check is not waited on
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ToolError(f"file not found: {path}") from None
     except OSError as exc:
-        raise ToolError(f"cannot access {path}: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{path} is a directory, not a file")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{path} is not a regular file")
-    try:
-        return target, target.open("rb")
-    except OSError as exc:
         raise ToolError(f"cannot open {path}: {exc.strerror}") from None
+    if settings.restrict_to_workspace and not _opened_inside(fd, workspace_root(settings)):
+        os.close(fd)  # a link swapped in between the check and the open
+        raise ToolError(f"path {path!r} is outside the workspace")
+    return target, _checked(fd, path)
+
+
+def _opened_inside(fd: int, root: Path) -> bool:
+    """Whether the file open at `fd` lies under `root` (what the kernel
+    opened, after every link); True where /proc cannot tell."""
+    try:
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return True
+    return opened.is_relative_to(root)
 
 
 def _refuse_binary(handle: BinaryIO, path: str) -> None:

@@ -3,20 +3,34 @@
 `resolve_in_workspace` turns a path the model gave into an absolute path and,
 when `restrict_to_workspace` is on, refuses anything that lands outside the
 workspace: `..` escapes, `~` expansion, absolute paths and symlinks pointing
-out. `resolve_for_read` also lets `read` into `settings.read_roots` (the skill
-folders), by absolute or `~` path. It touches the filesystem (symlink resolution), so call it from a worker
+out. It touches the filesystem (symlink resolution), so call it from a worker
 thread, never directly on the event loop.
+
+`beneath_read_root` tells whether an absolute or `~` path lies under one of
+`settings.read_roots` (the skill folders, the media folder: real paths fixed at
+start). It is lexical and never resolves a link: the caller opens the file
+with `agent.tools.confined`, which walks the root from `/` and refuses every
+link on the way, so a root swapped for a link later (`ln -s / .agents/skills`)
+is refused, not followed.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
+import stat
+from pathlib import Path, PurePosixPath
 
 from agent.tools.base import ToolError, ToolSettings
+from agent.tools.confined import open_beneath
 
-__all__ = ["real_path", "resolve_for_read", "resolve_in_workspace", "workspace_root"]
+__all__ = [
+    "beneath_read_root",
+    "real_path",
+    "resolve_for_read",
+    "resolve_in_workspace",
+    "workspace_root",
+]
 
 
 def workspace_root(settings: ToolSettings) -> Path:
@@ -96,22 +110,40 @@ def resolve_in_workspace(path: str, settings: ToolSettings) -> Path:
     return resolved
 
 
+def beneath_read_root(path: str, settings: ToolSettings) -> tuple[Path, PurePosixPath] | None:
+    """The read root an absolute or `~` `path` lies under, and the part below
+    it; None if none. Nothing on disk is looked at."""
+    try:
+        candidate = Path(_expand_user(path))
+    except ToolError:
+        return None
+    if not candidate.is_absolute() or ".." in candidate.parts:
+        return None
+    for root in settings.read_roots:
+        if root.is_absolute() and candidate.is_relative_to(root) and candidate != root:
+            return root, PurePosixPath(candidate.relative_to(root))
+    return None
+
+
 def resolve_for_read(path: str, settings: ToolSettings) -> Path:
-    """Like `resolve_in_workspace`, but an absolute path under one of
-    `settings.read_roots` is accepted too (with the same symlink checks)."""
+    """Like `resolve_in_workspace`, but a path under one of `settings.read_roots`
+    is accepted too when it is a regular file reached without any link (checked
+    by opening it through `agent.tools.confined`). Prefer opening the file
+    with `open_beneath` directly where the caller reads it itself."""
     try:
         return resolve_in_workspace(path, settings)
     except ToolError:
-        if not settings.read_roots:
+        beneath = beneath_read_root(path, settings)
+        if beneath is None:
             raise
-        try:
-            candidate = Path(_expand_user(path))
-            resolved = real_path(candidate) if candidate.is_absolute() else None
-        except (ToolError, OSError):
-            resolved = None
-        for root in settings.read_roots if resolved is not None else ():
-            base = root.expanduser().resolve(strict=False)
-            if resolved is not None and resolved.is_relative_to(base):
-                _check_components(resolved, base, path)
-                return resolved
-        raise
+    root, rel = beneath
+    try:
+        fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ToolError(f"{path} is not a regular file")
+    finally:
+        os.close(fd)
+    return root / rel

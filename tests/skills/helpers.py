@@ -10,6 +10,19 @@ from skills.model import SOURCE_ORDER, SkillSource
 
 SIX = [s for s in SOURCE_ORDER if s is not SkillSource.BUILTIN]
 
+# a YAML "alias bomb": seven lines that expand to 9**7 nodes
+BOMB = """---
+description: boom
+a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+---
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class Layout:
