@@ -11,6 +11,7 @@ never a credential.
 from __future__ import annotations
 
 import asyncio
+import json as json_lib  # `json` is the name of a request body below
 import mimetypes
 import random
 import re
@@ -24,6 +25,7 @@ import aiohttp
 from pydantic import SecretStr
 
 from channels.base import PermanentSendError, RateLimited, TransientSendError
+from channels.capped import API_BODY_MAX, CHUNK, BodyTooLarge, read_capped
 
 __all__ = ["Download", "FeishuApi", "FeishuApiError", "WsEndpoint"]
 
@@ -253,22 +255,21 @@ class FeishuApi:
                     raise TransientSendError(f"feishu download: HTTP {resp.status}")
                 if resp.status != 200 or ctype == "application/json":
                     try:
-                        info = await resp.json(content_type=None)
-                    except ValueError:
+                        info = json_lib.loads(await _read_api_body(resp))
+                    except (ValueError, BodyTooLarge):
                         info = None
                     info = info if isinstance(info, dict) else {}
                     code = info.get("code")
                     code = code if isinstance(code, int) else -1
                     raise FeishuApiError("download", code, str(info.get("msg", "")), resp.status)
-                if resp.content_length is not None and resp.content_length > max_bytes:
-                    raise PermanentSendError(f"feishu download: {resp.content_length} bytes")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.content.iter_chunked(65536):
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise PermanentSendError(f"feishu download: more than {max_bytes} bytes")
-                    chunks.append(chunk)
+                try:
+                    data = await read_capped(
+                        resp.content.iter_chunked(CHUNK), max_bytes, declared=resp.content_length
+                    )
+                except BodyTooLarge:
+                    raise PermanentSendError(
+                        f"feishu download: more than {max_bytes} bytes"
+                    ) from None
                 name = resp.content_disposition.filename if resp.content_disposition else None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise TransientSendError(f"feishu download: {type(exc).__name__}") from exc
@@ -277,7 +278,7 @@ class FeishuApi:
             ext = mimetypes.guess_extension(ctype) or ""
         ext = _SAFE.sub("_", ext)[:12]
         target = dest_dir / f"{_SAFE.sub('_', message_id)}_{_SAFE.sub('_', file_key)}{ext}"
-        await asyncio.to_thread(_write_file, target, b"".join(chunks))
+        await asyncio.to_thread(_write_file, target, data)
         return Download(path=target, mime_type=ctype, name=name)
 
     # -- transport ---------------------------------------------------------
@@ -309,8 +310,8 @@ class FeishuApi:
                     status = resp.status
                     reset = resp.headers.get("x-ogw-ratelimit-reset")
                     try:
-                        body = await resp.json(content_type=None)
-                    except ValueError:
+                        body = json_lib.loads(await _read_api_body(resp))
+                    except (ValueError, BodyTooLarge):
                         body = None
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise TransientSendError(f"feishu {what}: {type(exc).__name__}") from exc
@@ -358,6 +359,12 @@ def _seg(value: str) -> str:
     if not value or "/" in value or value in {".", ".."}:
         raise PermanentSendError("feishu: invalid id in request path")
     return value
+
+
+async def _read_api_body(resp: aiohttp.ClientResponse) -> bytes:
+    return await read_capped(
+        resp.content.iter_chunked(CHUNK), API_BODY_MAX, declared=resp.content_length
+    )
 
 
 def _write_file(path: Path, data: bytes) -> None:

@@ -6,7 +6,9 @@ gateway's HTTP app (`/webhooks/telegram`, secret token checked, answered 200
 only after the update is recorded). Every message is submitted with whether
 it addresses the bot and the sender's ids; who and which groups are served is
 the gateway's access policy (gateway.access), not this adapter's. Replies are split at 4096 chars, rendered as HTML and sent in
-order; a reply that fails half way resumes after the parts already delivered.
+order; a reply that fails half way resumes after the parts already delivered
+(each part is recorded before the next goes, so even a SIGKILL repeats at most
+the part in flight: Telegram has no idempotency key).
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class TelegramChannel(Channel):
             await self._tool_progress.close()
         if self._poller is not None:
             await self._poller.confirm()
+        if self._media is not None:
+            await self._media.aclose()
         if self._bot is not None:
             with contextlib.suppress(TelegramError):
                 await self._bot.shutdown()
@@ -342,6 +346,8 @@ class TelegramChannel(Channel):
         if self._streams is not None and parts:  # a file alone never ends a stream
             stream_message_id = await self._streams.take(message.chat_id, message.run_id)
         ids = list(sent)
+        total = len(parts) + len(message.media)
+        saved = len(sent)  # how many of `ids` the stored progress holds
         try:
             for index, part in enumerate(parts):
                 if index < len(sent):
@@ -362,16 +368,18 @@ class TelegramChannel(Channel):
                             markup=markup if index == len(parts) - 1 else None,
                         )
                     )
+                saved = await _record_part(progress, message, ids, saved, total)
             for index, media in enumerate(message.media, start=len(parts)):
                 if index < len(sent):
                     continue
                 ids.append(await self._send_media(message.chat_id, media, caption, thread_id))
+                saved = await _record_part(progress, message, ids, saved, total)
         except BaseException:
             # a failure, or a cancellation (the dispatcher's send timeout), mid-reply:
             # the parts that went out are remembered, so a retry does not repeat them
-            await asyncio.shield(progress.save(message, ids, previously=len(sent)))
+            await asyncio.shield(progress.save(message, list(ids), previously=saved))
             raise
-        if sent:
+        if saved:
             await progress.clear(message)
         return SendResult(tuple(str(i) for i in ids))
 
@@ -429,6 +437,18 @@ class TelegramChannel(Channel):
         if self._bot is None:
             raise RuntimeError("telegram channel used before start()")
         return self._bot
+
+
+async def _record_part(
+    progress: PartProgress, message: OutboundMessage, ids: list[int], saved: int, total: int
+) -> int:
+    """Store the parts delivered so far before the next one goes, so a crash
+    (even SIGKILL) repeats at most the part in flight, not the reply. The last
+    part is not stored: the dispatcher marks the row sent right after it."""
+    if len(ids) >= total:
+        return saved
+    await progress.save(message, list(ids), previously=saved)
+    return len(ids)
 
 
 def _caption(message: OutboundMessage) -> str | None:

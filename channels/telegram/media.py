@@ -1,9 +1,12 @@
 """Download Telegram attachments (getFile + file URL) into media_dir/telegram/.
 
-Size caps are checked three times: the size the message announces, the size
-getFile reports, and the bytes actually received. A file that is too large or
-cannot be fetched does not fail the message: the agent gets a short note
-instead, and the log line says why. Disk writes run in a thread.
+Size caps are checked four times: the size the message announces, the size
+getFile reports, the Content-Length of the download, and the bytes as they
+stream in (the download stops once it passes the cap: a file whose getFile
+says 1 KB but streams 200 MB costs at most the cap in memory). A file that is
+too large or cannot be fetched does not fail the message: the agent gets a
+short note instead, and the log line says why. Disk writes run in a thread.
+The file URL carries the bot token: it is never logged.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import mimetypes
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote, urlsplit, urlunsplit
 
+import httpx
 import structlog
 from telegram import Bot
 from telegram.error import TelegramError
 
+from channels.capped import CHUNK, BodyTooLarge, read_capped
 from channels.telegram.inbound import Attachment
 from channels.telegram.redaction import Redactor
 from gateway.bus import MediaRef
@@ -34,12 +40,26 @@ class Fetched:
     note: str | None  # set when the attachment was left out
 
 
+class _DownloadFailed(Exception):
+    pass
+
+
 class MediaFetcher:
+    """Owns the HTTP client of the downloads: `aclose()` it when the channel stops."""
+
     def __init__(self, bot: Bot, directory: Path, max_bytes: int, redact: Redactor) -> None:
         self._bot = bot
         self._redact = redact
         self._dir = directory
         self._max = max_bytes
+        # PTB's own request object reads a file whole; this one streams it.
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, connect=10.0),
+            headers={"Accept-Encoding": "identity"},  # no decompression: bytes in = bytes held
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
 
     async def fetch(self, chat_id: str, message_id: int, att: Attachment) -> Fetched:
         if att.file_size is not None and att.file_size > self._max:
@@ -48,24 +68,40 @@ class MediaFetcher:
             tg_file = await self._bot.get_file(att.file_id)
             if tg_file.file_size is not None and tg_file.file_size > self._max:
                 return self._too_large(att, tg_file.file_size)
-            data = bytes(await tg_file.download_as_bytearray())
-        except TelegramError as exc:
+            if not tg_file.file_path:
+                raise _DownloadFailed("getFile gave no file_path")
+            data = await self._download(tg_file.file_path)
+        except BodyTooLarge as exc:
+            return self._too_large(att, exc.size)
+        except (TelegramError, _DownloadFailed) as exc:
+            reason = exc.message if isinstance(exc, TelegramError) else str(exc)
             log.warning(
                 "telegram attachment not downloaded",
                 chat_id=chat_id,
                 kind=att.kind.value,
                 error=type(exc).__name__,
-                reason=self._redact(exc.message),
+                reason=self._redact(reason),
             )
             return Fetched(None, f"[{att.label} could not be downloaded]")
-        if len(data) > self._max:
-            return self._too_large(att, len(data))
         suffix = _suffix(att, tg_file.file_path)
         name = f"{_safe(chat_id)}_{message_id}_{_safe(att.file_unique_id)}{suffix}"
         path = self._dir / name
         await asyncio.to_thread(_write, path, data)
         mime = att.mime_type or mimetypes.guess_type(name)[0]
         return Fetched(MediaRef(att.kind, str(path), mime, att.name), None)
+
+    async def _download(self, file_url: str) -> bytes:
+        """The file's bytes, read in chunks and stopped past the cap (BodyTooLarge)."""
+        try:
+            async with self._http.stream("GET", _encoded(file_url)) as resp:
+                if resp.status_code != 200:
+                    raise _DownloadFailed(f"HTTP {resp.status_code}")
+                length = resp.headers.get("Content-Length", "")
+                declared = int(length) if length.isdigit() else None
+                return await read_capped(resp.aiter_bytes(CHUNK), self._max, declared=declared)
+        except httpx.HTTPError as exc:
+            # the message of an httpx error may hold the URL, and so the token
+            raise _DownloadFailed(type(exc).__name__) from None
 
     def _too_large(self, att: Attachment, size: int) -> Fetched:
         log.info(
@@ -82,6 +118,12 @@ def _write(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".part")
     tmp.write_bytes(data)
     tmp.replace(path)
+
+
+def _encoded(url: str) -> str:
+    """The file URL with its path percent-encoded, as PTB's own download does."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=quote(parts.path)))
 
 
 def _safe(value: str) -> str:

@@ -1,9 +1,11 @@
 """Which parts of a reply Telegram already has: a retry resumes after them.
 
-A reply (text parts, then files) that fails part of the way through keeps the
-Telegram ids of the parts delivered, in memory and in the channel state under
-`progress:<outbox id>`, so the dispatcher's retry — also after a restart —
-sends only the rest. Telegram has no idempotency key to do this for us.
+A reply of several parts (text parts, then files) stores the Telegram ids of
+the parts delivered, in memory and in the channel state under
+`progress:<outbox id>`, after each part but the last and again when it fails,
+so the dispatcher's retry — also after a crash or SIGKILL — sends only the
+rest. Telegram has no idempotency key to do this for us: a part whose send was
+in flight when the process died (sent, but not yet recorded) goes again.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from urllib.parse import quote
 
 import aiohttp
 
+from channels.capped import API_BODY_MAX, CHUNK, BodyTooLarge, read_capped
+
 __all__ = [
     "APP_ID",
     "CLIENT_VERSION",
@@ -169,9 +171,13 @@ class ILinkClient:
             ) as resp:
                 if resp.status != 200:
                     raise ILinkHttpError(resp.status, endpoint)
-                raw = await resp.read()
+                raw = await read_capped(
+                    resp.content.iter_chunked(CHUNK), API_BODY_MAX, declared=resp.content_length
+                )
         except TimeoutError:
             raise
+        except BodyTooLarge as exc:
+            raise ILinkTransportError(f"iLink {endpoint}: answer {exc}") from None
         except aiohttp.ClientError as exc:
             raise ILinkTransportError(f"iLink {endpoint}: {type(exc).__name__}") from exc
         try:
@@ -316,15 +322,12 @@ class ILinkClient:
             async with self._session.get(url, timeout=client_timeout) as resp:
                 if resp.status != 200:
                     raise ILinkHttpError(resp.status, "cdn download")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.content.iter_chunked(65536):
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise ILinkError(f"cdn download: larger than {max_bytes} bytes")
-                    chunks.append(chunk)
+                return await read_capped(
+                    resp.content.iter_chunked(CHUNK), max_bytes, declared=resp.content_length
+                )
+        except BodyTooLarge:
+            raise ILinkError(f"cdn download: larger than {max_bytes} bytes") from None
         except TimeoutError as exc:
             raise ILinkTransportError("cdn download: timed out") from exc
         except aiohttp.ClientError as exc:
             raise ILinkTransportError(f"cdn download: {type(exc).__name__}") from exc
-        return b"".join(chunks)

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from channels.base import StateStore
+from channels.capped import API_BODY_MAX, CHUNK, BodyTooLarge, read_capped
 
 __all__ = [
     "TOKEN_ERRCODES",
@@ -34,6 +35,7 @@ __all__ = [
     "KfApiError",
     "KfError",
     "KfHttpError",
+    "KfMediaTooLarge",
     "KfTransportError",
     "Media",
     "SyncPage",
@@ -58,6 +60,10 @@ class KfHttpError(KfError):
 
 class KfTransportError(KfError):
     pass
+
+
+class KfMediaTooLarge(KfTransportError):
+    """A media file over `max_media_bytes` (by its length, or as it streamed in)."""
 
 
 class KfApiError(KfError):
@@ -196,13 +202,18 @@ class KfApi:
                     disposition = resp.headers.get("Content-Disposition", "")
                     if not disposition and resp.content_type in ("application/json", "text/plain"):
                         # An error comes as JSON instead of the file (and without a name).
-                        self._check("media/get", json.loads(await resp.read()))
+                        self._check("media/get", json.loads(await _read_json_body(resp)))
                         raise KfTransportError("WeCom media/get: no file in the answer")
-                    if (resp.content_length or 0) > max_bytes:
-                        raise KfTransportError("WeCom media/get: file over max_media_bytes")
-                    data = await resp.content.read(max_bytes + 1)
-                    if len(data) > max_bytes:
-                        raise KfTransportError("WeCom media/get: file over max_media_bytes")
+                    try:
+                        data = await read_capped(
+                            resp.content.iter_chunked(CHUNK),
+                            max_bytes,
+                            declared=resp.content_length,
+                        )
+                    except BodyTooLarge:
+                        raise KfMediaTooLarge(
+                            "WeCom media/get: file over max_media_bytes"
+                        ) from None
                     name = _filename(disposition)
                     mime = resp.content_type or None
             except KfApiError as exc:
@@ -210,7 +221,7 @@ class KfApi:
                     await self.access_token(stale=token)
                     continue
                 raise
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            except (aiohttp.ClientError, TimeoutError, ValueError, BodyTooLarge) as exc:
                 raise KfTransportError(f"WeCom media/get: {type(exc).__name__}") from None
             safe = Path(name).name if name else ""
             path = directory / (f"{stem}_{safe}" if safe else stem)
@@ -255,8 +266,8 @@ class KfApi:
             async with self._http().request(method, url, params=params, json=payload) as resp:
                 if resp.status != 200:
                     raise KfHttpError(resp.status, endpoint)
-                body = json.loads(await resp.read())
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                body = json.loads(await _read_json_body(resp))
+        except (aiohttp.ClientError, TimeoutError, ValueError, BodyTooLarge) as exc:
             # The URL carries the token or the secret: never put it in the message.
             raise KfTransportError(f"WeCom {endpoint}: {type(exc).__name__}") from None
         if not isinstance(body, dict):
@@ -283,6 +294,12 @@ class KfApi:
 def _filename(disposition: str) -> str | None:
     match = _FILENAME.search(disposition)
     return match.group(1).strip() if match else None
+
+
+async def _read_json_body(resp: aiohttp.ClientResponse) -> bytes:
+    return await read_capped(
+        resp.content.iter_chunked(CHUNK), API_BODY_MAX, declared=resp.content_length
+    )
 
 
 def _write_file(path: Path, data: bytes) -> None:

@@ -7,35 +7,48 @@ customer-service notice is `Event=kf_msg_or_event` with `Token` and
 `OpenKfId`. The notice is recorded (token stored, the account marked for a
 pull) before `success` goes back — quickly: the pull runs after the answer, as
 WeCom wants one within 5 s. Bad signature 401, bad payload or receive id 400,
-both with nothing recorded; a failure to record 500 (WeCom retries); other
-events are acknowledged and ignored. Never logs a secret or a body.
+a signed `timestamp` more than REPLAY_WINDOW_SECS from our clock (either way:
+a captured callback replayed later, or a skewed clock) 403, all with nothing
+recorded; a failure to record 500 (WeCom retries); other events are
+acknowledged and ignored. Never logs a secret or a body.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 from aiohttp import web
 
+from channels.capped import CHUNK, BodyTooLarge, read_capped
 from channels.wecom_kf.crypto import CallbackCrypto, DecryptError, SignatureError
 from channels.wecom_kf.parse import CallbackNotice, MalformedItem, parse_xml
 
-__all__ = ["KF_EVENT", "CallbackEndpoint"]
+__all__ = ["KF_EVENT", "REPLAY_WINDOW_SECS", "CallbackEndpoint"]
 
 log = structlog.get_logger("channels.wecom_kf")
 
 KF_EVENT = "kf_msg_or_event"
+REPLAY_WINDOW_SECS = 300  # how far a callback's signed timestamp may be from now
 
 NoticeHandler = Callable[[CallbackNotice], Awaitable[None]]
 
 
 class CallbackEndpoint:
-    def __init__(self, crypto: CallbackCrypto, handle: NoticeHandler, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        crypto: CallbackCrypto,
+        handle: NoticeHandler,
+        max_body_bytes: int,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._crypto = crypto
         self._handle = handle
         self._max = max_body_bytes
+        self._clock = clock
 
     async def verify_url(self, request: web.Request) -> web.StreamResponse:
         q = request.query
@@ -48,10 +61,11 @@ class CallbackEndpoint:
         return web.Response(text=plain, content_type="text/plain")
 
     async def receive(self, request: web.Request) -> web.StreamResponse:
-        if request.content_length is not None and request.content_length > self._max:
-            return _error(413, "body too large")
-        raw = await request.content.read(self._max + 1)
-        if len(raw) > self._max:
+        try:
+            raw = await read_capped(
+                request.content.iter_chunked(CHUNK), self._max, declared=request.content_length
+            )
+        except BodyTooLarge:
             return _error(413, "body too large")
         try:
             encrypt = parse_xml(raw, "Encrypt")["Encrypt"]
@@ -87,13 +101,28 @@ class CallbackEndpoint:
             return _error(400, "msg_signature, timestamp and nonce are required")
         try:
             self._crypto.verify(sig, ts, nonce, encrypt)
-            return self._crypto.decrypt(encrypt)
         except SignatureError:
             log.warning("wecom_kf callback: bad signature")
             return _error(401, "signature mismatch")
+        if (refused := self._stale(ts)) is not None:
+            return refused
+        try:
+            return self._crypto.decrypt(encrypt)
         except DecryptError as exc:
             log.warning("wecom_kf callback: undecryptable payload", reason=str(exc))
             return _error(400, "cannot decrypt")
+
+    def _stale(self, ts: str) -> web.Response | None:
+        """A 403 when the signed timestamp is outside the replay window, either way."""
+        try:
+            sent_at = int(ts)
+        except ValueError:
+            return _error(400, "timestamp is not a number")
+        skew = self._clock() - sent_at
+        if abs(skew) > REPLAY_WINDOW_SECS:
+            log.warning("wecom_kf callback: timestamp outside the window", skew_secs=int(skew))
+            return _error(403, "timestamp outside the replay window")
+        return None
 
 
 def _success() -> web.Response:

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from channels.base import ChannelRuntime
-from channels.wecom_kf.api import KfApi, KfError
+from channels.wecom_kf.api import KfApi, KfError, KfMediaTooLarge
 from channels.wecom_kf.config import WecomKfConfig
 from channels.wecom_kf.parse import KfEvent, KfMessage, MalformedItem, Origin, parse_item
 from gateway.bus import ChatType, InboundMessage, MediaKind, MediaRef
@@ -111,6 +111,9 @@ class InboundHandler:
                     parsed.msgid,
                     self._config.max_media_bytes,
                 )
+            except KfMediaTooLarge:
+                log.info("wecom_kf: media skipped: too large", kind=kind.value)
+                text = f"[{kind.value} omitted: larger than {self._config.max_media_bytes} bytes]"
             except KfError as exc:
                 log.warning("wecom_kf: media download failed", kind=kind.value, error=str(exc))
                 text = f"[{kind.value} could not be downloaded]"

@@ -137,6 +137,27 @@ async def test_oversized_media_is_left_out_with_a_note(tg: FakeTelegram, tmp_pat
     assert tg.downloads == []
 
 
+async def test_a_file_streaming_more_than_getfile_declared_stops_at_the_cap(
+    tg: FakeTelegram, tmp_path: Path
+) -> None:
+    # getFile says 1 KB; the download streams 50 MB. The read stops past the
+    # 64 KB cap: the server got to send a few socket buffers, not 50 MB.
+    file_id, liar = tg.add_streamed_file(declared=1024, total=50_000_000)
+    channel = make_channel(tg, max_media_bytes=65536)
+    async with channel_runtime(channel, tmp_path) as rt:
+        await tg.add_message(
+            "see attached",
+            document={"file_id": file_id, "file_unique_id": "z1", "file_name": "liar.bin"},
+        )
+        [msg] = await rt.wait_for_messages(1)
+        await asyncio.wait_for(liar.done.wait(), 10)
+    assert msg.media == ()
+    assert msg.text == "see attached\n[file omitted: larger than 65536 bytes]"
+    assert tg.downloads == ["documents/liar.bin"]
+    assert liar.sent < 10_000_000, liar.sent
+    assert list((tmp_path / "telegram").glob("*")) == []
+
+
 async def test_offset_is_persisted_and_a_restart_sees_each_update_once(
     tg: FakeTelegram, tmp_path: Path
 ) -> None:

@@ -209,6 +209,35 @@ async def test_a_send_cancelled_mid_reply_keeps_its_progress_for_the_retry(
     assert "\n\n".join(delivered).split("\n\n") == paragraphs  # each part once, in order
 
 
+async def test_each_part_is_recorded_before_the_next_goes_so_a_kill_repeats_none(
+    tg: FakeTelegram, tmp_path: Path
+) -> None:
+    """While part 2 of 3 is in flight the state already holds part 1: a
+    process killed then (no except, no finally) resumes at part 2."""
+    text, paragraphs = long_reply()
+    held, release = tg.hold("sendMessage", nth_call(2))
+    channel = make_channel(tg)
+    async with channel_runtime(channel, tmp_path) as rt:
+        sending = asyncio.create_task(channel.send(reply(text, outbox_id=13)))
+        await asyncio.wait_for(held.wait(), 5)
+        at_the_kill = dict(rt.state.values)  # what a SIGKILL now would leave on disk
+        release.set()
+        result = await sending
+        assert rt.state.values["progress:13"] == ""  # done: cleared
+    [first_id, *_] = result.platform_message_ids
+    assert at_the_kill["progress:13"] == f"[{first_id}]"
+
+    restarted = make_channel(tg)
+    async with channel_runtime(restarted, tmp_path / "again") as rt2:
+        rt2.state.values.update(at_the_kill)
+        calls_before = len(tg.calls_of("sendMessage"))
+        await restarted.send(reply(text, outbox_id=13, attempt=2))
+    first_send = [c.params["_visible"] for c in tg.calls_of("sendMessage")[:calls_before]]
+    resent = [c.params["_visible"] for c in tg.calls_of("sendMessage")[calls_before:]]
+    assert "\n\n".join(first_send).split("\n\n") == paragraphs
+    assert resent == first_send[1:]  # part 1 is not sent again
+
+
 async def test_group_replies_quote_the_users_message(tg: FakeTelegram, tmp_path: Path) -> None:
     channel = make_channel(tg)
     async with channel_runtime(channel, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,44 @@ async def test_media_is_downloaded_with_its_name(fake: FakeWecomKf, tmp_path: Pa
     assert Path(ref.path).parent == tmp_path / "wecom_kf"
     assert image_msg.media == ()
     assert image_msg.text == "[image could not be downloaded]"
+
+
+async def test_a_file_streaming_past_the_cap_is_left_out_with_a_note(
+    fake: FakeWecomKf, tmp_path: Path
+) -> None:
+    """media/get streams 50 MB with no length: the read stops past the 64 KB
+    cap, so the server got to write a few socket buffers, not 50 MB."""
+    endless = fake.add_streamed_media("ENDLESS", 50_000_000)
+    fake.add_message(ALICE, msgtype="file", body={"media_id": "ENDLESS"})
+    async with channel_runtime(make_channel(fake, max_media_bytes=65536), tmp_path) as rt:
+        await fake.notify(rt.base_url + PATH)
+        [msg] = await rt.wait_for_messages(1)
+        await asyncio.wait_for(endless.done.wait(), 10)
+    assert msg.media == ()
+    assert msg.text == "[file omitted: larger than 65536 bytes]"
+    assert endless.sent < 10_000_000, endless.sent
+    assert not list((tmp_path / "wecom_kf").glob("*"))
+
+
+@pytest.mark.parametrize("skew", [-600, 600])
+async def test_a_signed_callback_outside_the_replay_window_is_refused(
+    fake: FakeWecomKf, tmp_path: Path, skew: int
+) -> None:
+    """Signed correctly, but 10 minutes old (a captured callback replayed) or
+    10 minutes ahead: refused, nothing pulled; a fresh one goes through."""
+    fake.add_message(ALICE, "hello")
+    async with channel_runtime(make_channel(fake), tmp_path) as rt:
+        url = rt.base_url + PATH
+        then = time.time() + skew
+        assert await fake.notify(url, timestamp=then) == (
+            403,
+            "timestamp outside the replay window",
+        )
+        assert (await fake.verify_url(url, "42", timestamp=then))[0] == 403
+        assert fake.sync_requests == []
+        assert await fake.notify(url, timestamp=time.time() - 240) == (200, "success")
+        [msg] = await rt.wait_for_messages(1)
+    assert msg.text == "hello"
 
 
 async def test_start_pulls_the_known_accounts_from_their_cursor(

@@ -4,16 +4,18 @@ outbox) ⇄ fake LLM."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from gateway.config import LoadedConfig
 from storage.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wecom_kf_server import OPEN_KFID, FakeWecomKf
-from tests.support import make_config, running_gateway
+from tests.support import child_env, make_config, running_gateway, spawn_gateway
 
 ALICE = "wmAliceExternal"
 BOB = "wmBobExternal"
@@ -165,3 +167,36 @@ async def test_a_malformed_item_is_a_dead_letter_and_the_messages_around_it_are_
             "malformed sync_msg item: sync_msg message without external_userid or open_kfid",
         )
     ]
+
+
+@pytest.mark.slow
+async def test_a_callback_replayed_ten_minutes_later_is_refused_by_a_gateway_process(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Signed correctly but 10 minutes old: 403 and nothing pulled; a fresh
+    callback is answered (a real `picobot gateway` process)."""
+    async with FakeWecomKf() as fake:
+        fake.add_message(ALICE, "replay me")
+        config = {
+            "providers": {
+                "default": {"base_url": llm.base_url, "api_key": "test-key", "max_retries": 0}
+            },
+            "models": {"default": {"model_id": "fake-model"}},
+            "gateway": {"port": 0, "shutdown_timeout_secs": 10, "outbound_retry_base_secs": 0.05},
+            "logging": {"format": "json"},
+            "channels": {"websocket": {"enabled": False}, "wecom_kf": fake.settings()},
+        }
+        gw = await spawn_gateway(config, home, child_env(home))
+        try:
+            url = f"http://127.0.0.1:{gw.port}/webhooks/wecom_kf"
+            stale = await fake.notify(url, timestamp=time.time() - 600)
+            assert stale == (403, "timestamp outside the replay window")
+            assert fake.sync_requests == []
+            assert await fake.notify(url) == (200, "success")
+            await fake.wait_for(lambda: len(fake.sent) == 1, timeout=20)
+        finally:
+            assert await gw.stop() == 0
+    assert fake.sent_texts == ["echo: replay me"]
+    assert [
+        e["skew_secs"] >= 600 for e in gw.events("wecom_kf callback: timestamp outside the window")
+    ] == [True]

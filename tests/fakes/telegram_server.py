@@ -4,7 +4,9 @@ Speaks the real wire protocol python-telegram-bot uses: every method is a POST t
 `/bot<token>/<method>` with an empty, form-encoded or multipart body (non-string
 values JSON-encoded), answers `{"ok": true, "result": ...}` or
 `{"ok": false, "error_code", "description", "parameters"}`; files are fetched
-with GET `/file/bot<token>/<file_path>`.
+with GET `/file/bot<token>/<file_path>`. A file added with `add_streamed_file`
+lies: getFile declares a small size and the download streams far more, counting
+what it got to send before the client hung up.
 
 getUpdates keeps the real offset semantics: an update stays pending until a
 getUpdates call with a higher offset confirms it, and an empty call is held for
@@ -29,13 +31,23 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["BOT_ID", "BOT_USERNAME", "TOKEN", "Call", "FakeTelegram"]
+from tests.fakes.streamed import StreamedBody, stream_body
+
+__all__ = ["BOT_ID", "BOT_USERNAME", "TOKEN", "Call", "FakeTelegram", "StreamedFile"]
 
 TOKEN = "123456:TEST-token_secret"
 BOT_ID = 123456
 BOT_USERNAME = "picotest_bot"
 _HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a"}
 _HTML_TAGS |= {"tg-spoiler", "span", "blockquote", "tg-emoji"}
+
+
+@dataclass
+class StreamedFile(StreamedBody):
+    """A file whose getFile says `declared` bytes but whose download streams
+    `total` (chunked, no Content-Length)."""
+
+    declared: int = 0
 
 
 @dataclass
@@ -105,6 +117,7 @@ class FakeTelegram:
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
         self.webhook: dict[str, str] = {}
         self.downloads: list[str] = []
+        self.streamed: dict[str, StreamedFile] = {}  # file_path -> a file that lies
         self.forums: dict[int, set[int]] = {}  # forum supergroup id -> its topic thread ids
         self._next_update_id = 1000
         self._next_callback = 0
@@ -238,6 +251,13 @@ class FakeTelegram:
         self.files[file_id] = (file_path, content)
         return file_id
 
+    def add_streamed_file(
+        self, declared: int, total: int, file_path: str = "documents/liar.bin"
+    ) -> tuple[str, StreamedFile]:
+        file_id = self.add_file(b"", file_path)
+        self.streamed[file_path] = streamed = StreamedFile(total, declared=declared)
+        return file_id, streamed
+
     def fail_next(
         self,
         method: str,
@@ -353,10 +373,13 @@ class FakeTelegram:
                 return queue.pop(i)
         return None
 
-    async def _file(self, request: web.Request) -> web.Response:
+    async def _file(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["token"] != self.token:
             return web.Response(status=401)
         path = request.match_info["path"]
+        if path in self.streamed:
+            self.downloads.append(path)
+            return await stream_body(request, self.streamed[path])
         for file_path, content in self.files.values():
             if file_path == path:
                 self.downloads.append(path)
@@ -526,11 +549,12 @@ class FakeTelegram:
         if file_id not in self.files:
             return _error(400, "Bad Request: invalid file_id")
         file_path, content = self.files[file_id]
+        streamed = self.streamed.get(file_path)
         return _ok(
             {
                 "file_id": file_id,
                 "file_unique_id": f"U{file_id}",
-                "file_size": len(content),
+                "file_size": streamed.declared if streamed else len(content),
                 "file_path": file_path,
             }
         )

@@ -9,12 +9,15 @@
 - `POST /cgi-bin/kf/send_msg` → checks the body shape, ≤ 2048 bytes of text,
   and the "5 messages within 48 h of the customer's last message" rule (95001);
 - `GET /cgi-bin/media/get` → the bytes with Content-Disposition, or JSON errcode;
-  `hold_media()` makes downloads wait until `release_media()`.
+  `hold_media()` makes downloads wait until `release_media()`; a file added
+  with `add_streamed_media` streams `total` bytes (chunked, no length) and
+  counts what it got to send before the client hung up.
 `fail_next(endpoint, errcode)` injects one error. The callback side signs and
 encrypts like WeCom does, with its own implementation of the documented
 algorithm (cryptography primitives, nothing of the channel's code): `notify`
 POSTs a `kf_msg_or_event` notice, `verify_url` does the URL check, both with
-optional corruption (bad signature, bad ciphertext, wrong receive id).
+optional corruption (bad signature, bad ciphertext, wrong receive id) and an
+optional `timestamp` (seconds since the epoch) to sign instead of now.
 Anything the client gets wrong on the wire is recorded in `protocol_errors`.
 """
 
@@ -36,6 +39,8 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from tests.fakes.streamed import StreamedBody, stream_body
 
 # The documented test vector's settings (PROTOCOLS.md, WeCom section).
 CORP_ID = "wx5823bf96d3bd56c7"
@@ -79,6 +84,9 @@ def _cdata(value: str) -> str:
     return f"<![CDATA[{value}]]>"
 
 
+_ENDLESS = {"Content-Disposition": 'attachment; filename="endless.bin"'}
+
+
 @dataclass
 class SentMessage:
     touser: str
@@ -103,6 +111,7 @@ class FakeWecomKf:
     sync_requests: list[dict[str, Any]] = field(default_factory=list)
     token_requests: int = 0
     media: dict[str, tuple[bytes, str, str]] = field(default_factory=dict)  # id → data, mime, name
+    streamed_media: dict[str, StreamedBody] = field(default_factory=dict)
     protocol_errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -215,6 +224,10 @@ class FakeWecomKf:
     def add_media(self, media_id: str, data: bytes, mime: str, name: str) -> None:
         self.media[media_id] = (data, mime, name)
 
+    def add_streamed_media(self, media_id: str, total: int) -> StreamedBody:
+        self.streamed_media[media_id] = streamed = StreamedBody(total)
+        return streamed
+
     def hold_media(self) -> None:
         self._media_gate.clear()
 
@@ -243,11 +256,12 @@ class FakeWecomKf:
         bad_signature: bool = False,
         bad_ciphertext: bool = False,
         receive_id: str | None = None,
+        timestamp: float | None = None,
     ) -> tuple[int, str]:
         """POST a `kf_msg_or_event` notice as WeCom does; (status, body text)."""
         token = token or f"ENC{secrets.token_hex(8)}"
         self._callback_tokens.add(token)
-        now = str(int(time.time()))
+        now = str(int(time.time() if timestamp is None else timestamp))
         inner = (
             f"<xml><ToUserName>{_cdata(self.corp_id)}</ToUserName><CreateTime>{now}</CreateTime>"
             f"<MsgType>{_cdata('event')}</MsgType><Event>{_cdata('kf_msg_or_event')}</Event>"
@@ -281,10 +295,11 @@ class FakeWecomKf:
         bad_signature: bool = False,
         receive_id: str | None = None,
         encrypt: str | None = None,
+        timestamp: float | None = None,
     ) -> tuple[int, str]:
         """The GET WeCom sends when the callback URL is saved; (status, body text)."""
         echostr = encrypt or wx_encrypt(echo, receive_id=receive_id or self.corp_id)
-        now = str(int(time.time()))
+        now = str(int(time.time() if timestamp is None else timestamp))
         nonce = str(secrets.randbelow(10**9))
         sig = "f" * 40 if bad_signature else wx_sign(CALLBACK_TOKEN, now, nonce, echostr)
         params = {"msg_signature": sig, "timestamp": now, "nonce": nonce, "echostr": echostr}
@@ -411,6 +426,9 @@ class FakeWecomKf:
         await self._notify()
         await self._media_gate.wait()
         self.media_waiting -= 1
+        streamed = self.streamed_media.get(request.query.get("media_id", ""))
+        if streamed is not None:
+            return await stream_body(request, streamed, _ENDLESS)
         item = self.media.get(request.query.get("media_id", ""))
         if item is None:
             return web.json_response({"errcode": 40007, "errmsg": "invalid media_id"})

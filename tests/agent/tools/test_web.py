@@ -3,6 +3,7 @@ HTML conversion, and the address policy applied through the registry."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -230,3 +231,38 @@ async def test_web_fetch_refuses_errors_and_binary(
 async def test_web_fetch_rejects_other_schemes(ctx: ToolContext) -> None:
     with pytest.raises(ToolError, match="scheme 'file' is not allowed"):
         await WebFetchTool().run(WebFetchArgs(url="file:///etc/passwd"), ctx)
+
+
+async def test_web_fetch_stops_reading_a_page_that_streams_past_the_cap(
+    make_ctx: MakeCtx,
+) -> None:
+    """A page that streams 50 MB (chunked, no length): the fetch stops at the
+    100 KB cap, so the server got to write a few socket buffers, not 50 MB."""
+    sent = 0
+    ended = asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        nonlocal sent
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            while sent < 50_000_000:
+                await response.write(b"y" * 65536)
+                sent += 65536
+        except ConnectionError:
+            pass  # the client hung up
+        finally:
+            ended.set()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/endless", endless)
+    async with TestServer(app, host="127.0.0.1") as srv:
+        ctx = make_ctx(http_allow_private=True, http_max_bytes=100_000)
+        args = WebFetchArgs(url=str(srv.make_url("/endless")), max_chars=200_000)
+        out = await WebFetchTool().run(args, ctx)
+        await asyncio.wait_for(ended.wait(), 10)
+    page = out.split("\n\n", 1)[1]
+    assert page == "y" * 100_000 + "\n[truncated: the response body exceeded 100000 bytes]"
+    assert sent < 10_000_000, sent
