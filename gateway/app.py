@@ -452,6 +452,7 @@ class Gateway:
             dispatcher.wake,
             functools.partial(_job_views, store, cfg.time.zone),
             cfg.channels.websocket.allowed_origins,
+            exposed=not cfg.gateway.loopback_only,
         ).mount(app)
         site = StaticSite(self.loaded.static_dir or PACKAGED_ROOT)
         app.router.add_get("/{tail:.*}", site.handle)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import typing
 from pathlib import Path
@@ -106,3 +107,32 @@ def test_the_readme_links_the_chinese_readme_at_the_top() -> None:
     for page in ("README.md", "docs/channels/feishu.md", "docs/channels/wechat.md"):
         assert f"({page})" in zh
     assert "(docs/channels/wecom_kf.md)" in zh
+
+
+def _trust_table() -> str:
+    doc = (ROOT / "docs" / "access.md").read_text()
+    start = doc.index("## Trust model: who may reach what")
+    return doc[start : doc.index("\n## ", start + 1)]
+
+
+def test_the_trust_model_table_names_tests_that_exist() -> None:
+    """Every test the table cites is a file (and function) in the repo, and
+    OPERATIONS.md and PROTOCOL.md point to the table instead of a copy."""
+    table = _trust_table()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) > 15
+    cited = re.findall(r"`(tests/[\w/]+\.py)(?:::([\w…]+))?`", table)
+    assert len(cited) > 15
+    for path, name in cited:
+        source = (ROOT / path).read_text()
+        if name:
+            stem = name.removesuffix("…").removeprefix("…")
+            assert f"def {stem}" in source or stem in source, (path, name)
+    for page in ("OPERATIONS.md", "PROTOCOL.md"):
+        assert "access.md#trust-model-who-may-reach-what" in (ROOT / "docs" / page).read_text()
+
+
+def test_the_trust_model_table_covers_every_http_surface() -> None:
+    table = _trust_table()
+    for surface in ("`/ws`", "`/api/*`", "`/webhooks/*`", "`/health`", "`/ready`", "`/metrics`"):
+        assert surface in table, surface

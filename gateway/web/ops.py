@@ -4,7 +4,10 @@ readiness — for the web UI's operator pages. Never a second source of truth.
 
 Every `/api/` path, known or not, needs `gateway.auth_token` (when one is
 set) as `Authorization: Bearer …`, compared in constant time; a request from
-a browser page of another origin is refused whatever it carries.
+a browser page of another origin is refused whatever it carries. Without a
+token the API answers only a gateway bound to loopback (whoever reaches that
+is the local operator); bound beyond loopback it refuses every request until
+`gateway.auth_token` is set.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from storage.store import Store
 __all__ = ["OpsApi"]
 
 PREVIEW_CHARS = 200
+NEEDS_TOKEN = (
+    "the operator API needs gateway.auth_token when gateway.host is not a loopback address"
+)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # the scheduled jobs as `picobot jobs list --json` shows them
 JobsView = Callable[[], Awaitable[Sequence[Mapping[str, object]]]]
@@ -40,6 +46,7 @@ class OpsApi:
     wake: Callable[[str], None]  # tell a channel's outbox sender to look again
     jobs_view: JobsView
     allowed_origins: tuple[str, ...] = ()
+    exposed: bool = False  # gateway.host is not a loopback address
 
     def mount(self, app: web.Application) -> None:
         guard = self._guarded
@@ -53,6 +60,8 @@ class OpsApi:
         async def guarded(request: web.Request) -> web.StreamResponse:
             if not origin_allowed(request, self.allowed_origins):
                 return _json({"error": "cross-origin request refused"}, 403)
+            if self.token is None and self.exposed:
+                return _json({"error": NEEDS_TOKEN}, 403)
             if self.token is not None and not self._authorized(request):
                 response = _json({"error": "unauthorized"}, 401)
                 response.headers["WWW-Authenticate"] = "Bearer"

@@ -219,3 +219,35 @@ def test_every_web_file_is_package_data() -> None:
             fnmatch.fnmatch(name, pattern) and name.count("/") == pattern.count("/")
             for pattern in patterns
         ), name
+
+
+async def test_operator_api_bound_beyond_loopback_without_a_token_refuses_everything(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """With the WebSocket channel off no token is required to start on a
+    non-loopback address; the operator API must not be open there. 127.0.0.2
+    is on the loopback interface but not one of the loopback names the
+    gateway treats as local-only, so it stands in for a LAN address."""
+    loaded = make_config(
+        home,
+        llm.base_url,
+        gateway={"host": "127.0.0.2"},
+        channels={"websocket": {"enabled": False}},
+    )
+    async with running_gateway(loaded) as gw:
+        assert gw.store is not None
+        row = await gw.store.enqueue(OutboundMessage("websocket", "nobody", "lost reply"))
+        await gw.store.mark_failed(row, "PermanentSendError: chat gone")
+        base = f"http://127.0.0.2:{gw.port}"
+        for path in ("/api/ops/outbox", "/api/ops/jobs", "/api/ops/channels", "/api/anything"):
+            status, _answer, body = await _get(base + path)
+            assert status == 403, path
+            assert "gateway.auth_token" in body
+            assert "lost reply" not in body
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{base}/api/ops/outbox/{row}/retry") as r,
+        ):
+            assert r.status == 403
+        status, _answer, _body = await _get(f"{base}/health")
+        assert status == 200
