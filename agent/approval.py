@@ -1,7 +1,7 @@
 """Which tool calls need a person's yes before they run (`tools.approval`).
 
 Pure and synchronous: it reads a call's name and JSON arguments and the
-workspace, never runs anything. The runtime (gateway.approvals) stores a held
+workspace, never runs anything. The runtime (gateway.approvals.service) stores a held
 call and asks the chat; this module only says which calls are held.
 
 A `bash` command matches an allowed pattern only when it is one simple

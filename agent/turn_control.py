@@ -14,7 +14,7 @@ its result instead of running, and the rest of the batch runs, so the
 approval policy holds inside a sub-agent too.
 
 The loop knows nothing about chats, storage or timeouts: the runtime
-(gateway.approvals, gateway.sessions, gateway.subagents) implements this
+(gateway.approvals.service, gateway.sessions.manager, gateway.tools.subagents) implements this
 protocol. A loop run without a control (a test's) never stops for either.
 """
 

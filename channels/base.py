@@ -211,7 +211,7 @@ class ToolFilter(BaseModel):
 
 
 class Refusal(StrEnum):
-    """What a sender without access gets (at most once an hour; gateway.access)."""
+    """What a sender without access gets (at most once an hour; gateway.access.policy)."""
 
     SILENT = "silent"  # nothing (a log line)
     EXPLAIN = "explain"  # their id and how to get access
@@ -238,7 +238,7 @@ def _daily_time(value: str) -> str:
 # A local time of day "HH:MM" (24 h), or "off".
 DailyTime = Annotated[str, AfterValidator(_daily_time)]
 
-# The language of the gateway's own texts (gateway.locales): "auto" follows
+# The language of the gateway's own texts (gateway.i18n.locales): "auto" follows
 # the sender's platform language, else time.timezone.
 LocaleSetting = Literal["auto", "zh-CN", "en"]
 
@@ -258,7 +258,7 @@ class ChannelSettings(BaseModel):
     session_reset_at: DailyTime | None = None
     locale: LocaleSetting | None = None  # None: gateway.locale
 
-    # Access control (gateway.access): pairing codes, refusals, groups.
+    # Access control (gateway.access.policy): pairing codes, refusals, groups.
     pairing: bool = False
     refusal: Refusal | None = None  # None: "pair" when pairing is on, else "explain"
     groups: GroupAccess = Field(default_factory=GroupAccess)

@@ -6,7 +6,7 @@ object); the channel answers an `error` frame and keeps the connection.
 `TokenBook` decides who a connection is from the token in its `hello`: a
 named token (`channels.websocket.tokens`) makes the connection that sender,
 whatever its frames claim; the gateway's `auth_token` is the operator's and
-may name the sender itself. The access policy (gateway.access) then judges
+may name the sender itself. The access policy (gateway.access.policy) then judges
 that sender like any other channel's; nothing here is an allow-list.
 Each identity is also a principal, the owner of the chats it opens
 (`Identity.principal`; channels.base.ChatOwners): `token:<name>` for a named

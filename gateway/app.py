@@ -33,30 +33,29 @@ from agent.tools.base import ToolServices
 from agent.tools.task import TaskTool
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
-from gateway.access import AccessPolicy
-from gateway.access_commands import AccessCommands
-from gateway.access_gate import AccessGate
-from gateway.agents import AgentDirectory, AgentProfile, build_profile, build_providers
-from gateway.approval_commands import ApprovalCommands
-from gateway.approvals import Approvals, TurnControls
+from gateway.access.chat_policy import build_chat_policies
+from gateway.access.commands import AccessCommands
+from gateway.access.gate import AccessGate
+from gateway.access.policy import AccessPolicy
+from gateway.approvals.commands import ApprovalCommands
+from gateway.approvals.service import Approvals, TurnControls
 from gateway.bus import MessageBus
-from gateway.channel_registry import build_channels
-from gateway.channel_runtime import (
+from gateway.commands import CommandRegistry
+from gateway.config.core import LoadedConfig
+from gateway.delivery.files import OutboxFileSender
+from gateway.delivery.outbound import OutboundDispatcher
+from gateway.delivery.policy import RetryPolicy
+from gateway.delivery.registry import build_channels
+from gateway.delivery.runtime import (
     ChannelState,
     GatewayChannelRuntime,
     channel_service,
     not_ready_reason,
 )
-from gateway.chat_policy import build_chat_policies
-from gateway.commands import CommandRegistry
-from gateway.config import LoadedConfig
-from gateway.context import Compactor
-from gateway.dead_letters import DeadLetterSink
-from gateway.delivery_policy import RetryPolicy
-from gateway.execution import ExecutionService
-from gateway.file_delivery import OutboxFileSender
 from gateway.http import AppMount, HttpProbes, build_http_app
-from gateway.inbound import InboundProcessor
+from gateway.i18n.locales import LocaleResolver
+from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.inbound import InboundProcessor
 from gateway.lifecycle import (
     Readiness,
     Service,
@@ -65,25 +64,26 @@ from gateway.lifecycle import (
     StartupError,
     start_services,
 )
-from gateway.locales import LocaleResolver
-from gateway.mcp_servers import mcp_details, mcp_metrics
-from gateway.memory_commands import MemoryCommands
-from gateway.memory_setup import build_memory
-from gateway.metered import MeteredProvider
-from gateway.metrics import Metrics
-from gateway.outbound import OutboundDispatcher
-from gateway.retention import RetentionService, RetentionSettings
-from gateway.run_slots import RunSlots
+from gateway.memory.commands import MemoryCommands
+from gateway.memory.setup import build_memory
+from gateway.ops.metered import MeteredProvider
+from gateway.ops.metrics import Metrics
+from gateway.ops.retention import RetentionService, RetentionSettings
 from gateway.scheduling import PipelineHost, TurnWaiters
-from gateway.session_commands import SessionCommands
-from gateway.session_messages import OutboxMessenger
-from gateway.session_reset import Clock, utc_now
-from gateway.sessions import ConversationGates, SessionManager, StorageRetry
-from gateway.skills import SkillIndexPart, build_skill_runtime, skill_tool_kit
-from gateway.subagents import SubagentRunner, build_catalog
-from gateway.tool_setup import build_tools
-from gateway.turns import TurnOpener
-from gateway.usage import usage_status
+from gateway.sessions.commands import SessionCommands
+from gateway.sessions.compaction import Compactor
+from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
+from gateway.sessions.messages import OutboxMessenger
+from gateway.sessions.reset import Clock, utc_now
+from gateway.sessions.usage import usage_status
+from gateway.tools.mcp import mcp_details, mcp_metrics
+from gateway.tools.setup import build_tools
+from gateway.tools.skills import SkillIndexPart, build_skill_runtime, skill_tool_kit
+from gateway.tools.subagents import SubagentRunner, build_catalog
+from gateway.turns.agents import AgentDirectory, AgentProfile, build_profile, build_providers
+from gateway.turns.execution import ExecutionService
+from gateway.turns.opener import TurnOpener
+from gateway.turns.run_slots import RunSlots
 from gateway.web.directory import StoreDirectory
 from gateway.web.ops import OpsApi
 from gateway.web.owners import StoreChatOwners
@@ -289,7 +289,7 @@ class Gateway:
         approvals = Approvals(
             store, cfg.tools.approval.policy(), dispatcher, access=self.access, clock=self.clock
         )
-        # turns and their sub-agents share one cap (gateway.run_slots)
+        # turns and their sub-agents share one cap (gateway.turns.run_slots)
         run_slots = RunSlots(cfg.gateway.max_concurrent_runs, cfg.subagents.max_concurrent)
         execution = ExecutionService(
             store,

@@ -176,7 +176,7 @@ class InboundMessage:
     addressed: bool = False
     # The sender's language as the platform tells it (Telegram `from.language_code`:
     # "zh-hans", "en"); None when it says nothing. The gateway's own texts follow it
-    # under `locale: "auto"` (gateway.locales).
+    # under `locale: "auto"` (gateway.i18n.locales).
     language: str | None = None
     # Resolved by the gateway once the message is durable (or known duplicate).
     receipt: asyncio.Future[Receipt] | None = field(default=None, compare=False, repr=False)
@@ -251,7 +251,7 @@ class OutboundMessage:
     # stored with the outbox row, so only the retries of that row repeat it.
     idempotency_key: str = field(default_factory=new_idempotency_key, compare=False)
     # Files to deliver with (after) the text, in order; paths the channel can read
-    # on every retry (the gateway keeps its own copy: gateway.file_delivery).
+    # on every retry (the gateway keeps its own copy: gateway.delivery.files).
     media: tuple[MediaRef, ...] = ()
     # the language ("zh-CN", "en") of what the gateway adds at send time (the
     # late note): the one of the message answered; None: the channel's
@@ -370,7 +370,7 @@ class MessageBus:
         return message
 
 
-# -- approval requests (gateway.approvals, docs/approvals.md) -----------------
+# -- approval requests (gateway.approvals.service, docs/approvals.md) -----------------
 # An outbound message that asks a person to approve held tool calls carries an
 # `ApprovalAsk` in its metadata (the only metadata key this section owns). A
 # channel with buttons shows Approve / Deny (labelled in the chat's language by

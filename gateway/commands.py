@@ -27,7 +27,7 @@ import structlog
 
 from gateway.bus import InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
-from gateway.work import WorkItem
+from gateway.ingress.work import WorkItem
 from storage.store import Store
 
 __all__ = [
@@ -138,7 +138,7 @@ class CommandLanes:
         is_admin: IsAdmin | None = None,
     ) -> None:
         """`dispatch` hands a plain message to its session (see InboundProcessor);
-        `is_admin` (gateway.access) decides `admin_only` commands: None, nobody may."""
+        `is_admin` (gateway.access.policy) decides `admin_only` commands: None, nobody may."""
         self.registry = registry
         self.store = store
         self.wake = wake

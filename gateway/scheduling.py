@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
+from gateway.delivery.outbound import OutboundDispatcher
 from gateway.i18n import Locale, Msg, tr
-from gateway.outbound import OutboundDispatcher
-from gateway.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
+from gateway.ingress.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
 
 __all__ = ["PipelineHost", "TurnWaiters"]
 
@@ -44,7 +44,7 @@ class PipelineHost:
         waiters: TurnWaiters,
         locale_of: Callable[[str], Locale] = lambda channel: Locale.EN,
     ) -> None:
-        """`locale_of(channel)`: the language of a failure notice (gateway.locales)."""
+        """`locale_of(channel)`: the language of a failure notice (gateway.i18n.locales)."""
         self.bus = bus
         self.locale_of = locale_of
         self.dispatcher = dispatcher

@@ -249,7 +249,7 @@ def close_broken(
     out: OutboundMessage | None,
 ) -> int | None:
     """`turns.close_broken` for a turn that carried on from an approval and
-    broke (gateway.execution). Its inbox rows were answered when it paused:
+    broke (gateway.turns.execution). Its inbox rows were answered when it paused:
     the approval says whether it is still open. If so it is done now, whatever
     state it had reached, so that no start carries it on again, and `out`
     queued; if not (it broke after its answer was committed with it), nothing

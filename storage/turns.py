@@ -241,7 +241,7 @@ def finish_turn(
 def close_broken(
     conn: sqlite3.Connection, run_id: str, inbox_ids: Sequence[int], out: OutboundMessage | None
 ) -> int | None:
-    """Close the inbox rows of a turn that broke (gateway.execution) with `out`
+    """Close the inbox rows of a turn that broke (gateway.turns.execution) with `out`
     as a failed turn closes: the messages its run stored stay, out of later
     histories. Rows already done (it broke after its answer was committed)
     stay as they are, and nothing is queued: None."""

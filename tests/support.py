@@ -20,8 +20,8 @@ import websockets
 from channels.base import Channel
 from gateway.app import Gateway
 from gateway.commands import CommandRegistry
-from gateway.config import LoadedConfig, parse_config
-from gateway.session_reset import Clock, utc_now
+from gateway.config.core import LoadedConfig, parse_config
+from gateway.sessions.reset import Clock, utc_now
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -159,9 +159,9 @@ def allowed(module: str, target: str) -> bool:
         return False  # nothing at run time reaches up into the root or the CLI
     if module == "gateway.bus":
         return False  # a leaf
-    if module == "gateway.channel_registry":
+    if module == "gateway.delivery.registry":
         return True  # builds the concrete channels for the root
-    if module == "gateway.skills":  # wires the skill runtime to the context and storage
+    if module == "gateway.tools.skills":  # wires the skill runtime to the context and storage
         return _under(target, "gateway", "agent", "storage", "skills")
     if top == "channels":
         return _under(target, "gateway.bus", "channels")
@@ -174,7 +174,7 @@ def allowed(module: str, target: str) -> bool:
     if top == "skills":  # the tool protocol, and the front-matter parser shared with agent/
         return _under(target, "skills", "agent.tools", "agent.front_matter")
     if top == "gateway":
-        if module == "gateway.config" and (
+        if module == "gateway.config.core" and (
             target == "channels.websocket" or re.fullmatch(r"channels\.[^.]+\.config", target)
         ):
             return True  # the config model embeds each channel's config class
@@ -282,7 +282,7 @@ CLEAN_TREE = {
     "gateway/bus.py": "import asyncio\n",
     "gateway/app.py": "import channels.tg.bot\nimport scheduler.jobs\n",
     "gateway/cli.py": "from gateway.app import main\n",
-    "gateway/config.py": "from channels.tg.config import C\nfrom scheduler.config import S\n",
+    "gateway/config/core.py": "from channels.tg.config import C\nfrom scheduler.config import S\n",
     "gateway/turns.py": (
         "from typing import TYPE_CHECKING\nfrom gateway.bus import Message\n"
         "from storage import db\nfrom channels.base import Channel\n"
@@ -383,15 +383,15 @@ def test_the_checker_flags_a_planted_violation(
 @pytest.mark.parametrize(
     ("module", "target", "ok"),
     [
-        ("gateway.config", "channels.websocket", True),
-        ("gateway.config", "channels.base", True),
-        ("gateway.config", "channels.feishu.channel", False),
-        ("gateway.outbound", "channels.websocket", False),
-        ("gateway.outbound", "scheduler.config", True),
-        ("gateway.outbound", "gateway.cli.jobs", False),
+        ("gateway.config.core", "channels.websocket", True),
+        ("gateway.config.core", "channels.base", True),
+        ("gateway.config.core", "channels.feishu.channel", False),
+        ("gateway.delivery.outbound", "channels.websocket", False),
+        ("gateway.delivery.outbound", "scheduler.config", True),
+        ("gateway.delivery.outbound", "gateway.cli.jobs", False),
         ("gateway.cli.doctor", "channels.telegram.channel", True),
-        ("gateway.channel_registry", "channels.wechat.channel", True),
-        ("gateway.channel_registry", "gateway.app", False),
+        ("gateway.delivery.registry", "channels.wechat.channel", True),
+        ("gateway.delivery.registry", "gateway.app", False),
         ("channels.base", "gateway.busy", False),
         ("skills.x", "agent.tools.base", True),
         ("skills.x", "agent.loop", False),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from gateway.config import GatewayConfig
+from gateway.config.core import GatewayConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "picobot.service"

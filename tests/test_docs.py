@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from agent.mcp.config import McpServerConfig
-from gateway.config import AgentConfig, Config, ModelConfig, ProviderConfig
+from gateway.config.core import AgentConfig, Config, ModelConfig, ProviderConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMED = {

@@ -2,7 +2,7 @@
 
 A conversation's request is its previous request plus a few messages: the
 history is append-only and the same `ChatMessage` objects come back turn
-after turn (gateway.turns keeps them). Converting every message to its wire
+after turn (gateway.turns.opener keeps them). Converting every message to its wire
 dict and JSON-encoding the whole body again on every call is the one cost of
 a turn that grows with the history; here the messages a request shares with
 the conversation's last one (`LLMRequest.cache_key`), the same objects from

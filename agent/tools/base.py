@@ -130,7 +130,7 @@ class SessionMessenger(Protocol):
 
 
 class SubagentService(Protocol):
-    """Runs one sub-agent to its final text (gateway.subagents); raises
+    """Runs one sub-agent to its final text (gateway.tools.subagents); raises
     `ToolError` for what the model should read (e.g. it ran out of time)."""
 
     async def run(self, task: SubagentTask, ctx: ToolContext) -> str: ...
@@ -147,7 +147,7 @@ class FileSender(Protocol):
 
 
 class AdminDirectory(Protocol):
-    """The access policy's notion of admin (gateway.access): e.g. for a tool that
+    """The access policy's notion of admin (gateway.access.policy): e.g. for a tool that
     may reach another chat only when the asking sender is an admin."""
 
     def is_admin(self, channel: str, sender_id: str) -> bool: ...

@@ -9,7 +9,7 @@ daemon's own files (`Sandbox.hidden`: PICOBOT_HOME with config, database,
 credentials, media) replaced by empty mounts. Network stays on unless
 `network` is off (`--unshare-net`). Without bwrap (`sandbox: "off"`), the
 child still gets a parent-death signal and the resource limits; the gateway
-being non-dumpable (gateway.hardening) keeps its environ from a same-uid child.
+being non-dumpable (gateway.ops.hardening) keeps its environ from a same-uid child.
 
 A bwrap killed in its first moment leaves a sandbox that has not armed that
 signal yet, so the tool also kills the sandbox's first process, which bwrap

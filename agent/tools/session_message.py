@@ -4,7 +4,7 @@ By default to the chat the turn runs in; another chat (or channel) only when
 the asking sender is an admin (`ToolServices.admins`) or the target is listed
 in `tools.send_session_message.allow_targets` ("channel:chat_id"). Delivery
 and recording in the target's history are the `SessionMessenger`'s
-(gateway.session_messages: the durable outbox). At most `max_per_minute`
+(gateway.sessions.messages: the durable outbox). At most `max_per_minute`
 messages in any 60 seconds per sender (the principal whose message started
 the turn, whichever session or sub-agent sends) and per target chat: the
 messenger counts each send in storage with the send itself, so neither `/new`,

@@ -2,7 +2,7 @@
 
 The tool only resolves the type and words the result; the run itself (child
 session, tools, time limit, transcript) is the `SubagentService`'s
-(gateway.subagents). It bounds its own time (`max_execution_secs`), so the
+(gateway.tools.subagents). It bounds its own time (`max_execution_secs`), so the
 registry's ordinary tool timeout does not apply to it.
 """
 

@@ -4,7 +4,7 @@ Filters what is no message of a person (other event types, bot senders) and
 re-pushes of the same content under a new id, downloads media, fetches the
 quoted parent message, then `bus.submit`s and returns only once the message is
 durable; the caller acknowledges Feishu after that. Who is answered, and in
-which groups, is the gateway's access policy (gateway.access): the message
+which groups, is the gateway's access policy (gateway.access.policy): the message
 carries the sender's other ids and whether it @mentions the bot. The event_id is the message_id, so the
 gateway's inbox deduplicates redeliveries durably.
 """

@@ -5,7 +5,7 @@ offset only moves after the bus recorded an update) or by webhook on the
 gateway's HTTP app (`/webhooks/telegram`, secret token checked, answered 200
 only after the update is recorded). Every message is submitted with whether
 it addresses the bot and the sender's ids; who and which groups are served is
-the gateway's access policy (gateway.access), not this adapter's. Replies are split at 4096 chars, rendered as HTML and sent in
+the gateway's access policy (gateway.access.policy), not this adapter's. Replies are split at 4096 chars, rendered as HTML and sent in
 order; a reply that fails half way resumes after the parts already delivered
 (each part is recorded before the next goes, so even a SIGKILL repeats at most
 the part in flight: Telegram has no idempotency key).

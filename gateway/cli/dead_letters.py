@@ -11,7 +11,7 @@ import argparse
 import functools
 from collections.abc import Callable
 
-from gateway.config import LoadedConfig
+from gateway.config.core import LoadedConfig
 from storage import dead_letters
 from storage.db import Database
 

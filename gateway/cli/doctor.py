@@ -27,14 +27,14 @@ from agent.tools.sandbox import bwrap_path
 from channels.base import ChannelSettings
 from gateway.cli.doctor_findings import Finding, Status, ok, problem, secret_of, warn
 from gateway.cli.doctor_probe import DEFAULT_BASE, probe_all, used_providers
-from gateway.config import (
+from gateway.config.core import (
     ConfigError,
     LoadedConfig,
     find_config_file,
     load_config,
     picobot_home,
 )
-from gateway.hardening import BWRAP_INSTALL_HINT
+from gateway.ops.hardening import BWRAP_INSTALL_HINT
 from storage.health import UnreadableDatabase, inspect_database
 from storage.migrations import MIGRATIONS
 

@@ -13,8 +13,8 @@ import aiohttp
 
 from channels.base import ChannelSettings
 from gateway.cli.doctor_findings import Finding, ok, problem, secret_of, warn
-from gateway.config import LoadedConfig, ProviderConfig
-from gateway.logging import redact_text
+from gateway.config.core import LoadedConfig, ProviderConfig
+from gateway.ops.logging import redact_text
 
 __all__ = ["DEFAULT_BASE", "probe_all", "used_providers"]
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, TextIO
 
 from agent.mcp.config import McpServerConfig
 from agent.mcp.naming import tool_name
-from gateway.config import LoadedConfig
-from gateway.logging import register_secrets
-from gateway.mcp_servers import secret_values
+from gateway.config.core import LoadedConfig
+from gateway.ops.logging import register_secrets
+from gateway.tools.mcp import secret_values
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager

@@ -13,8 +13,8 @@ import json
 import sys
 from collections.abc import Callable
 
-from gateway.config import LoadedConfig
-from gateway.memory_service import entry_of
+from gateway.config.core import LoadedConfig
+from gateway.memory.service import entry_of
 from storage.db import Database
 from storage.memories import MemoryRow, Scope
 from storage.memory_store import MemoryStore

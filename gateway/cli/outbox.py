@@ -14,8 +14,8 @@ import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from gateway.config import LoadedConfig
-from gateway.replies import format_duration
+from gateway.config.core import LoadedConfig
+from gateway.turns.replies import format_duration
 from storage import outbox
 from storage.clock import parse_iso
 from storage.db import Database

@@ -14,9 +14,15 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from gateway.config import LoadedConfig
-from gateway.locales import LocaleResolver
-from gateway.pairing import approval_text, approved_notice, describe_pairing, parse_code, parse_who
+from gateway.access.pairing import (
+    approval_text,
+    approved_notice,
+    describe_pairing,
+    parse_code,
+    parse_who,
+)
+from gateway.config.core import LoadedConfig
+from gateway.i18n.locales import LocaleResolver
 from storage.db import Database
 from storage.pairings import ApproveOutcome
 from storage.store import Store

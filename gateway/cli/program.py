@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 # Everything else is imported by the command that needs it: `picobot --help`
 # loads no config model, SDK or logging pipeline.
 if TYPE_CHECKING:
-    from gateway.config import Config, LoadedConfig
+    from gateway.config.core import Config, LoadedConfig
 
 __all__ = ["main"]
 
@@ -58,7 +58,7 @@ def _secret_values(config: Config) -> list[str]:
 
 
 def _load(args: argparse.Namespace) -> LoadedConfig:
-    from gateway.config import load_config
+    from gateway.config.core import load_config
 
     return load_config(getattr(args, "config", None))
 
@@ -145,7 +145,7 @@ def _gateway(args: argparse.Namespace) -> int:
     import structlog
 
     from gateway.lifecycle import StartupError
-    from gateway.logging import configure_logging, register_secrets
+    from gateway.ops.logging import configure_logging, register_secrets
     from storage.db import SchemaTooNew, StorageUnusable
 
     loaded = _load(args)
@@ -153,7 +153,7 @@ def _gateway(args: argparse.Namespace) -> int:
     configure_logging(cfg.logging.level, cfg.logging.format)
     register_secrets(_secret_values(cfg))
     log = structlog.get_logger("picobot")
-    from gateway.hardening import make_non_dumpable
+    from gateway.ops.hardening import make_non_dumpable
 
     if not make_non_dumpable():  # same-uid processes could read our environ
         log.warning("gateway_dumpable", reason="prctl(PR_SET_DUMPABLE, 0) unavailable")
@@ -180,7 +180,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from gateway.cli.client import ClientState, run_client
-    from gateway.config import picobot_home
+    from gateway.config.core import picobot_home
 
     home = picobot_home(os.environ)
     state = ClientState.load(home / "client.json")
@@ -257,7 +257,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from gateway.cli.mcp import run_mcp_command
-    from gateway.logging import configure_logging
+    from gateway.ops.logging import configure_logging
 
     loaded = _load(args)
     # warnings (a server that cannot be reached, a name taken) go to stderr
@@ -394,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command:  # a command's parser may import the runtime; `picobot --help` loads nothing
         _import_structlog_without_rich()
     args = build_parser(command).parse_args(argv)
-    from gateway.config import ConfigError
+    from gateway.config.core import ConfigError
 
     try:
         code: int = args.func(args)

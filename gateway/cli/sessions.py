@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 
 from agent.messages import ChatMessage
-from gateway.config import LoadedConfig
+from gateway.config.core import LoadedConfig
 from storage.db import Database
 from storage.store import Store
 

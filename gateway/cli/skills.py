@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from gateway.config import LoadedConfig
-from gateway.skills import skill_roots
+from gateway.config.core import LoadedConfig
+from gateway.tools.skills import skill_roots
 from skills.discovery import scan
 from storage.db import Database
 from storage.store import Store

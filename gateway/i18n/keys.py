@@ -13,7 +13,7 @@ __all__ = ["Msg"]
 
 @unique
 class Msg(StrEnum):
-    # -- turns (gateway.replies, gateway.execution) ------------------------------
+    # -- turns (gateway.turns.replies, gateway.turns.execution) ------------------------------
     STOPPED = "stopped"
     GENERIC_FAILURE = "generic_failure"
     EMPTY_REPLY = "empty_reply"
@@ -31,7 +31,7 @@ class Msg(StrEnum):
     HOURS = "hours"
     MINUTES = "minutes"
     SECONDS = "seconds"
-    # -- inbound refusals (gateway.inbound) --------------------------------------
+    # -- inbound refusals (gateway.ingress.inbound) --------------------------------------
     COMMANDS_QUEUED = "commands_queued"
     MESSAGES_QUEUED = "messages_queued"
     # -- the command registry (gateway.commands) ---------------------------------
@@ -39,7 +39,7 @@ class Msg(StrEnum):
     HELP_LINE = "help_line"
     HELP_ADMINS_ONLY = "help_admins_only"
     ADMIN_ONLY = "admin_only"
-    # -- session commands (gateway.session_commands) -----------------------------
+    # -- session commands (gateway.sessions.commands) -----------------------------
     HELP_HELP = "help_help"
     HELP_NEW = "help_new"
     HELP_SESSIONS = "help_sessions"
@@ -83,7 +83,7 @@ class Msg(StrEnum):
     USAGE_NONE = "usage_none"
     USAGE_TOKENS = "usage_tokens"
     USAGE_COST = "usage_cost"
-    # -- /compact (gateway.session_commands, gateway.context) --------------------
+    # -- /compact (gateway.sessions.commands, gateway.sessions.compaction) --------------------
     COMPACT_UNAVAILABLE = "compact_unavailable"
     NOTHING_TO_COMPACT = "nothing_to_compact"
     COMPACT_BUSY = "compact_busy"
@@ -93,7 +93,7 @@ class Msg(StrEnum):
     COMPACT_CONFLICT = "compact_conflict"
     COMPACTED_SUMMARISED = "compacted_summarised"
     COMPACTED_TRUNCATED = "compacted_truncated"
-    # -- access (gateway.access_commands, gateway.access_gate, gateway.pairing) --
+    # -- access (gateway.access.commands, gateway.access.gate, gateway.access.pairing) --
     HELP_WHOAMI = "help_whoami"
     HELP_PAIR = "help_pair"
     YES = "yes"
@@ -133,7 +133,7 @@ class Msg(StrEnum):
     ASK_THE_ADMIN = "ask_the_admin"
     PAIRING_CODE = "pairing_code"
     APPROVED_MEANWHILE = "approved_meanwhile"
-    # -- memory commands (gateway.memory_commands) -------------------------------
+    # -- memory commands (gateway.memory.commands) -------------------------------
     HELP_MEMORY = "help_memory"
     HELP_FORGET = "help_forget"
     MEMORY_NONE = "memory_none"
@@ -145,7 +145,7 @@ class Msg(StrEnum):
     FORGET_USAGE = "forget_usage"
     FORGOT = "forgot"
     FORGET_UNKNOWN = "forget_unknown"
-    # -- tool approval and steer (gateway.approval_commands, gateway.approvals) -------
+    # -- tool approval and steer (gateway.approvals.commands, gateway.approvals.service) -------
     HELP_APPROVE = "help_approve"
     HELP_DENY = "help_deny"
     HELP_STEER = "help_steer"

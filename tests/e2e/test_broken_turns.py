@@ -1,4 +1,4 @@
-"""A turn that breaks outside the agent loop (gateway.execution `_broken`).
+"""A turn that breaks outside the agent loop (gateway.turns.execution `_broken`).
 
 On what nothing foresaw (here a stored row that no longer reads, as a hand
 edit or a newer picobot might leave it) the asker is told as of a failed

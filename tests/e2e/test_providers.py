@@ -17,7 +17,7 @@ from tests.support import conversation, make_config, running_gateway, ws_client
 # Streamed pieces closer together than this interval go out joined (50 ms as
 # shipped). The tests below set it wide of their pieces' pace, so that a loop
 # stalled for a moment on a loaded machine does not decide their outcome.
-INTERVAL = "gateway.turn_feedback._DELTA_INTERVAL_SECS"
+INTERVAL = "gateway.turns.feedback._DELTA_INTERVAL_SECS"
 
 
 async def test_streamed_reply_reaches_the_client_as_deltas(

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gateway.bus import OutboundMessage
-from gateway.config import LoadedConfig
-from gateway.retention import RetentionService, RetentionSettings
+from gateway.config.core import LoadedConfig
+from gateway.ops.retention import RetentionService, RetentionSettings
 from storage.db import Connection, Database
 from storage.retention import RowRef, row_of_state_key
 from storage.store import Store

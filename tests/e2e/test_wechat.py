@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 
-from gateway.config import LoadedConfig
+from gateway.config.core import LoadedConfig
 from storage.db import Database
 from storage.outbox import OutboxRow, OutboxState
 from tests.channels.test_wechat_support import write_credentials

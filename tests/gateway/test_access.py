@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from channels.base import ChannelSettings, GroupAccess
-from gateway.access import AccessPolicy, Reason
-from gateway.access_gate import ReplyLimiter
+from gateway.access.gate import ReplyLimiter
+from gateway.access.pairing import ALPHABET, new_code, parse_code, parse_who
+from gateway.access.policy import AccessPolicy, Reason
 from gateway.bus import ChatType, InboundMessage, Origin, TurnRequest
-from gateway.pairing import ALPHABET, new_code, parse_code, parse_who
 from storage.db import Database
 from storage.store import Store
 

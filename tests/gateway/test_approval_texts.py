@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agent.messages import ToolCall
-from gateway.approval_texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
+from gateway.approvals.texts import SUPERSEDED, TIMED_OUT_BY, denied_result, request_text
 from gateway.i18n import Locale
 
 

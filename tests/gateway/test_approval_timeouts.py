@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from gateway.approval_texts import TIMED_OUT_BY
-from gateway.approval_timeouts import ApprovalTimeouts
-from gateway.session_reset import utc_now
+from gateway.approvals.texts import TIMED_OUT_BY
+from gateway.approvals.timeouts import ApprovalTimeouts
+from gateway.sessions.reset import utc_now
 from storage.approvals import ApprovalState
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ConfigError, load_config
+from gateway.config.core import ConfigError, load_config
 
 
 def _write(path: Path, data: object) -> Path:

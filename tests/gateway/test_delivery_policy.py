@@ -10,8 +10,8 @@ import pytest
 
 from channels.base import PermanentSendError, RateLimited, RecipientOffline, TransientSendError
 from gateway.bus import OutboundMessage
-from gateway.channel_health import ChannelHealth
-from gateway.delivery_policy import (
+from gateway.delivery.health import ChannelHealth
+from gateway.delivery.policy import (
     Action,
     RetryPolicy,
     backoff_secs,

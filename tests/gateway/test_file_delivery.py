@@ -1,4 +1,4 @@
-"""send_file's copy (gateway/file_delivery.py): it reads the very file the
+"""send_file's copy (gateway/delivery/files.py): it reads the very file the
 tool checked, never what a symlink swapped in afterwards points to."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.tools.base import ToolError
-from gateway.file_delivery import copy_for_outbox
+from gateway.delivery.files import copy_for_outbox
 
 
 @pytest.fixture

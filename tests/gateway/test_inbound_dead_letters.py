@@ -8,9 +8,9 @@ from typing import Any, cast
 
 from gateway.bus import InboundMessage, Receipt
 from gateway.commands import CommandRegistry
-from gateway.dead_letters import DeadLetterSink
-from gateway.inbound import InboundProcessor
-from gateway.metrics import Metrics
+from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.inbound import InboundProcessor
+from gateway.ops.metrics import Metrics
 from storage.db import Database
 from storage.store import Store
 

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.bus import InboundMessage
 from gateway.i18n import Locale
-from gateway.locales import LocaleResolver, hint_locale
+from gateway.i18n.locales import LocaleResolver, hint_locale
 from tests.support import make_config
 
 

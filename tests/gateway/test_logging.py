@@ -18,7 +18,7 @@ import structlog
 from agent.messages import ChatMessage
 from agent.providers.base import LLMRequest, ProviderSettings
 from agent.providers.openai import OpenAIProvider
-from gateway.logging import (
+from gateway.ops.logging import (
     _CHATTY_LOGGERS,
     _QUIET_LOGGERS,
     MASK,
@@ -253,7 +253,7 @@ def test_reconfiguring_replaces_the_handler() -> None:
 
 
 def test_our_lines_and_library_records_are_the_same_shape_on_one_stream() -> None:
-    """Ours skip stdlib logging (gateway.logging `_LineWriter`) and still come
+    """Ours skip stdlib logging (gateway.ops.logging `_LineWriter`) and still come
     out as a library's record does: same keys, in order, between its lines."""
     out = io.StringIO()
     configure_logging("info", "json", stream=out)

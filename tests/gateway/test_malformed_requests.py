@@ -1,5 +1,5 @@
 """aiohttp's malformed-request errors become one warning per peer per interval
-(gateway.malformed_requests), through the real log pipeline and a real server."""
+(gateway.ops.malformed_requests), through the real log pipeline and a real server."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import structlog
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 
-from gateway.logging import configure_logging
-from gateway.malformed_requests import SERVER_LOGGER, MalformedRequestFilter
+from gateway.ops.logging import configure_logging
+from gateway.ops.malformed_requests import SERVER_LOGGER, MalformedRequestFilter
 
 LONG_URL = b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 

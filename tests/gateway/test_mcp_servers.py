@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from agent.mcp.config import McpServerConfig
-from gateway.logging import MASK, clear_secrets, redact_text
-from gateway.mcp_servers import build_mcp, mcp_details, secret_values
-from gateway.metrics import Metrics
+from gateway.ops.logging import MASK, clear_secrets, redact_text
+from gateway.ops.metrics import Metrics
+from gateway.tools.mcp import build_mcp, mcp_details, secret_values
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.memory_plan import InvalidPlan, check_plan
+from gateway.memory.plan import InvalidPlan, check_plan
 from storage.memories import MemoryRow, Provenance, Scope
 from storage.memory_maintenance import ScopeSnapshot
 

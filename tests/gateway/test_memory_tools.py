@@ -13,7 +13,7 @@ from agent.memory.summary_block import BEGIN, END, render_block, replace_block, 
 from agent.messages import ToolCall
 from agent.tools.base import ToolContext, ToolRegistry, ToolServices, ToolSettings
 from agent.tools.memory import MemoryManageTool, MemorySearchTool
-from gateway.memory_service import MemoryGateway
+from gateway.memory.service import MemoryGateway
 from storage.db import Database
 from storage.memories import Scope
 from storage.memory_store import MemoryStore

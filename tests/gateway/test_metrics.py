@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.metrics import Metrics
+from gateway.ops.metrics import Metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

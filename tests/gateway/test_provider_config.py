@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent.providers.base import CacheTTL
-from gateway.agents import provider_settings
 from gateway.cli.program import main
-from gateway.config import ConfigError, load_config
+from gateway.config.core import ConfigError, load_config
+from gateway.turns.agents import provider_settings
 
 
 def _write(path: Path, data: object) -> Path:

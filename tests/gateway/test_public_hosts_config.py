@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import Config, ConfigError, load_config
+from gateway.config.core import Config, ConfigError, load_config
 
 
 def _load(tmp_path: Path, gateway: dict[str, object], **sections: object) -> Config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent.providers.base import ProviderKeyMissing, ProviderUnavailable
 from gateway.i18n import Locale, Msg, tr
-from gateway.replies import format_duration, late_note, user_facing_error
+from gateway.turns.replies import format_duration, late_note, user_facing_error
 
 
 def test_durations_read_in_two_units_at_most() -> None:

@@ -1,4 +1,4 @@
-"""The retention pass (gateway/retention.py) on a real database and real files:
+"""The retention pass (gateway/ops/retention.py) on a real database and real files:
 a delivered reply's copy and channel state go, a pending reply's stay; old
 received attachments go, recent ones and those of an unanswered message stay."""
 
@@ -14,10 +14,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.bus import InboundMessage, MediaKind, MediaRef, OutboundMessage
-from gateway.config import StorageConfig
-from gateway.file_delivery import copy_for_outbox
-from gateway.media_retention import Removed, remove_paths
-from gateway.retention import ORPHAN_GRACE_SECS, RetentionService, RetentionSettings
+from gateway.config.core import StorageConfig
+from gateway.delivery.files import copy_for_outbox
+from gateway.ops.media_retention import Removed, remove_paths
+from gateway.ops.retention import ORPHAN_GRACE_SECS, RetentionService, RetentionSettings
 from storage.db import Database
 from storage.store import Store
 

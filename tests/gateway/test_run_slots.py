@@ -1,5 +1,5 @@
 """RunSlots: turns and sub-agents share the run cap; a turn's first child
-borrows its parent's slot, so no cap deadlocks a `task` (gateway/run_slots.py)."""
+borrows its parent's slot, so no cap deadlocks a `task` (gateway/turns/run_slots.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway.run_slots import NoRunSlot, RunSlots
+from gateway.turns.run_slots import NoRunSlot, RunSlots
 
 NO_WAIT = 0.01  # how long a child may wait where it must not get a slot
 

@@ -13,7 +13,7 @@ import pytest
 from agent.tools.base import ToolContext, ToolError, ToolServices, ToolSettings
 from agent.tools.session_message import SendArgs, SendSessionMessageTool
 from gateway.bus import OutboundMessage
-from gateway.session_messages import OutboxMessenger
+from gateway.sessions.messages import OutboxMessenger
 from storage.db import Database
 from storage.store import Store
 

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.config import parse_config
-from gateway.session_reset import NEVER, ResetPolicy, reset_policy
+from gateway.config.core import parse_config
+from gateway.sessions.reset import NEVER, ResetPolicy, reset_policy
 from storage.clock import iso
 from storage.turns import SessionReset
 
@@ -100,15 +100,15 @@ def test_channels_override_the_gateway_keys() -> None:
 
 @pytest.mark.parametrize("value", ["4:00", "24:00", "04:60", "noon", ""])
 def test_a_reset_time_that_is_not_hh_mm_is_refused(value: str) -> None:
-    from gateway.config import ConfigError
+    from gateway.config.core import ConfigError
 
     with pytest.raises(ConfigError, match=r"gateway\.session_reset_at: .*HH:MM"):
         parse_config({"gateway": {"session_reset_at": value}}, {})
 
 
 def test_only_turns_a_person_asked_for_are_reset() -> None:
+    from gateway.access.chat_policy import ChatPolicy
     from gateway.bus import Origin
-    from gateway.chat_policy import ChatPolicy
 
     policy = ChatPolicy(ResetPolicy(ttl_secs=60))
     now = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""A turn that storage failed (gateway.sessions): its conversation backs off
+"""A turn that storage failed (gateway.sessions.manager): its conversation backs off
 until a probe write passes, then runs it again from its inbox rows, before
 the chat's later messages; other chats go on; shutdown does not wait for it.
 And an inbox write storage refused is not taken for a poison message."""
@@ -12,13 +12,13 @@ from typing import Any, cast
 
 from gateway.bus import InboundMessage
 from gateway.commands import CommandRegistry
-from gateway.config import QueueMode
-from gateway.dead_letters import DeadLetterSink
-from gateway.inbound import InboundProcessor
-from gateway.metrics import Metrics
-from gateway.run_slots import RunSlots
-from gateway.sessions import ConversationGates, SessionManager, StorageRetry
-from gateway.work import TurnOutcome, WorkItem
+from gateway.config.core import QueueMode
+from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.inbound import InboundProcessor
+from gateway.ingress.work import TurnOutcome, WorkItem
+from gateway.ops.metrics import Metrics
+from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
+from gateway.turns.run_slots import RunSlots
 from storage.db import Database, StorageUnavailable
 from storage.store import Store
 

@@ -1,10 +1,10 @@
-"""build_catalog: which SUBAGENT.md types a gateway can run (gateway/subagents.py)."""
+"""build_catalog: which SUBAGENT.md types a gateway can run (gateway/tools/subagents.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.subagents import build_catalog
+from gateway.tools.subagents import build_catalog
 from tests.support import make_config
 
 TOOLS = ["read", "bash", "calculator"]

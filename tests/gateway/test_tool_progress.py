@@ -12,8 +12,8 @@ from agent.messages import ToolCall
 from agent.tools.base import ToolResult
 from channels.base import Capabilities
 from gateway.bus import ChannelEvent, EventKind, OutboundMessage, ToolStatus
-from gateway.logging import clear_secrets, register_secrets
-from gateway.tool_progress import ToolDisplay, ToolProgress, summarize_arguments, tool_display
+from gateway.ops.logging import clear_secrets, register_secrets
+from gateway.turns.tool_progress import ToolDisplay, ToolProgress, summarize_arguments, tool_display
 
 SECRET = "zq-registered-secret-value-42"
 
@@ -125,8 +125,8 @@ async def test_off_or_without_calls_nothing_is_sent() -> None:
 def test_each_channel_gets_its_display_from_its_override_or_the_gateway() -> None:
     from channels.telegram import TelegramChannel
     from channels.websocket import WebSocketChannel
-    from gateway.chat_policy import build_chat_policies
-    from gateway.config import parse_config
+    from gateway.access.chat_policy import build_chat_policies
+    from gateway.config.core import parse_config
 
     config, _ = parse_config(
         {

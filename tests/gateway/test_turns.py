@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.messages import ChatMessage, Role
-from gateway.turns import OpenedTurn, TurnOpener
+from gateway.turns.opener import OpenedTurn, TurnOpener
 from storage.db import Database
 from storage.store import Store
 from storage.turns import Opening

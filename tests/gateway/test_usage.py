@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.messages import Usage
-from gateway.config import ModelPrices
-from gateway.usage import estimate_cost
+from gateway.config.core import ModelPrices
+from gateway.sessions.usage import estimate_cost
 
 
 def test_each_kind_of_token_at_its_price() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.pairing import CODE_RULES
+from gateway.access.pairing import CODE_RULES
 from storage.backup import BackupError, DatabaseInUse, backup_database, restore_database
 from storage.db import Database
 from storage.migrations import MIGRATIONS

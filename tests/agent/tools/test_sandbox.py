@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent.tools.sandbox import Sandbox
-from gateway.hardening import resolve_sandbox
 from gateway.lifecycle import StartupError
+from gateway.ops.hardening import resolve_sandbox
 from tests.support import make_config
 
 

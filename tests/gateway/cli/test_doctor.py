@@ -18,7 +18,7 @@ from aiohttp import web
 
 from gateway.bus import OutboundMessage
 from gateway.cli.doctor import run_doctor
-from gateway.config import ConfigError, load_config
+from gateway.config.core import ConfigError, load_config
 from storage import outbox
 from storage.db import Database
 from storage.migrations import MIGRATIONS

@@ -43,7 +43,7 @@ def test_a_websocket_only_gateway_loads_no_channel_sdk() -> None:
     loaded = _loaded_after("""
         from pathlib import Path
         from gateway.app import Gateway
-        from gateway.channel_registry import build_channels
+        from gateway.delivery.registry import build_channels
         from tests.support import make_config
         loaded = make_config(Path("/nonexistent"), "http://127.0.0.1:9/v1")
         assert [c.name for c in build_channels(loaded.config)] == ["websocket"]

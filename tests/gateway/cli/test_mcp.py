@@ -12,8 +12,8 @@ import pytest
 
 from gateway.cli.mcp import run_mcp_command
 from gateway.cli.program import build_parser
-from gateway.config import LoadedConfig, parse_config
-from gateway.logging import clear_secrets
+from gateway.config.core import LoadedConfig, parse_config
+from gateway.ops.logging import clear_secrets
 from tests.mcp_servers.harness import free_port, stdio_server
 
 

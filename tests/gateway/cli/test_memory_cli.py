@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.memory import add_memory_parser, run_memory_command
-from gateway.config import Config, LoadedConfig
+from gateway.config.core import Config, LoadedConfig
 from storage.db import Database
 from storage.memories import Provenance, Scope
 from storage.memory_store import MemoryStore

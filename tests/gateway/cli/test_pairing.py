@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gateway.access.pairing import CODE_RULES
 from gateway.cli.program import main
-from gateway.config import load_config
-from gateway.pairing import CODE_RULES
+from gateway.config.core import load_config
 from storage.db import Database
 from storage.store import Store
 

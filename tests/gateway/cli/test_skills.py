@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.config import ConfigError, load_config
+from gateway.config.core import ConfigError, load_config
 from storage.db import Database
 from storage.skill_events import SkillEventRow
 from storage.store import Store

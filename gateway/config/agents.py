@@ -1,0 +1,87 @@
+"""The config sections that describe agents: providers, models (with prices),
+agents and their compaction settings. Part of `gateway.config.core`, which
+re-exports them; split out only to keep that module small."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = [
+    "TEMPERATURE_LIMITS",
+    "AgentConfig",
+    "CompactionConfig",
+    "FrozenModel",
+    "ModelConfig",
+    "ModelPrices",
+    "ProviderConfig",
+]
+
+
+# The temperatures each provider type's API accepts (inclusive): Anthropic
+# refuses anything above 1, and every turn would fail.
+TEMPERATURE_LIMITS = {"openai": (0.0, 2.0), "anthropic": (0.0, 1.0)}
+
+
+class FrozenModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProviderConfig(FrozenModel):
+    type: Literal["openai", "anthropic"] = "openai"
+    base_url: str | None = None
+    api_key: SecretStr = SecretStr("")
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    prompt_cache: Literal["auto", "off"] = "auto"
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"  # anthropic
+    prompt_cache_key: bool | None = None  # openai; None: only to api.openai.com
+    llm_timeout_secs: float = Field(120.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    retry_max_wait_secs: float = Field(60.0, gt=0)
+    # The spec's key; honoured by memory maintenance once that feature lands.
+    memory_maintenance_timeout_secs: float = Field(600.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
+class ModelPrices(FrozenModel):
+    """What a model costs, per million tokens, for the /status estimate."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(None, ge=0)  # default: the input price
+    cache_write: float | None = Field(None, ge=0)  # default: the input price
+    currency: str = Field("USD", min_length=1, max_length=8)
+
+
+class ModelConfig(FrozenModel):
+    model_id: str = Field(min_length=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, gt=0)
+    context_window_tokens: int = Field(128_000, gt=0)
+    supports_vision: bool = True
+    prices: ModelPrices | None = None
+    # A speech-to-text model of the same provider (OpenAI-compatible
+    # /audio/transcriptions, e.g. "whisper-1"): voice notes reach the agent as text.
+    transcription: str | None = Field(None, min_length=1)
+
+
+class CompactionConfig(FrozenModel):
+    enabled: bool = True
+    trigger_ratio: float = Field(0.5, gt=0, lt=1)
+    keep_user_turns: int = Field(3, ge=1)
+    summary_model: str | None = None
+
+
+class AgentConfig(FrozenModel):
+    provider: str = "default"
+    model: str = "default"
+    max_tool_iterations: int = Field(100, ge=1)
+    tool_result_max_chars: int = Field(20_000, ge=100)
+    context_tool_result_trim_chars: int = Field(2_000, ge=100)
+    system_prompt: str | None = None
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)

@@ -1,0 +1,484 @@
+"""Configuration: JSON file → environment placeholders → frozen pydantic models.
+
+Loaded once by the composition root (`load_config`) and passed down; nothing
+calls it at run time. Unknown keys and wrong types fail start-up with the JSON
+path of the offending key and the reason (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from agent.mcp.config import McpServerConfig, unset_placeholders
+from channels.base import ChannelSettings, DailyTime, LocaleSetting, ServedHosts
+from channels.feishu.config import FeishuConfig
+from channels.telegram.config import TelegramConfig, TelegramMode
+from channels.websocket import WebSocketConfig
+from channels.wechat.config import WechatConfig
+from channels.wecom_kf.config import WecomKfConfig
+from gateway.config.agents import (
+    TEMPERATURE_LIMITS,
+    AgentConfig,
+    CompactionConfig,
+    FrozenModel,
+    ModelConfig,
+    ModelPrices,
+    ProviderConfig,
+)
+from gateway.config.approval import ApprovalConfig
+from gateway.config.skills import SkillsConfig
+from gateway.config.subagents import SessionMessageToolConfig, SubagentsConfig
+from scheduler.config import SchedulerConfig
+
+__all__ = [
+    "AgentConfig",
+    "CompactionConfig",
+    "Config",
+    "ConfigError",
+    "LoadedConfig",
+    "ModelConfig",
+    "ModelPrices",
+    "ProviderConfig",
+    "QueueMode",
+    "SkillsConfig",
+    "SubagentsConfig",
+    "admins_from_env",
+    "find_config_file",
+    "load_config",
+    "parse_config",
+    "picobot_home",
+]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says where and why."""
+
+
+class QueueMode(StrEnum):
+    COLLECT = "collect"
+    FOLLOWUP = "followup"
+    STEER = "steer"  # a message mid-turn ends the turn at its next safe boundary
+
+
+def check_admin_entry(entry: str) -> str:
+    """An admin is named "channel:sender_id", e.g. "telegram:123456789"."""
+    channel, sep, sender = entry.partition(":")
+    if not sep or not channel or not sender or any(c.isspace() for c in entry):
+        raise ValueError(f"{entry!r} is not channel:sender_id (e.g. telegram:123456789)")
+    return entry
+
+
+_RETIRED = "retired_key"  # a key that used to exist: its error names it and says why
+
+
+class GatewayConfig(FrozenModel):
+    host: str = "127.0.0.1"
+    port: int = Field(19876, ge=0, le=65535)
+    auth_token: SecretStr | None = None
+    max_concurrent_runs: int = Field(32, ge=1)
+    queue_mode: QueueMode = QueueMode.COLLECT
+    max_pending_per_session: int = Field(20, ge=1)
+    agent_prompt_reinject_every: int = Field(100, ge=0)
+    inbound_queue_capacity: int = Field(1024, ge=1)
+    outbound_retry_base_secs: float = Field(1.0, gt=0)
+    outbound_retry_max_secs: float = Field(300.0, gt=0)
+    outbound_give_up_after_secs: float = Field(86_400.0, gt=0)
+    outbound_stale_notice_secs: float = Field(600.0, ge=0)
+    send_timeout_secs: float = Field(30.0, gt=0)
+    outbox_rescan_secs: float = Field(30.0, gt=0)
+    shutdown_timeout_secs: float = Field(30.0, gt=0)
+    typing_delay_secs: float = Field(0.5, ge=0)
+    # "channel:sender_id" of each admin (gateway.access.policy); PICOBOT_ADMINS adds more
+    admins: list[Annotated[str, AfterValidator(check_admin_entry)]] = Field(default_factory=list)
+    show_tool_results: bool = False
+    session_ttl_secs: float = Field(0.0, ge=0)  # 0: never
+    session_reset_at: DailyTime | None = None  # local "HH:MM" in time.timezone
+    locale: LocaleSetting = "auto"  # the language of the gateway's own texts (gateway.i18n.locales)
+    # Host names served besides the loopback ones and `host` ("name" or
+    # "name:port"; the port is ignored): channels.served_hosts
+    public_hosts: list[Annotated[str, AfterValidator(ServedHosts.check_entry)]] = Field(
+        default_factory=list
+    )
+    public_url: Annotated[str, AfterValidator(ServedHosts.check_url)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "outbound_max_attempts" in data:
+            raise PydanticCustomError(
+                _RETIRED,
+                "retired: a reply is no longer given up after a number of attempts but "
+                "when gateway.outbound_give_up_after_secs (default 86400, one day) pass "
+                "without delivery; remove this key",
+                {"key": "outbound_max_attempts"},
+            )
+        return data
+
+    @property
+    def loopback_only(self) -> bool:
+        return self.host in {"127.0.0.1", "localhost", "::1"}
+
+
+def admins_from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """PICOBOT_ADMINS: admins separated by commas or whitespace."""
+    raw = environ.get("PICOBOT_ADMINS", "")
+    entries = tuple(e for e in re.split(r"[\s,]+", raw) if e)
+    try:
+        return tuple(check_admin_entry(e) for e in entries)
+    except ValueError as exc:
+        raise ConfigError(f"PICOBOT_ADMINS: {exc}") from None
+
+
+class ChannelsConfig(FrozenModel):
+    websocket: WebSocketConfig = Field(default_factory=WebSocketConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    feishu: FeishuConfig = Field(default_factory=FeishuConfig)
+    wechat: WechatConfig = Field(default_factory=WechatConfig)
+    wecom_kf: WecomKfConfig = Field(default_factory=WecomKfConfig)
+
+    def enabled(self) -> dict[str, ChannelSettings]:
+        sections: dict[str, ChannelSettings] = {
+            "websocket": self.websocket,
+            "telegram": self.telegram,
+            "feishu": self.feishu,
+            "wechat": self.wechat,
+            "wecom_kf": self.wecom_kf,
+        }
+        return {name: s for name, s in sections.items() if s.enabled}
+
+
+class HttpToolConfig(FrozenModel):
+    allow_private: bool = False
+    timeout_secs: float = Field(30.0, gt=0)
+    max_response_bytes: int = Field(2_000_000, gt=0)
+
+
+class BashToolConfig(FrozenModel):
+    """The shell tool's sandbox (agent/tools/sandbox.py, docs/OPERATIONS.md)."""
+
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    network: bool = True
+    max_processes: int | None = Field(1024, ge=16)
+
+
+class ToolsConfig(FrozenModel):
+    disabled: list[str] = Field(default_factory=list)
+    workspace: str | None = None
+    restrict_to_workspace: bool = True
+    timeout_secs: float = Field(120.0, gt=0)
+    read_max_bytes: int = Field(256_000, gt=0)
+    exec_timeout_secs: float = Field(60.0, gt=0)
+    exec_output_max_chars: int = Field(20_000, gt=0)
+    http: HttpToolConfig = Field(default_factory=HttpToolConfig)
+    bash: BashToolConfig = Field(default_factory=BashToolConfig)
+    send_session_message: SessionMessageToolConfig = Field(default_factory=SessionMessageToolConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+
+
+class TimeConfig(FrozenModel):
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # "Asia" is a directory
+            raise ValueError(f"unknown IANA time zone {value!r}") from exc
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+class StorageConfig(FrozenModel):
+    path: str | None = None  # default: $PICOBOT_HOME/storage/sessions.db
+    # finished outbox/inbox rows, dead letters, done approvals, skill events (0: keep)
+    retention_days: float = Field(30.0, ge=0)
+    media_retention_days: float = Field(30.0, ge=0)  # received attachments (0: keep)
+    prune_interval_secs: float = Field(3600.0, gt=0)
+
+
+class LoggingConfig(FrozenModel):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "console", "json"] = "auto"
+
+
+def _default_providers() -> dict[str, ProviderConfig]:
+    return {"default": ProviderConfig()}
+
+
+def _default_models() -> dict[str, ModelConfig]:
+    return {"default": ModelConfig(model_id="gpt-4o-mini")}
+
+
+def _default_agents() -> dict[str, AgentConfig]:
+    return {"default": AgentConfig()}
+
+
+class Config(FrozenModel):
+    providers: dict[str, ProviderConfig] = Field(default_factory=_default_providers)
+    models: dict[str, ModelConfig] = Field(default_factory=_default_models)
+    agents: dict[str, AgentConfig] = Field(default_factory=_default_agents)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    time: TimeConfig = Field(default_factory=TimeConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # The spec's (and Claude Desktop's) spelling; see docs/mcp.md.
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, alias="mcpServers")
+
+    @property
+    def served_hosts(self) -> ServedHosts:
+        """The `Host` names the HTTP server answers to (gateway/http.py): the
+        bound address, `gateway.public_hosts`, the host of `gateway.public_url`
+        and, in webhook mode, of Telegram's `webhook_url` (Telegram calls it)."""
+        gateway, telegram = self.gateway, self.channels.telegram
+        urls = [gateway.public_url]
+        if telegram.enabled and telegram.mode is TelegramMode.WEBHOOK:
+            urls.append(telegram.webhook_url)
+        public = [*gateway.public_hosts]
+        for url in urls:
+            with contextlib.suppress(ValueError):  # not a URL of a host: serves no name
+                public.append(urlsplit(ServedHosts.check_url(url or "")).netloc)
+        return ServedHosts.of(public, gateway.host)
+
+    def check_references(self) -> list[str]:
+        """Cross-references pydantic cannot see: agents → providers/models,
+        channels and scheduled jobs → agents."""
+        problems: list[str] = []
+        for name, agent in self.agents.items():
+            if agent.provider not in self.providers:
+                problems.append(f"agents.{name}.provider: no provider named {agent.provider!r}")
+            if agent.model not in self.models:
+                problems.append(f"agents.{name}.model: no model named {agent.model!r}")
+            summary = agent.compaction.summary_model
+            if summary is not None and summary not in self.models:
+                problems.append(
+                    f"agents.{name}.compaction.summary_model: no model named {summary!r}"
+                )
+        for name, channel in self.channels.enabled().items():
+            if channel.agent not in self.agents:
+                problems.append(f"channels.{name}.agent: no agent named {channel.agent!r}")
+        for n, job in enumerate(self.scheduler.jobs):
+            agent_name = getattr(job.payload, "agent", None)
+            if agent_name is not None and agent_name not in self.agents:
+                problems.append(
+                    f"scheduler.jobs[{n}] ({job.id}): payload.agent: no agent named {agent_name!r}"
+                )
+        problems.extend(
+            "mcpServers: a server key must not be empty" for key in self.mcp_servers if not key
+        )
+        problems += self._provider_limits()
+        if not self.gateway.loopback_only and self.channels.websocket.enabled:
+            token = self.gateway.auth_token
+            if token is None or not token.get_secret_value():
+                problems.append(
+                    "gateway.auth_token: required when gateway.host is not a loopback "
+                    f"address ({self.gateway.host!r})"
+                )
+        return problems
+
+    def _provider_limits(self) -> list[str]:
+        """Values a provider's type refuses: every turn would fail at run time."""
+        problems: list[str] = []
+        for name, each in self.providers.items():
+            if each.type != "anthropic" and each.prompt_cache_ttl != "5m":
+                problems.append(
+                    f"providers.{name}.prompt_cache_ttl: only anthropic providers take a TTL"
+                )
+        for name, agent in self.agents.items():
+            provider = self.providers.get(agent.provider)
+            model = self.models.get(agent.model)
+            if provider is None or model is None or model.temperature is None:
+                continue
+            low, high = TEMPERATURE_LIMITS[provider.type]
+            if not low <= model.temperature <= high:
+                problems.append(
+                    f"providers.{agent.provider}: models.{agent.model}.temperature "
+                    f"{model.temperature} is out of range: {provider.type} providers take "
+                    f"{low:g} to {high:g} (agents.{name} uses both)"
+                )
+        return problems
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: Config
+    path: Path | None  # None: built-in defaults, no file found
+    home: Path
+    # JSON path → environment variable named by a placeholder that was unset.
+    missing_env: Mapping[str, str]
+    env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
+    static_dir: Path | None = None  # $STATIC_DIR: serve the web UI from disk (development)
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """gateway.admins and PICOBOT_ADMINS together."""
+        return frozenset((*self.config.gateway.admins, *self.env_admins))
+
+    @property
+    def storage_path(self) -> Path:
+        return (
+            Path(self.config.storage.path).expanduser()
+            if self.config.storage.path
+            else (self.home / "storage" / "sessions.db")
+        )
+
+    @property
+    def skills_project_dir(self) -> Path:
+        """<project> of the project skill sources (docs/skills.md)."""
+        chosen = self.config.skills.project_dir
+        return Path(chosen).expanduser() if chosen else self.workspace
+
+    @property
+    def workspace(self) -> Path:
+        ws = self.config.tools.workspace
+        return Path(ws).expanduser() if ws else self.home / "workspace"
+
+    @property
+    def agent_dir(self) -> Path:
+        return self.home / "agent"
+
+    @property
+    def media_dir(self) -> Path:
+        return self.home / "media"
+
+
+def picobot_home(environ: Mapping[str, str]) -> Path:
+    home = environ.get("PICOBOT_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".picobot"
+
+
+def find_config_file(
+    explicit: str | Path | None, environ: Mapping[str, str], cwd: Path
+) -> Path | None:
+    """`--config`, else $PICOBOT_HOME/config.json, else ./config.json, else None."""
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        return path
+    for candidate in (picobot_home(environ) / "config.json", cwd / "config.json"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|<([A-Z_][A-Z0-9_]*)>")
+
+
+def _substitute(node: Any, environ: Mapping[str, str], path: str, missing: dict[str, str]) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: _substitute(v, environ, f"{path}.{k}" if path else k, missing)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_substitute(v, environ, f"{path}[{i}]", missing) for i, v in enumerate(node)]
+    if not isinstance(node, str):
+        return node
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(3)
+        default = match.group(2)
+        value = environ.get(name)
+        if value:
+            return value
+        if default is not None:
+            return default
+        missing[path] = name
+        return ""
+
+    return _PLACEHOLDER.sub(replace, node)
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        if err["type"] == _RETIRED:
+            loc.append(err.get("ctx", {}).get("key", "?"))
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"  {where}: {reason}")
+    return "\n".join(lines)
+
+
+def parse_config(
+    raw: Any, environ: Mapping[str, str], *, source: str = "config"
+) -> tuple[Config, dict[str, str]]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a JSON object")
+    missing: dict[str, str] = {}
+    substituted = _substitute(raw, environ, "", missing)
+    try:
+        config = Config.model_validate(substituted)
+    except ValidationError as exc:
+        raise ConfigError(f"{source} is invalid:\n{_format_errors(exc)}") from None
+    problems = config.check_references() + unset_placeholders(config.mcp_servers, missing)
+    if problems:
+        raise ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
+    return config, missing
+
+
+def load_config(
+    explicit: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> LoadedConfig:
+    env = os.environ if environ is None else environ
+    path = find_config_file(explicit, env, cwd or Path.cwd())
+    raw: Any = {}
+    if path is not None:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+            ) from None
+        except RecursionError:
+            raise ConfigError(f"{path}: nested too deeply to read") from None
+        except ValueError as exc:  # a number longer than int() takes
+            raise ConfigError(f"{path}: cannot read: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    config, missing = parse_config(raw, env, source=str(path) if path else "default config")
+    static = env.get("STATIC_DIR")
+    return LoadedConfig(
+        config,
+        path,
+        picobot_home(env),
+        missing,
+        admins_from_env(env),
+        Path(static).expanduser() if static else None,
+    )

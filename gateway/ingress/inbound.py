@@ -1,0 +1,299 @@
+"""InboundProcessor: bus → durable inbox → the session's queue (or a command lane).
+
+Messages are taken from the bus in batches and recorded in one commit; only
+then is each channel's receipt resolved (ack after durable). A duplicate
+(channel, message id) resolves as DUPLICATE and produces nothing. Then the
+access policy judges the batch (gateway.access.gate: one read at most): a
+refused message is closed there and goes no further. Routing
+never waits on storage for a plain message: it is handed to its session's
+queue at once; commands, and messages queued behind a chat's commands, go to
+that chat's command lane (gateway.commands), which runs off this loop.
+
+Each message's locale (gateway.i18n.locales) is resolved here, once, onto its
+`WorkItem`: every text written in answer to it (a command's reply, a refusal,
+a failed turn's notice) reads it from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from gateway.access.gate import AccessGate
+from gateway.access.policy import Verdict
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
+from gateway.commands import CommandLanes, CommandRegistry
+from gateway.i18n import Locale, Msg, tr
+from gateway.i18n.locales import DEFAULT_LOCALES, LocaleResolver
+from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.work import WorkItem
+from gateway.lifecycle import ShutdownBudget, cancel_and_wait
+from gateway.sessions.manager import SessionManager
+from storage import inbox
+from storage.db import StorageUnavailable
+from storage.inbox import InboxEntry, InboxState
+from storage.store import Store
+
+__all__ = ["InboundProcessor"]
+
+log = structlog.get_logger(__name__)
+
+_BATCH_MAX = 256
+
+
+class InboundProcessor:
+    def __init__(
+        self,
+        bus: MessageBus,
+        store: Store,
+        sessions: SessionManager,
+        registry: CommandRegistry,
+        wake: Callable[[str], None],
+        *,
+        on_accepted: Callable[[str], None] | None = None,
+        budget: ShutdownBudget | None = None,
+        access: AccessGate | None = None,
+        dead_letters: DeadLetterSink | None = None,
+        locales: LocaleResolver = DEFAULT_LOCALES,
+    ) -> None:
+        """`access`: the access policy; None admits everyone (and nobody is admin).
+        `dead_letters`: where a message the inbox refuses alone goes (None: the
+        channel is told it was not recorded and retries it)."""
+        self.bus = bus
+        self.store = store
+        self.sessions = sessions
+        self.registry = registry
+        self.wake = wake
+        self.access = access
+        self.dead_letters = dead_letters
+        self.locales = locales
+        is_admin = access.policy.is_admin_message if access is not None else None
+        self.lanes = CommandLanes(registry, store, wake, self.dispatch, is_admin=is_admin)
+        self.on_accepted = on_accepted  # metrics, by channel
+        self.budget = budget or ShutdownBudget(30.0)
+        self._task: asyncio.Task[None] | None = None
+        self.accepted = 0
+        self.duplicates = 0
+
+    name = "inbound"
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        """Recovery first, then the loop (so recovered turns keep their order)."""
+        await self.recover()
+        self._task = tg.create_task(self.run(), name="inbound-processor")
+
+    async def stop(self) -> None:
+        """Ingress off: the bus refuses new messages; what it holds is recorded
+        and routed within the shutdown budget."""
+        self.bus.close()
+        if self._task is None:
+            return
+        try:
+            async with asyncio.timeout(self.budget.left()):
+                await asyncio.shield(self._task)
+        except TimeoutError:
+            log.warning("shutdown_inbound_not_drained", queued=self.bus.depth)
+            await cancel_and_wait([self._task])
+
+    async def recover(self) -> int:
+        """Re-route inbox rows a previous run left unfinished; returns how many."""
+        if unreadable := await self.store.set_aside_unreadable_inbox():
+            log.error("inbox_rows_unreadable", rows=unreadable, kept_in="picobot dead-letters list")
+        entries = await self.store.unfinished_inbox()
+        items = [self._resumed(e) for e in entries]
+        # a row never started may never have been judged (a crash right after its commit)
+        admitted = {i.inbox_id for i in await self._admit([i for i in items if not i.resume])}
+        for item in items:
+            if item.resume or item.inbox_id in admitted:
+                await self._route(item)
+        if entries:
+            log.info("inbox_recovered", rows=len(entries))
+        return len(entries)
+
+    async def reload(self, batch: Sequence[WorkItem]) -> list[WorkItem]:
+        """`batch` as recovery would route it now, for a turn storage failed
+        (gateway.sessions.manager): only its rows still unfinished (one already
+        answered is not run twice), `started` ones resumed. Admission and the
+        approval it carries on from stay as they were judged."""
+        wanted = {item.inbox_id: item for item in batch}
+        return [
+            self._resumed(e, approval_id=wanted[e.id].approval_id, locale=wanted[e.id].locale)
+            for e in await self.store.unfinished_inbox()
+            if e.id in wanted
+        ]
+
+    def _resumed(
+        self, entry: InboxEntry, *, approval_id: int | None = None, locale: Locale | None = None
+    ) -> WorkItem:
+        return WorkItem(
+            entry.id,
+            entry.message,
+            resume=entry.state is InboxState.STARTED,
+            session_id=entry.session_id,
+            approval_id=approval_id,
+            locale=locale or self.locales.resolve(entry.message),
+        )
+
+    async def run(self) -> None:
+        """Until the bus is closed and drained."""
+        bus = self.bus
+        while (first := await bus.get()) is not None:
+            batch = [first]
+            while len(batch) < _BATCH_MAX and (more := bus.get_nowait()) is not None:
+                batch.append(more)
+            await self._process(batch)
+
+    async def _process(self, batch: list[InboundMessage]) -> None:
+        poison = True  # a job that failed alone failed on its message, not on storage
+        try:  # one job each: a bad message fails alone, the batch shares a commit
+            outcomes = await self.store.record_inbound(batch)
+        except Exception as exc:
+            log.exception("inbox_write_failed", batch=len(batch))
+            outcomes, poison = [exc] * len(batch), False
+        accepted: list[WorkItem] = []
+        over_cap: set[int] = set()  # inbox ids refused in their ack: the queue is full
+        planned: dict[tuple[str, str], int] = {}
+        for message, outcome in zip(batch, outcomes, strict=True):
+            receipt = message.receipt
+            if isinstance(outcome, Exception):
+                # a database that refuses writes for now refuses every job alike
+                poisoned = poison and not isinstance(outcome, StorageUnavailable)
+                settled = poisoned and await self._dead_letter(message, outcome)
+                if receipt is not None and not receipt.done():
+                    if settled:
+                        receipt.set_result(Receipt.DEAD_LETTER)
+                    else:
+                        receipt.set_exception(outcome)  # the channel must not ack
+                continue
+            if outcome is None:
+                self.duplicates += 1
+                log.info(
+                    "inbound_duplicate", channel=message.channel, message_id=message.message_id
+                )
+                if receipt is not None and not receipt.done():
+                    receipt.set_result(Receipt.DUPLICATE)
+                continue
+            self.accepted += 1
+            if self.on_accepted is not None:
+                self.on_accepted(message.channel)
+            full = self._over_cap(message, planned)
+            if full:
+                over_cap.add(outcome)
+            if receipt is not None and not receipt.done():
+                receipt.set_result(Receipt.REFUSED if full else Receipt.ACCEPTED)
+            accepted.append(WorkItem(outcome, message, locale=self.locales.resolve(message)))
+        for item in await self._admit(accepted):
+            if item.inbox_id in over_cap:
+                await self._refuse_overflow(item)
+            else:
+                await self._route(item)
+
+    def _over_cap(self, message: InboundMessage, planned: dict[tuple[str, str], int]) -> bool:
+        """Whether a plain message will find its chat's queue full (counting the
+        batch's earlier ones), so that its ack can say so: the same test as
+        `SessionManager.dispatch`. Commands, and chats with commands queued,
+        take the lane path, which answers for itself."""
+        key = (message.channel, message.chat_id)
+        if self.registry.parse(message.text) is not None or self.lanes.busy(key):
+            return False
+        used = planned.get(key, 0)
+        if used >= self.sessions.room(*key):
+            return True
+        planned[key] = used + 1
+        return False
+
+    async def _dead_letter(self, message: InboundMessage, exc: Exception) -> bool:
+        """Keep a message the inbox refused as a dead letter; False if that failed too."""
+        if self.dead_letters is None:
+            return False
+        try:
+            await self.dead_letters.record(
+                message.channel,
+                message.message_id,
+                inbox.inbound_to_json(message, ensure_ascii=True),
+                f"not recorded: {type(exc).__name__}",
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("dead_letter_failed", channel=message.channel)
+            return False
+        return True
+
+    async def _admit(self, items: list[WorkItem]) -> list[WorkItem]:
+        """The items the access policy lets through, in order; the refused are
+        closed (gateway.access.gate). A refused sender's command open to all
+        (/whoami) goes through when the gate says it may be answered."""
+        gate = self.access
+        if gate is None or not items:
+            return items
+        try:
+            verdicts = await gate.judge(items)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # the rows stay unfinished in the inbox and are judged again at next start
+            log.exception("access_check_failed", batch=len(items))
+            return []
+        admitted: list[WorkItem] = []
+        for item, verdict in zip(items, verdicts, strict=True):
+            if verdict.admitted or await self._open_command(gate, item, verdict):
+                admitted.append(item)
+                continue
+            try:
+                await gate.refuse(item, verdict)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("access_refusal_failed", channel=item.message.channel)
+        return admitted
+
+    async def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
+        command = self.registry.parse(item.message.text)
+        if command is None or not command[0].open_to_all:
+            return False
+        try:
+            return await gate.may_answer(item.message, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # refused instead, like any other message of theirs
+            log.exception("access_reply_limit_failed", channel=item.message.channel)
+            return False
+
+    async def _route(self, item: WorkItem) -> None:
+        """Waits for nothing but in the rare case of a chat flooding commands:
+        what needs storage runs in the conversation's command lane."""
+        command = None if item.resume else self.registry.parse(item.message.text)
+        try:
+            if (
+                command is None
+                and not self.lanes.busy(item.conversation)
+                and self.sessions.dispatch(item, force=item.resume)
+            ):
+                return
+            if not self.lanes.queue(item, command):
+                await self._refuse(item, Msg.COMMANDS_QUEUED, self.lanes.max_queued)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # the row stays unfinished in the inbox and is retried at next start
+            log.exception("inbound_route_failed", channel=item.message.channel)
+
+    async def dispatch(self, item: WorkItem) -> None:
+        """Hand a plain message to its session; refuse it if that queue is full."""
+        if not self.sessions.dispatch(item, force=item.resume):
+            await self._refuse_overflow(item)
+
+    async def _refuse_overflow(self, item: WorkItem) -> None:
+        await self._refuse(item, Msg.MESSAGES_QUEUED, self.sessions.max_pending)
+
+    async def _refuse(self, item: WorkItem, why: Msg, count: int) -> None:
+        """Close the row with the refusal `why` (its text says `count` are queued)."""
+        m = item.message
+        log.warning("inbound_refused", channel=m.channel, chat_id=m.chat_id, reason=why.value)
+        text = tr(item.locale, why, count=count)
+        out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+        await self.store.answer([item.inbox_id], out)
+        self.wake(m.channel)

@@ -1,0 +1,51 @@
+"""Long-term memory's parts, built for the composition root in one call:
+the tools' service, the summary context part, AGENT.md's block writer and
+the maintenance pass (which the composition root registers as the
+scheduler's `memory_maintenance` event handler)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.memory.summary_part import MemorySummaryPart
+from agent.providers.base import LLMProvider
+from gateway.config.core import Config
+from gateway.memory.maintenance import MemoryMaintenance
+from gateway.memory.service import MemoryGateway, SummaryFile
+from storage.memory_store import MemoryStore
+
+__all__ = ["MemoryFeature", "build_memory"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFeature:
+    service: MemoryGateway
+    part: MemorySummaryPart
+    summary_file: SummaryFile
+    maintenance: MemoryMaintenance
+
+
+def build_memory(
+    config: Config,
+    store: MemoryStore,
+    providers: Mapping[str, LLMProvider],
+    agent_prompt_path: Path,
+) -> MemoryFeature:
+    """Maintenance uses the `default` agent (else the first one): its provider,
+    its model and that provider's `memory_maintenance_timeout_secs`."""
+    service = MemoryGateway(store)
+    summary_file = SummaryFile(store, agent_prompt_path)
+    name = "default" if "default" in config.agents else next(iter(config.agents))
+    agent = config.agents[name]
+    model = config.models[agent.model]
+    maintenance = MemoryMaintenance(
+        store,
+        summary_file,
+        providers[agent.provider],
+        model.model_id,
+        timeout_secs=config.providers[agent.provider].memory_maintenance_timeout_secs,
+        max_tokens=model.max_tokens,
+    )
+    return MemoryFeature(service, MemorySummaryPart(service), summary_file, maintenance)

@@ -1,0 +1,40 @@
+"""A provider wrapper that records LLM latency, failures and tokens in Metrics."""
+
+from __future__ import annotations
+
+import time
+
+from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse, ProviderError
+from gateway.ops.metrics import Metrics
+
+__all__ = ["MeteredProvider"]
+
+
+class MeteredProvider:
+    def __init__(self, inner: LLMProvider, metrics: Metrics) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.metrics = metrics
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
+        started = time.monotonic()
+        try:
+            response = await self.inner.complete(request, on_delta)
+        except ProviderError:
+            self.metrics.llm_failed(self.name)
+            raise
+        finally:
+            self.metrics.llm_latency(self.name, request.model, time.monotonic() - started)
+        usage = response.usage
+        if usage is not None:
+            self.metrics.tokens(request.model, usage.input_tokens, usage.output_tokens)
+            self.metrics.input_tokens(
+                request.model,
+                usage.uncached_input_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+            )
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

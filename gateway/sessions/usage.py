@@ -1,0 +1,63 @@
+"""A session's token use and what it cost, as /status shows them.
+
+The totals come from storage (`storage.conversations.session_stats`, summed in
+SQL over every message of the session, compaction summaries included); the
+prices from `models.<name>.prices` of the chat's agent's model. The cost is an
+estimate: the provider's invoice is the truth (rounding, tiers, discounts).
+"""
+
+from __future__ import annotations
+
+from agent.messages import Usage
+from gateway.config.core import ModelPrices
+from gateway.i18n import Locale, Msg, tr
+from gateway.turns.agents import AgentProfile
+from storage.conversations import SessionStats
+
+__all__ = ["estimate_cost", "usage_status"]
+
+_PER = 1_000_000  # prices are per million tokens
+
+
+def estimate_cost(tokens: Usage, prices: ModelPrices) -> float:
+    """Uncached input, cache reads, cache writes and output, each at its price
+    (a missing cache price falls back to the input price)."""
+    read = prices.input if prices.cache_read is None else prices.cache_read
+    write = prices.input if prices.cache_write is None else prices.cache_write
+    return (
+        tokens.uncached_input_tokens * prices.input
+        + tokens.cache_read_tokens * read
+        + tokens.cache_write_tokens * write
+        + tokens.output_tokens * prices.output
+    ) / _PER
+
+
+def usage_status(stats: SessionStats, profile: AgentProfile, locale: Locale) -> str:
+    """The /status lines about tokens (and cost, when the model has prices)."""
+    tokens = stats.tokens
+    if not tokens.input_tokens and not tokens.output_tokens:
+        return tr(locale, Msg.USAGE_NONE)
+    share = tokens.cache_read_tokens / tokens.input_tokens if tokens.input_tokens else 0.0
+    lines = [
+        tr(
+            locale,
+            Msg.USAGE_TOKENS,
+            input=tokens.input_tokens,
+            output=tokens.output_tokens,
+            share=share,
+            read=tokens.cache_read_tokens,
+            written=tokens.cache_write_tokens,
+        )
+    ]
+    if profile.prices is not None:
+        cost = estimate_cost(tokens, profile.prices)
+        lines.append(
+            tr(
+                locale,
+                Msg.USAGE_COST,
+                cost=cost,
+                currency=profile.prices.currency,
+                model=profile.loop.model,
+            )
+        )
+    return "\n".join(lines)

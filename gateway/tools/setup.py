@@ -1,0 +1,89 @@
+"""The tools every agent is built from: their settings from the config, the
+built-in registry, the gateway's own tools (memory, scheduler, skills,
+send_session_message) where enabled, and the MCP servers as a per-turn source.
+`tools.disabled` and `tools.approval` names are checked against the result.
+(`task` is added later, once the sub-agent types are known: gateway.app.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent.subagents.types import TASK_TOOL
+from agent.tools.base import ToolRegistry, ToolSettings
+from agent.tools.builtin import build_registry
+from agent.tools.memory import MemoryManageTool, MemorySearchTool
+from agent.tools.scheduler_manage import SchedulerManageTool
+from agent.tools.session_message import SendSessionMessageTool
+from gateway.config.core import LoadedConfig
+from gateway.ops.hardening import resolve_sandbox
+from gateway.ops.metrics import Metrics
+from gateway.tools.mcp import build_mcp
+from gateway.tools.skills import SkillToolKit
+
+if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager
+
+__all__ = ["build_tools"]
+
+
+def build_tools(
+    loaded: LoadedConfig, skills: SkillToolKit, metrics: Metrics
+) -> tuple[ToolSettings, ToolRegistry, McpManager | None]:
+    """The settings, the registry, and the MCP manager (None without servers)."""
+    cfg = loaded.config
+    workspace = loaded.workspace
+    workspace.mkdir(parents=True, exist_ok=True)
+    tool_settings = ToolSettings(
+        workspace=workspace,
+        restrict_to_workspace=cfg.tools.restrict_to_workspace,
+        read_max_bytes=cfg.tools.read_max_bytes,
+        exec_timeout_secs=cfg.tools.exec_timeout_secs,
+        exec_output_max_chars=cfg.tools.exec_output_max_chars,
+        http_timeout_secs=cfg.tools.http.timeout_secs,
+        http_max_bytes=cfg.tools.http.max_response_bytes,
+        http_allow_private=cfg.tools.http.allow_private,
+        shell_sandbox=resolve_sandbox(loaded),
+        # received attachments are readable, never writable (channels store them there)
+        read_roots=(
+            *skills.read_roots,
+            loaded.media_dir.resolve(),  # fixed now: `read` walks it without following links
+        ),
+    )
+    registry = build_registry(
+        tool_settings,
+        cfg.time.timezone,
+        cfg.tools.disabled,
+        cfg.tools.timeout_secs,
+        other_known=[
+            "scheduler_manage",
+            MemorySearchTool.name,
+            MemoryManageTool.name,
+            *skills.names,
+            "skill_list",
+            TASK_TOOL,
+            SendSessionMessageTool.name,
+        ],
+    )
+    if SendSessionMessageTool.name not in cfg.tools.disabled:
+        sending = cfg.tools.send_session_message
+        registry.register(SendSessionMessageTool(sending.allow_targets, sending.max_per_minute))
+    for memory_tool in (MemorySearchTool(), MemoryManageTool()):
+        if memory_tool.name not in cfg.tools.disabled:
+            registry.register(memory_tool)
+    if cfg.scheduler.enabled and "scheduler_manage" not in cfg.tools.disabled:
+        registry.register(SchedulerManageTool())
+    for tool in skills.tools:
+        if tool.name not in cfg.tools.disabled:
+            registry.register(tool)
+    mcp = build_mcp(
+        cfg.mcp_servers,
+        disabled=cfg.tools.disabled,
+        reserved=registry.names(),
+        metrics=metrics,
+    )
+    if mcp is not None:
+        registry.add_source(mcp)  # offered per turn: the tools of the servers up then
+    # `task` is registered later (gateway.app) but may be held like any tool
+    cfg.tools.approval.check_names([*registry.names(), *cfg.tools.disabled, TASK_TOOL])
+    return tool_settings, registry, mcp
