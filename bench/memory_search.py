@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from storage.db import Database
-from storage.memories import Provenance, Scope, put_memory
-from storage.memory_store import MemoryStore
+from storage.sqlite.db import Database
+from storage.sqlite.memory.memories import Provenance, Scope, put_memory
+from storage.units.memories import MemoryStore
 
 _WORDS = ["piano", "coffee", "marathon", "garden", "visa", "budget", "thesis", "kitchen", "guitar", "chess", "travel", "oslo", "berlin", "valencia", "tomato", "jazz", "novel", "kubernetes", "mortgage", "violin"]  # fmt: skip
 _ZH = "钢琴咖啡马拉松花园签证预算论文厨房吉他象棋旅行北京上海成都番茄爵士小说房贷小提琴"

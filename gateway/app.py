@@ -93,7 +93,7 @@ from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
 from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
 from skills.runtime import SkillRuntime
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 if TYPE_CHECKING:

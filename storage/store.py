@@ -17,37 +17,34 @@ from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
-from storage import (
-    channel_state,
-    chat_owners,
-    conversations,
-    dead_letters,
-    inbox,
-    jobs,
-    messages,
-    outbox,
-    pairings,
-    sessions,
-    skill_events,
-    turns,
-)
-from storage.approval_store import ApprovalStore
 from storage.clock import now_iso
-from storage.compaction import commit_compaction
-from storage.conversations import RecentHistory, Replaced, SessionStats
-from storage.db import Database
-from storage.dead_letters import DeadLetter
-from storage.inbox import InboxEntry
-from storage.jobs import JobRecord, RunRecord
-from storage.memory_store import MemoryStore
-from storage.outbox import Held, OutboxRow, Scan
-from storage.pairings import Approval, CodeRules, Issue, Pairing
-from storage.rate_events import RateStore
-from storage.retention_store import RetentionStore
-from storage.sessions import SessionRecord
-from storage.skill_events import SkillEventRow
-from storage.transcripts import TranscriptStore
-from storage.turns import Begun, CachedHistory, DeferredOpening, Opening, PromptCheck
+from storage.sqlite import jobs, skill_events
+from storage.sqlite.access import chat_owners, pairings
+from storage.sqlite.access.pairings import Approval, CodeRules, Issue, Pairing
+from storage.sqlite.access.rate_events import RateStore
+from storage.sqlite.conversations import commands as conversations
+from storage.sqlite.conversations import messages, sessions, turns
+from storage.sqlite.conversations.commands import RecentHistory, Replaced, SessionStats
+from storage.sqlite.conversations.compaction import commit_compaction
+from storage.sqlite.conversations.sessions import SessionRecord
+from storage.sqlite.conversations.turns import (
+    Begun,
+    CachedHistory,
+    DeferredOpening,
+    Opening,
+    PromptCheck,
+)
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import channel_state, dead_letters, inbox, outbox
+from storage.sqlite.delivery.dead_letters import DeadLetter
+from storage.sqlite.delivery.inbox import InboxEntry
+from storage.sqlite.delivery.outbox import Held, OutboxRow, Scan
+from storage.sqlite.jobs import JobRecord, RunRecord
+from storage.sqlite.skill_events import SkillEventRow
+from storage.units.approvals import ApprovalStore
+from storage.units.memories import MemoryStore
+from storage.units.retention import RetentionStore
+from storage.units.transcripts import TranscriptStore
 
 __all__ = ["Store"]
 
@@ -59,7 +56,9 @@ class Store:
         self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
         self.approvals = ApprovalStore(db)  # held tool calls (docs/approvals.md)
         self.retention = RetentionStore(db)  # pruning what is finished (docs/OPERATIONS.md)
-        self.rates = RateStore(db)  # limits that survive a restart (storage/rate_events.py)
+        self.rates = RateStore(
+            db
+        )  # limits that survive a restart (storage/sqlite/access/rate_events.py)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
@@ -82,7 +81,7 @@ class Store:
         answer = functools.partial(inbox.answer, inbox_ids=inbox_ids, reply=reply)
         return await asyncio.shield(self.db.write(answer))
 
-    # -- dead letters (storage/dead_letters.py) --------------------------------
+    # -- dead letters (storage/sqlite/delivery/dead_letters.py) --------------------------------
     async def record_dead_letter(
         self, channel: str, platform_id: str | None, payload: str | bytes, reason: str
     ) -> int:
@@ -356,7 +355,7 @@ class Store:
             functools.partial(channel_state.set_state, channel=channel, key=key, value=value)
         )
 
-    # -- chat owners (storage/chat_owners.py) ------------------------------------
+    # -- chat owners (storage/sqlite/access/chat_owners.py) ------------------------------------
     async def claim_chat(
         self,
         channel: str,

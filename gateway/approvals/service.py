@@ -46,9 +46,9 @@ from gateway.i18n import Locale, Msg, tr
 from gateway.ingress.work import ReplySink, WorkItem
 from gateway.lifecycle import cancel_and_wait
 from gateway.sessions.reset import Clock, utc_now
-from storage.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
+from storage.sqlite.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
+from storage.sqlite.conversations.turns import DeferredOpening
 from storage.store import Store
-from storage.turns import DeferredOpening
 
 __all__ = ["Approvals", "PauseRequest", "TurnControls", "TurnStop"]
 

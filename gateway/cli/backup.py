@@ -2,7 +2,7 @@
 
 Backup is online (a running gateway keeps writing), restore is offline (it
 refuses while the database is in use unless forced). How the copy is made,
-checked and put in place is `storage.backup`'s job; this module reports the
+checked and put in place is `storage.sqlite.backup`'s job; this module reports the
 outcome and turns it into an exit code. Neither ever writes to the source
 database's content.
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from storage.backup import BackupError, backup_database, restore_database
+from storage.sqlite.backup import BackupError, backup_database, restore_database
 
 __all__ = [
     "add_backup_arguments",

@@ -35,8 +35,8 @@ from gateway.config.core import (
     picobot_home,
 )
 from gateway.ops.hardening import BWRAP_INSTALL_HINT
-from storage.health import UnreadableDatabase, inspect_database
-from storage.migrations import MIGRATIONS
+from storage.sqlite.health import UnreadableDatabase, inspect_database
+from storage.sqlite.migrations import MIGRATIONS
 
 __all__ = ["Finding", "Status", "run_doctor"]  # Finding, Status: from doctor_findings
 

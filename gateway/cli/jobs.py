@@ -21,7 +21,7 @@ from gateway.config.core import LoadedConfig
 from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.clock import SystemClock
 from scheduler.owners import OPERATOR
-from storage.db import Database
+from storage.sqlite.db import Database
 
 __all__ = ["add_jobs_parser", "print_jobs_help", "run_jobs_command"]
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from gateway.config.core import LoadedConfig
 from gateway.memory.service import entry_of
-from storage.db import Database
-from storage.memories import MemoryRow, Scope
-from storage.memory_store import MemoryStore
+from storage.sqlite.db import Database
+from storage.sqlite.memory.memories import MemoryRow, Scope
+from storage.units.memories import MemoryStore
 
 __all__ = ["add_memory_parser", "run_memory_command"]
 

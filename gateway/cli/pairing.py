@@ -23,8 +23,8 @@ from gateway.access.pairing import (
 )
 from gateway.config.core import LoadedConfig
 from gateway.i18n.locales import LocaleResolver
-from storage.db import Database
-from storage.pairings import ApproveOutcome
+from storage.sqlite.access.pairings import ApproveOutcome
+from storage.sqlite.db import Database
 from storage.store import Store
 
 __all__ = ["HOST", "add_pairing_parser", "run_pairing_command"]

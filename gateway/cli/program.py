@@ -146,7 +146,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
     from gateway.lifecycle import StartupError
     from gateway.ops.logging import configure_logging, register_secrets
-    from storage.db import SchemaTooNew, StorageUnusable
+    from storage.sqlite.db import SchemaTooNew, StorageUnusable
 
     loaded = _load(args)
     cfg = loaded.config

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from agent.messages import ChatMessage
 from gateway.config.core import LoadedConfig
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 __all__ = ["add_sessions_parser", "run_sessions_command"]

@@ -17,7 +17,7 @@ from typing import TextIO
 from gateway.config.core import LoadedConfig
 from gateway.tools.skills import skill_roots
 from skills.discovery import scan
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 __all__ = ["add_skills_parser", "run_skills_command"]

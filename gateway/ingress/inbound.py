@@ -31,9 +31,9 @@ from gateway.ingress.dead_letters import DeadLetterSink
 from gateway.ingress.work import WorkItem
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.sessions.manager import SessionManager
-from storage import inbox
-from storage.db import StorageUnavailable
-from storage.inbox import InboxEntry, InboxState
+from storage.sqlite.db import StorageUnavailable
+from storage.sqlite.delivery import inbox
+from storage.sqlite.delivery.inbox import InboxEntry, InboxState
 from storage.store import Store
 
 __all__ = ["InboundProcessor"]

@@ -13,7 +13,7 @@ from agent.memory.types import MemoryScope
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
 from gateway.i18n import Msg, tr
 from gateway.memory.service import SummaryFile, scope_of
-from storage.memory_store import MemoryStore
+from storage.units.memories import MemoryStore
 
 __all__ = ["MemoryCommands"]
 

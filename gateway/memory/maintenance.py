@@ -20,9 +20,9 @@ from agent.messages import ChatMessage
 from agent.providers.base import LLMProvider, LLMRequest, ProviderError
 from gateway.memory.plan import PLAN_INSTRUCTIONS, InvalidPlan, check_plan, plan_request
 from gateway.memory.service import SummaryFile
-from storage.memories import Scope
-from storage.memory_maintenance import Rewrite
-from storage.memory_store import MemoryStore
+from storage.sqlite.memory.maintenance import Rewrite
+from storage.sqlite.memory.memories import Scope
+from storage.units.memories import MemoryStore
 
 __all__ = ["MaintenanceFailed", "MemoryMaintenance"]
 

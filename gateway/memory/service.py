@@ -22,8 +22,8 @@ from agent.memory.types import (
     SourceType,
     WriteOutcome,
 )
-from storage.memories import MemoryRow, Provenance, Scope, ScopeFull
-from storage.memory_store import MemoryStore
+from storage.sqlite.memory.memories import MemoryRow, Provenance, Scope, ScopeFull
+from storage.units.memories import MemoryStore
 
 __all__ = ["MemoryGateway", "SummaryFile", "entry_of", "scope_of"]
 

@@ -14,7 +14,7 @@ from agent.providers.base import LLMProvider
 from gateway.config.core import Config
 from gateway.memory.maintenance import MemoryMaintenance
 from gateway.memory.service import MemoryGateway, SummaryFile
-from storage.memory_store import MemoryStore
+from storage.units.memories import MemoryStore
 
 __all__ = ["MemoryFeature", "build_memory"]
 

@@ -10,8 +10,8 @@ from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRe
 from gateway.i18n import Locale, Msg, tr
 from gateway.ingress.work import WorkItem, session_base_id
 from gateway.sessions.manager import SessionManager
-from storage.conversations import SessionStats
-from storage.sessions import SessionRecord, SessionStatus
+from storage.sqlite.conversations.commands import SessionStats
+from storage.sqlite.conversations.sessions import SessionRecord, SessionStatus
 from storage.store import Store
 
 __all__ = ["SessionCommands"]

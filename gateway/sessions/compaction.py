@@ -34,8 +34,8 @@ from gateway.lifecycle import cancel_and_wait
 from gateway.sessions.manager import ConversationGates
 from gateway.turns.agents import AgentProfile
 from gateway.turns.execution import TurnEnd
-from storage.compaction import CompactionConflict
-from storage.conversations import SessionStats
+from storage.sqlite.conversations.commands import SessionStats
+from storage.sqlite.conversations.compaction import CompactionConflict
 from storage.store import Store
 
 __all__ = ["Compactor"]

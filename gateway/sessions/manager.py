@@ -33,7 +33,7 @@ from gateway.ingress.work import TurnOutcome, WorkItem
 from gateway.lifecycle import ShutdownBudget
 from gateway.turns.execution import ExecutionService
 from gateway.turns.run_slots import RunSlots
-from storage.db import STORAGE_ERRORS, StorageUnavailable
+from storage.sqlite.db import STORAGE_ERRORS, StorageUnavailable
 
 __all__ = ["ConversationGates", "SessionManager", "StorageRetry"]
 

@@ -61,9 +61,9 @@ from gateway.turns.plan import TurnPlan
 from gateway.turns.replies import build_user_message, unknown_agent, user_facing_error
 from gateway.turns.tool_progress import ToolDisplay, ToolProgress
 from gateway.turns.transcription import transcribe_items
-from storage.db import STORAGE_ERRORS, StorageUnavailable
+from storage.sqlite.conversations.turns import Opening
+from storage.sqlite.db import STORAGE_ERRORS, StorageUnavailable
 from storage.store import Store
-from storage.turns import Opening
 
 __all__ = ["AfterTurn", "ExecutionService", "TurnEnd"]
 

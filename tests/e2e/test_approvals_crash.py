@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.e2e.test_crash import Client, _config
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import child_env, newest, spawn_gateway

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from agent.messages import ChatMessage, Role
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
-from storage import messages, sessions
-from storage.db import Connection, Database
+from storage.sqlite.conversations import messages, sessions
+from storage.sqlite.db import Connection, Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway, ws_client
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from agent.messages import ChatMessage, Role, tokens_for_chars
 from gateway.app import Gateway
-from storage import messages, sessions
-from storage.db import Database
+from storage.sqlite.conversations import messages, sessions
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support import make_config, running_gateway, ws_client
 

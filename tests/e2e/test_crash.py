@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import websockets
 
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import GatewayProcess, child_env, conversation, spawn_gateway
 

@@ -12,7 +12,7 @@ from agent.messages import CANCELLED_RESULT
 from channels.base import TransientSendError
 from gateway.bus import Receipt
 from gateway.cli import main as picobot_main
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
 from tests.support import conversation, make_config, replies_written, running_gateway, ws_client

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.mcp.server import ServerState
 from gateway.app import Gateway
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp_servers.harness import HttpMcpServer, free_port, stdio_server
 from tests.support import make_config, newest, running_gateway, ws_client

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import Gateway
 from gateway.lifecycle import StartupError
-from storage.db import Database, StorageClosed
+from storage.sqlite.db import Database, StorageClosed
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
 from tests.support import (

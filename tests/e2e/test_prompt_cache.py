@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.prompt_file import DEFAULT_AGENT_PROMPT, prompt_text
 from gateway.app import Gateway
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedLLMServer
 from tests.support import make_config, running_gateway, ws_client

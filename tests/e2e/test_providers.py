@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.prompt_file import DEFAULT_AGENT_PROMPT, prompt_text
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support import conversation, make_config, running_gateway, ws_client

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.turn_control import APPROVAL_REFUSED
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.recording_channel import RecordingChannel
 from tests.support import conversation, make_config, running_gateway

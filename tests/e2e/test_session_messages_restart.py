@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import websockets
 
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import GatewayProcess, child_env, process_config, spawn_gateway
 

@@ -11,7 +11,7 @@ import pytest
 
 from skills.index import HEADER
 from skills.model import SkillSource
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 from tests.fakes.openai_server import FakeOpenAI
 from tests.skills.helpers import SIX, Layout, write_skill

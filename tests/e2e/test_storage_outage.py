@@ -19,7 +19,7 @@ import pytest
 import websockets
 from structlog.testing import capture_logs
 
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import (
     PICOBOT,

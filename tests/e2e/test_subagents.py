@@ -12,7 +12,7 @@ import pytest
 from agent.messages import CANCELLED_RESULT, ChatMessage, Role
 from agent.subagents.types import EXPLORE_TOOLS
 from gateway.app import Gateway
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 from tests.fakes.openai_server import FakeOpenAI, Reply, last_user_text
 from tests.support import make_config, running_gateway, ws_client

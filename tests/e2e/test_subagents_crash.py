@@ -14,7 +14,7 @@ import pytest
 import websockets
 
 from agent.messages import Role
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram

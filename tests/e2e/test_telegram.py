@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import make_config, newest, running_gateway

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from gateway.config.core import LoadedConfig
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wecom_kf_server import OPEN_KFID, FakeWecomKf
 from tests.support import child_env, make_config, running_gateway, spawn_gateway

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wecom_kf_server import OPEN_KFID, FakeWecomKf
 from tests.support import child_env, spawn_gateway

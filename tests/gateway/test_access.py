@@ -14,7 +14,7 @@ from gateway.access.gate import ReplyLimiter
 from gateway.access.pairing import ALPHABET, new_code, parse_code, parse_who
 from gateway.access.policy import AccessPolicy, Reason
 from gateway.bus import ChatType, InboundMessage, Origin, TurnRequest
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from gateway.approvals.texts import TIMED_OUT_BY
 from gateway.approvals.timeouts import ApprovalTimeouts
 from gateway.sessions.reset import utc_now
-from storage.approvals import ApprovalState
+from storage.sqlite.approvals import ApprovalState
 
 
 @dataclass

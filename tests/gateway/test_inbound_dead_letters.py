@@ -11,7 +11,7 @@ from gateway.commands import CommandRegistry
 from gateway.ingress.dead_letters import DeadLetterSink
 from gateway.ingress.inbound import InboundProcessor
 from gateway.ops.metrics import Metrics
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 

@@ -27,7 +27,7 @@ from gateway.ops.logging import (
     redact_data,
     register_secrets,
 )
-from storage.db import Database
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -14,9 +14,9 @@ from agent.messages import ToolCall
 from agent.tools.base import ToolContext, ToolRegistry, ToolServices, ToolSettings
 from agent.tools.memory import MemoryManageTool, MemorySearchTool
 from gateway.memory.service import MemoryGateway
-from storage.db import Database
-from storage.memories import Scope
-from storage.memory_store import MemoryStore
+from storage.sqlite.db import Database
+from storage.sqlite.memory.memories import Scope
+from storage.units.memories import MemoryStore
 
 
 @pytest.fixture

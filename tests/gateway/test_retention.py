@@ -18,7 +18,7 @@ from gateway.config.core import StorageConfig
 from gateway.delivery.files import copy_for_outbox
 from gateway.ops.media_retention import Removed, remove_paths
 from gateway.ops.retention import ORPHAN_GRACE_SECS, RetentionService, RetentionSettings
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 NOW = datetime.now(UTC)

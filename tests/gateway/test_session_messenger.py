@@ -14,7 +14,7 @@ from agent.tools.base import ToolContext, ToolError, ToolServices, ToolSettings
 from agent.tools.session_message import SendArgs, SendSessionMessageTool
 from gateway.bus import OutboundMessage
 from gateway.sessions.messages import OutboxMessenger
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 RATE_LIMIT = r"^rate limit: at most 6 session messages per minute"

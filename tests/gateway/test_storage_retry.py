@@ -19,7 +19,7 @@ from gateway.ingress.work import TurnOutcome, WorkItem
 from gateway.ops.metrics import Metrics
 from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
 from gateway.turns.run_slots import RunSlots
-from storage.db import Database, StorageUnavailable
+from storage.sqlite.db import Database, StorageUnavailable
 from storage.store import Store
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from agent.messages import ChatMessage, Role
 from gateway.turns.opener import OpenedTurn, TurnOpener
-from storage.db import Database
+from storage.sqlite.conversations.turns import Opening
+from storage.sqlite.db import Database
 from storage.store import Store
-from storage.turns import Opening
 
 
 async def _turn(opener: TurnOpener, db: Database, text: str, inbox_id: int) -> OpenedTurn:

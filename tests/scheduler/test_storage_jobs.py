@@ -1,4 +1,4 @@
-"""storage/jobs.py and storage/cleanup.py on real SQLite, and the session_cleanup event."""
+"""storage/sqlite/jobs.py and storage/sqlite/conversations/cleanup.py on real SQLite, and the session_cleanup event."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from scheduler.builtin import builtin_jobs, register_builtin_events
 from scheduler.clock import ManualClock
 from scheduler.events import EventRegistry, InternalEvent
-from storage import jobs as store
-from storage.cleanup import archive_idle_sessions
-from storage.db import Database
-from storage.jobs import JobOwner, JobRecord, JobSource, RunCause, RunStatus
-from storage.migrations import MIGRATIONS
+from storage.sqlite import jobs as store
+from storage.sqlite.conversations.cleanup import archive_idle_sessions
+from storage.sqlite.db import Database
+from storage.sqlite.jobs import JobOwner, JobRecord, JobSource, RunCause, RunStatus
+from storage.sqlite.migrations import MIGRATIONS
 from tests.scheduler.conftest import START, Harness
 
 T0 = datetime(2026, 2, 1, 8, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""`storage.backup` directly: what `picobot backup` / `restore` build on (see tests/gateway/cli/)."""
+"""`storage.sqlite.backup` directly: what `picobot backup` / `restore` build on (see tests/gateway/cli/)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gateway.access.pairing import CODE_RULES
-from storage.backup import BackupError, DatabaseInUse, backup_database, restore_database
-from storage.db import Database
-from storage.migrations import MIGRATIONS
+from storage.sqlite.backup import BackupError, DatabaseInUse, backup_database, restore_database
+from storage.sqlite.db import Database
+from storage.sqlite.migrations import MIGRATIONS
 from storage.store import Store
 
 

@@ -1,4 +1,4 @@
-"""Chat owners on a real database (storage/chat_owners.py): the first claim
+"""Chat owners on a real database (storage/sqlite/access/chat_owners.py): the first claim
 wins, racing claims agree, owners survive a reopen, and a chat used before
 owners were recorded is given to whom its stored senders say."""
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.bus import InboundMessage
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 

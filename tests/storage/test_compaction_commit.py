@@ -13,8 +13,8 @@ from agent.compaction import compact
 from agent.messages import ChatMessage, Marker, Role, ToolCall
 from agent.providers.base import ProviderSettings
 from agent.providers.openai import OpenAIProvider
-from storage.compaction import CompactionConflict, commit_compaction
-from storage.db import Database
+from storage.sqlite.conversations.compaction import CompactionConflict, commit_compaction
+from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 
 SESSION = "telegram:42"

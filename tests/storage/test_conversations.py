@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.messages import ChatMessage, Marker, Role, ToolCall, Usage
-from storage import conversations, messages, sessions
-from storage.compaction import commit_compaction
-from storage.db import Connection, Database
+from storage.sqlite.conversations import commands as conversations
+from storage.sqlite.conversations import messages, sessions
+from storage.sqlite.conversations.compaction import commit_compaction
+from storage.sqlite.db import Connection, Database
 
 
 async def test_session_stats_count_what_the_history_holds(tmp_path: Path) -> None:

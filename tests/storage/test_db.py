@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.db import Database, SchemaTooNew, StorageClosed
-from storage.migrations import MIGRATIONS
+from storage.sqlite.db import Database, SchemaTooNew, StorageClosed
+from storage.sqlite.migrations import MIGRATIONS
 
 
 def _insert(conn: sqlite3.Connection, key: str) -> None:
@@ -186,12 +186,12 @@ async def test_the_wal_stays_bounded_while_writes_never_pause(tmp_path: Path) ->
 async def test_without_a_checkpoint_connection_the_writer_checkpoints_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import storage.db
+    import storage.sqlite.db
 
     def refuse(path: Path) -> sqlite3.Connection:
         raise sqlite3.OperationalError("unable to open database file")
 
-    monkeypatch.setattr(storage.db, "_checkpoint_connection", refuse)
+    monkeypatch.setattr(storage.sqlite.db, "_checkpoint_connection", refuse)
     async with Database(tmp_path / "picobot.db") as db:
 
         def automatic(c: sqlite3.Connection) -> int:

@@ -6,10 +6,10 @@ import sqlite3
 from pathlib import Path
 
 from gateway.bus import InboundMessage, storable
-from storage import dead_letters
-from storage.db import Database
-from storage.inbox import record_inbound
-from storage.migrations import MIGRATIONS
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import dead_letters
+from storage.sqlite.delivery.inbox import record_inbound
+from storage.sqlite.migrations import MIGRATIONS
 
 
 def test_lone_surrogates_are_replaced_and_pairs_joined() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import OutboundMessage
-from storage import outbox
-from storage.db import Database
-from storage.health import UnreadableDatabase, inspect_database
-from storage.migrations import MIGRATIONS
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import outbox
+from storage.sqlite.health import UnreadableDatabase, inspect_database
+from storage.sqlite.migrations import MIGRATIONS
 
 
 async def test_a_fresh_database_is_current_and_intact(tmp_path: Path) -> None:

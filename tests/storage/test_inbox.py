@@ -20,8 +20,9 @@ from gateway.bus import (
     TurnRequest,
     reply_handle,
 )
-from storage import inbox, turns
-from storage.db import Database
+from storage.sqlite.conversations import turns
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import inbox
 
 
 def _message(**overrides: object) -> InboundMessage:

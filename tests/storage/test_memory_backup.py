@@ -6,9 +6,9 @@ import io
 from pathlib import Path
 
 from gateway.cli.backup import run_backup, run_restore
-from storage.db import Database
-from storage.memories import Provenance, Scope
-from storage.memory_store import MemoryStore
+from storage.sqlite.db import Database
+from storage.sqlite.memory.memories import Provenance, Scope
+from storage.units.memories import MemoryStore
 
 U1 = Scope("user", "feishu:u1")
 

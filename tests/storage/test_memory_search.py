@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.db import Database
-from storage.memories import Provenance, Scope
-from storage.memory_search import query_terms
-from storage.memory_store import MemoryStore
+from storage.sqlite.db import Database
+from storage.sqlite.memory.memories import Provenance, Scope
+from storage.sqlite.memory.search import query_terms
+from storage.units.memories import MemoryStore
 from tests.storage.memory_fixture import QUERIES, memories
 
 U1 = Scope("user", "feishu:u1")

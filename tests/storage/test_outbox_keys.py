@@ -6,9 +6,9 @@ import sqlite3
 from pathlib import Path
 
 from gateway.bus import OutboundMessage
-from storage import outbox
-from storage.db import Database
-from storage.migrations import MIGRATIONS
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import outbox
+from storage.sqlite.migrations import MIGRATIONS
 
 
 async def test_each_row_keeps_its_own_key_across_reads(tmp_path: Path) -> None:

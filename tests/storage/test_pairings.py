@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.db import Database
-from storage.pairings import ApproveOutcome, CodeRules, IssueOutcome, PairingState
+from storage.sqlite.access.pairings import ApproveOutcome, CodeRules, IssueOutcome, PairingState
+from storage.sqlite.db import Database
 from storage.store import Store
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Rate events (storage/rate_events.py): a limit per kind and key that holds
+"""Rate events (storage/sqlite/access/rate_events.py): a limit per kind and key that holds
 across concurrent writers and a reopened database, and prunes what left the window."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.db import Database
-from storage.rate_events import RateLimit
+from storage.sqlite.access.rate_events import RateLimit
+from storage.sqlite.db import Database
 from storage.store import Store
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

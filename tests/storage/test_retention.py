@@ -1,4 +1,4 @@
-"""Retention's batches (storage.retention): finished rows past the cutoff go,
+"""Retention's batches (storage.sqlite.retention): finished rows past the cutoff go,
 open ones and the newest row of each table stay; channel state written for an
 outbox row goes once that row is delivered or gone."""
 
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import InboundMessage, MediaKind, MediaRef, OutboundMessage
-from storage import channel_state, dead_letters, inbox, outbox, skill_events
 from storage.clock import iso
-from storage.db import Database
-from storage.retention import (
+from storage.sqlite import skill_events
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import channel_state, dead_letters, inbox, outbox
+from storage.sqlite.retention import (
     YOUNG_RUN,
     RetainedTable,
     RowRef,
@@ -25,7 +26,7 @@ from storage.retention import (
     row_of_state_key,
     unfinished_media,
 )
-from storage.skill_events import SkillEventRow
+from storage.sqlite.skill_events import SkillEventRow
 
 NOW = datetime.now(UTC)
 CUTOFF = NOW - timedelta(days=30)

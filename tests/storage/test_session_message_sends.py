@@ -1,4 +1,4 @@
-"""send_session_message's unit of work (storage/session_messages.py): the send
+"""send_session_message's unit of work (storage/sqlite/conversations/session_messages.py): the send
 is counted against its keys in its own transaction; over the limit nothing is
 stored, neither the outbox row nor the history note."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import OutboundMessage
-from storage.db import Database
-from storage.rate_events import RateLimit
-from storage.session_messages import Limited, Queued
+from storage.sqlite.access.rate_events import RateLimit
+from storage.sqlite.conversations.session_messages import Limited, Queued
+from storage.sqlite.db import Database
 from storage.store import Store
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.db import Database, StorageUnavailable, StorageUnusable
+from storage.sqlite.db import Database, StorageUnavailable, StorageUnusable
 
 
 def _insert(conn: sqlite3.Connection, key: str, value: str = "v") -> None:

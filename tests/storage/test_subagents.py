@@ -1,4 +1,4 @@
-"""Child sessions (storage/subagents.py through Store.transcripts): opened once,
+"""Child sessions (storage/sqlite/conversations/subagents.py through Store.transcripts): opened once,
 resumed from what they stored, closed without a dangling call."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT, ChatMessage, Marker, Role, ToolCall
-from storage.db import Database
+from storage.sqlite.db import Database
 from storage.store import Store
 
 FIRST = [ChatMessage.system("t", Marker.SUBAGENT_PROMPT), ChatMessage.user("d")]

@@ -6,9 +6,9 @@ import sqlite3
 from pathlib import Path
 
 from agent.messages import ChatMessage
-from storage.db import Database
-from storage.messages import append_messages
-from storage.sessions import create_session, list_sessions
+from storage.sqlite.conversations.messages import append_messages
+from storage.sqlite.conversations.sessions import create_session, list_sessions
+from storage.sqlite.db import Database
 
 
 def _wal_frames(conn: sqlite3.Connection) -> int:
@@ -48,7 +48,7 @@ async def test_a_turns_update_of_its_session_row_writes_one_page(tmp_path: Path)
 
 
 def test_none_binds_as_null_through_a_registered_adapter() -> None:
-    """storage.db registers one for None (the module's own lookup for an
+    """storage.sqlite.db registers one for None (the module's own lookup for an
     unregistered None raises and clears an AttributeError per value)."""
     conn = sqlite3.connect(":memory:")
     try:

@@ -23,7 +23,7 @@ from gateway.bus import InboundMessage
 from scheduler.clock import ManualClock
 from scheduler.config import SchedulerConfig
 from scheduler.service import Scheduler
-from storage.db import Database
+from storage.sqlite.db import Database
 
 NOW = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gateway.cli.backup import run_backup, run_restore
-from storage.db import Database
-from storage.migrations import MIGRATIONS
+from storage.sqlite.db import Database
+from storage.sqlite.migrations import MIGRATIONS
 
 MESSAGES_PER_SESSION = 3
 

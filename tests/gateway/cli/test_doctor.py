@@ -19,9 +19,9 @@ from aiohttp import web
 from gateway.bus import OutboundMessage
 from gateway.cli.doctor import run_doctor
 from gateway.config.core import ConfigError, load_config
-from storage import outbox
-from storage.db import Database
-from storage.migrations import MIGRATIONS
+from storage.sqlite.db import Database
+from storage.sqlite.delivery import outbox
+from storage.sqlite.migrations import MIGRATIONS
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
 

@@ -10,9 +10,9 @@ import pytest
 
 from gateway.cli.memory import add_memory_parser, run_memory_command
 from gateway.config.core import Config, LoadedConfig
-from storage.db import Database
-from storage.memories import Provenance, Scope
-from storage.memory_store import MemoryStore
+from storage.sqlite.db import Database
+from storage.sqlite.memory.memories import Provenance, Scope
+from storage.units.memories import MemoryStore
 
 
 @pytest.fixture

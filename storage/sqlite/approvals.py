@@ -19,9 +19,10 @@ from enum import StrEnum
 
 from agent.messages import ChatMessage, ToolCall
 from gateway.bus import InboundMessage, OutboundMessage
-from storage import inbox, messages, turns
 from storage.clock import iso, now_iso, parse_iso
-from storage.turns import DeferredOpening
+from storage.sqlite.conversations import messages, turns
+from storage.sqlite.conversations.turns import DeferredOpening
+from storage.sqlite.delivery import inbox
 
 __all__ = [
     "ApprovalRecord",

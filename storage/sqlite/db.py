@@ -40,7 +40,7 @@ import aiosqlite
 import structlog
 
 from storage.errors import StorageUnavailable, StorageUnusable, unavailable
-from storage.migrations import MIGRATIONS
+from storage.sqlite.migrations import MIGRATIONS
 
 __all__ = [
     "STORAGE_ERRORS",

@@ -10,8 +10,8 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from agent.messages import ChatMessage, Marker, Usage
-from storage import messages, sessions
-from storage.sessions import SessionRecord, SessionStatus
+from storage.sqlite.conversations import messages, sessions
+from storage.sqlite.conversations.sessions import SessionRecord, SessionStatus
 
 __all__ = [
     "RecentHistory",

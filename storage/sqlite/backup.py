@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from storage.migrations import MIGRATIONS
+from storage.sqlite.migrations import MIGRATIONS
 
 __all__ = [
     "BackupError",

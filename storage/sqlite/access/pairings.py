@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from gateway.bus import OutboundMessage
-from storage import outbox
 from storage.clock import iso, parse_iso
+from storage.sqlite.delivery import outbox
 
 __all__ = [
     "Approval",

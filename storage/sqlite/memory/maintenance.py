@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from storage.clock import now_iso
-from storage.memories import (
+from storage.sqlite.memory.memories import (
     MemoryRow,
     Provenance,
     Scope,

@@ -29,8 +29,8 @@ from gateway.bus import (
     SessionPolicy,
     TurnRequest,
 )
-from storage import dead_letters, outbox
 from storage.clock import now_iso, parse_iso
+from storage.sqlite.delivery import dead_letters, outbox
 
 __all__ = [
     "InboxEntry",

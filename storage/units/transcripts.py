@@ -1,5 +1,5 @@
 """`TranscriptStore`: the units of work of sub-agent transcripts
-(storage/subagents.py) and of `send_session_message` (storage/session_messages.py),
+(storage/sqlite/conversations/subagents.py) and of `send_session_message` (storage/sqlite/conversations/session_messages.py),
 reached as `Store.transcripts`. Each method is one transaction."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
-from storage import messages, session_messages, subagents
-from storage.db import Database
-from storage.rate_events import RateLimit
-from storage.session_messages import Limited, Queued
-from storage.sessions import SessionRecord
-from storage.subagents import ChildOpened
+from storage.sqlite.access.rate_events import RateLimit
+from storage.sqlite.conversations import messages, session_messages, subagents
+from storage.sqlite.conversations.session_messages import Limited, Queued
+from storage.sqlite.conversations.sessions import SessionRecord
+from storage.sqlite.conversations.subagents import ChildOpened
+from storage.sqlite.db import Database
 
 __all__ = ["TranscriptStore"]
 
@@ -70,7 +70,7 @@ class TranscriptStore:
         on_commit: Callable[[Queued | Limited], None],
     ) -> Queued | Limited:
         """The send counted against `keys` and stored, or `Limited` and nothing
-        stored (storage.session_messages); `on_commit` gets the outcome right
+        stored (storage.sqlite.conversations.session_messages); `on_commit` gets the outcome right
         after the commit."""
         return await self.db.write(
             functools.partial(
