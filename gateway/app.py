@@ -33,7 +33,6 @@ from agent.tools.base import ToolServices
 from agent.tools.task import TaskTool
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
-from gateway.access.chat_policy import build_chat_policies
 from gateway.access.commands import AccessCommands
 from gateway.access.gate import AccessGate
 from gateway.access.policy import AccessPolicy
@@ -74,16 +73,17 @@ from gateway.sessions.commands import SessionCommands
 from gateway.sessions.compaction import Compactor
 from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
 from gateway.sessions.messages import OutboxMessenger
-from gateway.sessions.reset import Clock, utc_now
 from gateway.sessions.usage import usage_status
 from gateway.tools.mcp import mcp_details, mcp_metrics
 from gateway.tools.setup import build_tools
 from gateway.tools.skills import SkillIndexPart, build_skill_runtime, skill_tool_kit
 from gateway.tools.subagents import SubagentRunner, build_catalog
 from gateway.turns.agents import AgentDirectory, AgentProfile, build_profile, build_providers
+from gateway.turns.chat_policy import build_chat_policies
 from gateway.turns.execution import ExecutionService
 from gateway.turns.opener import TurnOpener
 from gateway.turns.run_slots import RunSlots
+from gateway.turns.session_reset import Clock, utc_now
 from gateway.web.directory import StoreDirectory
 from gateway.web.ops import OpsApi
 from gateway.web.owners import StoreChatOwners

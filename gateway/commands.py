@@ -27,7 +27,7 @@ import structlog
 
 from gateway.bus import InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import WorkItem
+from gateway.work import WorkItem
 from storage.store import Store
 
 __all__ = [

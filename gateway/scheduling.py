@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
 from gateway.delivery.outbound import OutboundDispatcher
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
+from gateway.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
 
 __all__ = ["PipelineHost", "TurnWaiters"]
 

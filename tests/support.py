@@ -21,7 +21,7 @@ from channels.base import Channel
 from gateway.app import Gateway
 from gateway.commands import CommandRegistry
 from gateway.config.core import LoadedConfig, parse_config
-from gateway.sessions.reset import Clock, utc_now
+from gateway.turns.session_reset import Clock, utc_now
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from gateway.access.pairing import CODE_RULES, new_code
 from gateway.access.policy import AccessPolicy, Reason, Verdict
 from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import WorkItem
+from gateway.work import WorkItem
 from storage.sqlite.access.pairings import CodeRules, IssueOutcome
 from storage.sqlite.access.rate_events import RateLimit
 from storage.store import Store

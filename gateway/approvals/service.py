@@ -43,9 +43,9 @@ from gateway.bus import (
     reply_handle,
 )
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import ReplySink, WorkItem
 from gateway.lifecycle import cancel_and_wait
-from gateway.sessions.reset import Clock, utc_now
+from gateway.turns.session_reset import Clock, utc_now
+from gateway.work import ReplySink, WorkItem
 from storage.sqlite.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
 from storage.sqlite.conversations.turns import DeferredOpening
 from storage.store import Store

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
-from gateway.access.chat_policy import show_tool_results
 from gateway.config.core import Config
+from gateway.turns.chat_policy import show_tool_results
 
 __all__ = ["build_channels"]
 

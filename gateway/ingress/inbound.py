@@ -28,9 +28,9 @@ from gateway.commands import CommandLanes, CommandRegistry
 from gateway.i18n import Locale, Msg, tr
 from gateway.i18n.locales import DEFAULT_LOCALES, LocaleResolver
 from gateway.ingress.dead_letters import DeadLetterSink
-from gateway.ingress.work import WorkItem
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.sessions.manager import SessionManager
+from gateway.work import WorkItem
 from storage.sqlite.db import StorageUnavailable
 from storage.sqlite.delivery import inbox
 from storage.sqlite.delivery.inbox import InboxEntry, InboxState

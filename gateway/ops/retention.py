@@ -34,7 +34,7 @@ import structlog
 from gateway.config.core import StorageConfig
 from gateway.lifecycle import cancel_and_wait
 from gateway.ops.media_retention import Removed, outbox_copies, received_files, remove_paths
-from gateway.sessions.reset import Clock, utc_now
+from gateway.turns.session_reset import Clock, utc_now
 from storage.sqlite.retention import Pruned, RetainedTable
 from storage.store import Store
 

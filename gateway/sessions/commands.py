@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRegistry, CommandReply
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import WorkItem, session_base_id
 from gateway.sessions.manager import SessionManager
+from gateway.work import WorkItem, session_base_id
 from storage.sqlite.conversations.commands import SessionStats
 from storage.sqlite.conversations.sessions import SessionRecord, SessionStatus
 from storage.store import Store

@@ -29,11 +29,11 @@ from agent.compaction import (
 )
 from gateway.bus import OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import WorkItem
 from gateway.lifecycle import cancel_and_wait
 from gateway.sessions.manager import ConversationGates
 from gateway.turns.agents import AgentProfile
 from gateway.turns.execution import TurnEnd
+from gateway.work import WorkItem
 from storage.sqlite.conversations.commands import SessionStats
 from storage.sqlite.conversations.compaction import CompactionConflict
 from storage.store import Store

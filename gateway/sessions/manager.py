@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from gateway.config.core import QueueMode
-from gateway.ingress.work import TurnOutcome, WorkItem
 from gateway.lifecycle import ShutdownBudget
 from gateway.turns.execution import ExecutionService
 from gateway.turns.run_slots import RunSlots
+from gateway.work import TurnOutcome, WorkItem
 from storage.sqlite.db import STORAGE_ERRORS, StorageUnavailable
 
 __all__ = ["ConversationGates", "SessionManager", "StorageRetry"]

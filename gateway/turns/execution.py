@@ -2,7 +2,7 @@
 
 A turn runs in three phases: open (the session, its history and the new
 messages: gateway.turns.opener; a person's chat idle past its reset cutoff gets a new
-session: gateway.sessions.reset), run (the agent loop, typing, streaming and
+session: gateway.turns.session_reset), run (the agent loop, typing, streaming and
 tool progress: gateway.turns.tool_progress), and
 finish (the reply and the inbox rows closed in one commit). What the turn was
 asked for — which agent, which session, where the reply goes — comes from the
@@ -43,7 +43,6 @@ from agent.providers.base import ProviderError
 from agent.subagents.types import TASK_TOOL
 from agent.tools.base import NO_SERVICES, ToolContext, ToolServices, ToolSettings
 from agent.turn_control import ApprovalRequired, TurnSteered
-from gateway.access.chat_policy import DEFAULT_POLICY, ChatPolicy
 from gateway.approvals.service import Approvals, PauseRequest, TurnControls, TurnStop
 from gateway.bus import (
     ChatType,
@@ -52,15 +51,16 @@ from gateway.bus import (
     SessionPolicy,
 )
 from gateway.i18n import Msg, tr
-from gateway.ingress.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
-from gateway.sessions.reset import Clock, utc_now
 from gateway.turns.agents import AgentDirectory, AgentProfile, UnknownAgent
+from gateway.turns.chat_policy import DEFAULT_POLICY, ChatPolicy
 from gateway.turns.feedback import TurnRecorder, TypingSignal
 from gateway.turns.opener import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.turns.plan import TurnPlan
 from gateway.turns.replies import build_user_message, unknown_agent, user_facing_error
+from gateway.turns.session_reset import Clock, utc_now
 from gateway.turns.tool_progress import ToolDisplay, ToolProgress
 from gateway.turns.transcription import transcribe_items
+from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.sqlite.conversations.turns import Opening
 from storage.sqlite.db import STORAGE_ERRORS, StorageUnavailable
 from storage.store import Store

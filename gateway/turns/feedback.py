@@ -17,9 +17,9 @@ from agent.loop import TurnObserver
 from agent.messages import ChatMessage, ToolCall
 from agent.tools.base import ToolResult
 from gateway.bus import ChannelEvent, EventKind
-from gateway.ingress.work import ReplySink
 from gateway.turns.opener import OpenedTurn
 from gateway.turns.tool_progress import ToolProgress
+from gateway.work import ReplySink
 from storage.store import Store
 
 __all__ = ["TurnRecorder", "TypingSignal"]

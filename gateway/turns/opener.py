@@ -11,7 +11,7 @@ checks that the session is still the chat's active one, where the cache says;
 if it is not, that write raises `StaleTurn` and the turn is run again from
 the database.
 
-A chat idle past its session-reset cutoff (gateway.sessions.reset) never opens
+A chat idle past its session-reset cutoff (gateway.turns.session_reset) never opens
 from the cache: storage decides, by the session's last activity, whether a
 new session begins.
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from gateway.bus import ChannelEvent, Delivery, EventKind, TurnRequest, reply_handle
 from gateway.i18n import Locale
-from gateway.ingress.work import TurnOutcome, WorkItem
 from gateway.turns.replies import scheduled_failure
+from gateway.work import TurnOutcome, WorkItem
 
 __all__ = ["TurnPlan"]
 

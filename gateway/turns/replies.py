@@ -19,7 +19,7 @@ from agent.providers.base import (
 )
 from gateway.bus import InboundMessage, MediaKind
 from gateway.i18n import Locale, Msg, tr
-from gateway.ingress.work import WorkItem
+from gateway.work import WorkItem
 
 __all__ = [
     "build_user_message",

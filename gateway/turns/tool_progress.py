@@ -24,8 +24,8 @@ from agent.messages import ToolCall
 from agent.tools.base import ToolResult
 from channels.base import Capabilities
 from gateway.bus import ChannelEvent, EventKind, ToolActivity, ToolStatus
-from gateway.ingress.work import ReplySink
 from gateway.ops.logging import redact_data, redact_text
+from gateway.work import ReplySink
 
 __all__ = ["ToolDisplay", "ToolProgress", "summarize_arguments", "tool_display"]
 

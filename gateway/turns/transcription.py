@@ -19,7 +19,7 @@ import structlog
 
 from gateway.bus import MediaKind, storable
 from gateway.config.core import Config
-from gateway.ingress.work import WorkItem
+from gateway.work import WorkItem
 
 __all__ = ["Transcriber", "TranscriptionError", "build_transcriber", "transcribe_items"]
 

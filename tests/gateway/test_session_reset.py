@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from gateway.config.core import parse_config
-from gateway.sessions.reset import NEVER, ResetPolicy, reset_policy
+from gateway.turns.session_reset import NEVER, ResetPolicy, reset_policy
 from storage.clock import iso
 from storage.sqlite.conversations.turns import SessionReset
 
@@ -107,8 +107,8 @@ def test_a_reset_time_that_is_not_hh_mm_is_refused(value: str) -> None:
 
 
 def test_only_turns_a_person_asked_for_are_reset() -> None:
-    from gateway.access.chat_policy import ChatPolicy
     from gateway.bus import Origin
+    from gateway.turns.chat_policy import ChatPolicy
 
     policy = ChatPolicy(ResetPolicy(ttl_secs=60))
     now = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

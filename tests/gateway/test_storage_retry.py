@@ -15,10 +15,10 @@ from gateway.commands import CommandRegistry
 from gateway.config.core import QueueMode
 from gateway.ingress.dead_letters import DeadLetterSink
 from gateway.ingress.inbound import InboundProcessor
-from gateway.ingress.work import TurnOutcome, WorkItem
 from gateway.ops.metrics import Metrics
 from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
 from gateway.turns.run_slots import RunSlots
+from gateway.work import TurnOutcome, WorkItem
 from storage.sqlite.db import Database, StorageUnavailable
 from storage.store import Store
 

@@ -85,7 +85,7 @@ def switch_session(
     """Make the session `ref` names active (un-archiving it); None if none matches.
 
     Switching counts as activity (`updated_at`): a session chosen with /use is
-    not replaced at once by the idle reset (gateway.sessions.reset)."""
+    not replaced at once by the idle reset (gateway.turns.session_reset)."""
     target = find_session(sessions.list_sessions(conn, channel, chat_id), ref)
     if target is None:
         return None

@@ -15,7 +15,7 @@ from channels.base import Channel
 from gateway.bus import Origin
 from gateway.config.core import Config
 from gateway.i18n import Locale, Msg, tr
-from gateway.sessions.reset import NEVER, ResetPolicy, reset_policy
+from gateway.turns.session_reset import NEVER, ResetPolicy, reset_policy
 from gateway.turns.tool_progress import ToolDisplay, tool_display
 from storage.sqlite.conversations.turns import SessionReset
 
