@@ -39,6 +39,7 @@ from gateway.access.policy import AccessPolicy
 from gateway.approvals.commands import ApprovalCommands
 from gateway.approvals.service import Approvals, TurnControls
 from gateway.bus import MessageBus
+from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.core import LoadedConfig
 from gateway.delivery.files import OutboxFileSender
@@ -83,7 +84,6 @@ from gateway.turns.chat_policy import build_chat_policies
 from gateway.turns.execution import ExecutionService
 from gateway.turns.opener import TurnOpener
 from gateway.turns.run_slots import RunSlots
-from gateway.turns.session_reset import Clock, utc_now
 from gateway.web.directory import StoreDirectory
 from gateway.web.ops import OpsApi
 from gateway.web.owners import StoreChatOwners

@@ -19,9 +19,9 @@ import websockets
 
 from channels.base import Channel
 from gateway.app import Gateway
+from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.core import LoadedConfig, parse_config
-from gateway.turns.session_reset import Clock, utc_now
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

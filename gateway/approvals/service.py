@@ -42,9 +42,9 @@ from gateway.bus import (
     OutboundMessage,
     reply_handle,
 )
+from gateway.clock import Clock, utc_now
 from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
-from gateway.turns.session_reset import Clock, utc_now
 from gateway.work import ReplySink, WorkItem
 from storage.sqlite.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
 from storage.sqlite.conversations.turns import DeferredOpening

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from gateway.approvals.texts import TIMED_OUT_BY
-from gateway.turns.session_reset import Clock, utc_now
+from gateway.clock import Clock, utc_now
 from storage.sqlite.approvals import ApprovalRecord, ApprovalState
 from storage.store import Store
 

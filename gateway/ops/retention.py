@@ -31,10 +31,10 @@ from typing import Final, TypeVar
 
 import structlog
 
+from gateway.clock import Clock, utc_now
 from gateway.config.core import StorageConfig
 from gateway.lifecycle import cancel_and_wait
 from gateway.ops.media_retention import Removed, outbox_copies, received_files, remove_paths
-from gateway.turns.session_reset import Clock, utc_now
 from storage.sqlite.retention import Pruned, RetainedTable
 from storage.store import Store
 

@@ -16,7 +16,7 @@ import structlog
 
 from agent.tools.base import SendQuota, ToolError
 from gateway.bus import OutboundMessage
-from gateway.turns.session_reset import Clock, utc_now
+from gateway.clock import Clock, utc_now
 from gateway.work import ReplySink, session_base_id
 from storage.sqlite.access.rate_events import RateLimit
 from storage.sqlite.conversations.session_messages import Limited, Queued

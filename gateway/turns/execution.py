@@ -50,6 +50,7 @@ from gateway.bus import (
     OutboundMessage,
     SessionPolicy,
 )
+from gateway.clock import Clock, utc_now
 from gateway.i18n import Msg, tr
 from gateway.turns.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.turns.chat_policy import DEFAULT_POLICY, ChatPolicy
@@ -57,7 +58,6 @@ from gateway.turns.feedback import TurnRecorder, TypingSignal
 from gateway.turns.opener import OpenedTurn, StaleTurn, TurnOpener, user_message_seq
 from gateway.turns.plan import TurnPlan
 from gateway.turns.replies import build_user_message, unknown_agent, user_facing_error
-from gateway.turns.session_reset import Clock, utc_now
 from gateway.turns.tool_progress import ToolDisplay, ToolProgress
 from gateway.turns.transcription import transcribe_items
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id

@@ -12,20 +12,13 @@ it (which is what a test needs to cross a reset).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
 
 from channels.base import ChannelSettings
 from gateway.config.core import GatewayConfig
 
-__all__ = ["NEVER", "Clock", "ResetPolicy", "reset_policy", "utc_now"]
-
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
+__all__ = ["NEVER", "ResetPolicy", "reset_policy"]
 
 
 @dataclass(frozen=True, slots=True)

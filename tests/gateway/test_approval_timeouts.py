@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.approvals.texts import TIMED_OUT_BY
 from gateway.approvals.timeouts import ApprovalTimeouts
-from gateway.turns.session_reset import utc_now
+from gateway.clock import utc_now
 from storage.sqlite.approvals import ApprovalState
 
 
