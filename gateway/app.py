@@ -36,7 +36,6 @@ from channels.websocket import WebSocketChannel
 from gateway.access.commands import AccessCommands
 from gateway.access.gate import AccessGate
 from gateway.access.policy import AccessPolicy
-from gateway.approvals.commands import ApprovalCommands
 from gateway.approvals.service import Approvals, TurnControls
 from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
@@ -74,6 +73,7 @@ from gateway.sessions.commands import SessionCommands
 from gateway.sessions.compaction import Compactor
 from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
 from gateway.sessions.messages import OutboxMessenger
+from gateway.sessions.steering import ApprovalCommands
 from gateway.sessions.usage import usage_status
 from gateway.tools.mcp import mcp_details, mcp_metrics
 from gateway.tools.setup import build_tools

@@ -145,7 +145,7 @@ class Msg(StrEnum):
     FORGET_USAGE = "forget_usage"
     FORGOT = "forgot"
     FORGET_UNKNOWN = "forget_unknown"
-    # -- tool approval and steer (gateway.approvals.commands, gateway.approvals.service) -------
+    # -- tool approval and steer (gateway.sessions.steering, gateway.approvals.service) -------
     HELP_APPROVE = "help_approve"
     HELP_DENY = "help_deny"
     HELP_STEER = "help_steer"
