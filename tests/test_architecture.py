@@ -389,7 +389,7 @@ def test_the_checker_flags_a_planted_violation(
         ("gateway.delivery.outbound", "channels.websocket", False),
         ("gateway.delivery.outbound", "scheduler.config", True),
         ("gateway.delivery.outbound", "gateway.cli.jobs", False),
-        ("gateway.cli.doctor", "channels.telegram.channel", True),
+        ("gateway.cli.doctor.main", "channels.telegram.channel", True),
         ("gateway.delivery.registry", "channels.wechat.channel", True),
         ("gateway.delivery.registry", "gateway.app", False),
         ("channels.base", "gateway.busy", False),

@@ -179,7 +179,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from gateway.cli.client import ClientState, run_client
+    from gateway.cli.client.main import ClientState, run_client
     from gateway.config.core import picobot_home
 
     home = picobot_home(os.environ)
@@ -200,7 +200,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from gateway.cli.doctor import run_doctor
+    from gateway.cli.doctor.main import run_doctor
 
     return asyncio.run(run_doctor(args.config, os.environ, probe=args.probe, out=sys.stdout))
 

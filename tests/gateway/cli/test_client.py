@@ -6,8 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from gateway.cli.client import ClientState, keep_line_breaks, tool_line
-from gateway.cli.client_link import Link
+from gateway.cli.client.link import Link
+from gateway.cli.client.main import ClientState, keep_line_breaks, tool_line
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway
 
@@ -42,7 +42,7 @@ def test_a_corrupt_state_file_starts_fresh(tmp_path: Path) -> None:
 
 
 def test_a_finished_tool_frame_is_one_line_and_a_running_one_none() -> None:
-    from gateway.cli.client import tool_line
+    from gateway.cli.client.main import tool_line
 
     frame = {"type": "tool", "name": "read", "summary": "path=a.md", "status": "ok", "secs": 0.25}
     assert tool_line(frame) == "🔧 read(path=a.md) ok 0.2s"
@@ -78,7 +78,7 @@ async def test_the_client_learns_from_the_welcome_whether_to_print_tool_calls(
 
 
 def test_unknown_commands_are_told_from_text_that_starts_with_a_slash() -> None:
-    from gateway.cli.client_tui import is_unknown_command
+    from gateway.cli.client.tui import is_unknown_command
 
     known = frozenset({"new", "stop", "status"})
     assert is_unknown_command("/frobnicate now", known) == "frobnicate"

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from gateway.cli.client import ClientState
+from gateway.cli.client.main import ClientState
 
 
 def test_a_new_chat_id_has_128_random_bits(tmp_path: Path) -> None:

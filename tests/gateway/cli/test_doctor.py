@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from gateway.bus import OutboundMessage
-from gateway.cli.doctor import run_doctor
+from gateway.cli.doctor.main import run_doctor
 from gateway.config.core import ConfigError, load_config
 from storage.sqlite.db import Database
 from storage.sqlite.delivery import outbox

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.base import ChannelSettings
-from gateway.cli.doctor_findings import Finding, ok, problem, secret_of, warn
+from gateway.cli.doctor.findings import Finding, ok, problem, secret_of, warn
 from gateway.config.core import LoadedConfig, ProviderConfig
 from gateway.ops.logging import redact_text
 

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 from agent.tools.sandbox import bwrap_path
 from channels.base import ChannelSettings
-from gateway.cli.doctor_findings import Finding, Status, ok, problem, secret_of, warn
-from gateway.cli.doctor_probe import DEFAULT_BASE, probe_all, used_providers
+from gateway.cli.doctor.findings import Finding, Status, ok, problem, secret_of, warn
+from gateway.cli.doctor.probe import DEFAULT_BASE, probe_all, used_providers
 from gateway.config.core import (
     ConfigError,
     LoadedConfig,

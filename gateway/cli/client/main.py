@@ -1,6 +1,6 @@
 """`picobot agent`: the terminal client for the WebSocket channel.
 
-Interactive mode (gateway.cli.client_tui): line editing and history, input
+Interactive mode (gateway.cli.client.tui): line editing and history, input
 live while the agent works, replies rendered as Markdown, reconnecting by
 itself. One-shot mode (`-m`): print the reply and exit 0, non-zero on error.
 The client keeps a stable chat id in a small state file so reconnecting
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from gateway.cli.client_link import ClientError, Link
-from gateway.cli.client_state import ClientState
-from gateway.cli.client_tui import LOCAL_COMMANDS, Interactive, keep_line_breaks, tool_line
+from gateway.cli.client.link import ClientError, Link
+from gateway.cli.client.state import ClientState
+from gateway.cli.client.tui import LOCAL_COMMANDS, Interactive, keep_line_breaks, tool_line
 
 __all__ = ["LOCAL_COMMANDS", "ClientState", "keep_line_breaks", "run_client", "tool_line"]
 

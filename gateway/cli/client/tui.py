@@ -34,8 +34,8 @@ from prompt_toolkit.shortcuts import print_formatted_text
 from rich.console import Console
 from rich.markdown import Markdown
 
-from gateway.cli.client_link import ClientError, Link
-from gateway.cli.client_state import ClientState
+from gateway.cli.client.link import ClientError, Link
+from gateway.cli.client.state import ClientState
 
 __all__ = ["LOCAL_COMMANDS", "Interactive", "is_unknown_command", "tool_line"]
 
