@@ -19,7 +19,7 @@ from gateway.bus import OutboundMessage
 from gateway.clock import Clock, utc_now
 from gateway.work import ReplySink, session_base_id
 from storage.sqlite.access.rate_events import RateLimit
-from storage.sqlite.conversations.session_messages import Limited, Queued
+from storage.sqlite.conversations.sent_messages import Limited, Queued
 from storage.store import Store
 
 __all__ = ["SESSION_MESSAGE_RATE", "OutboxMessenger", "rate_keys"]

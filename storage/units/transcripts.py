@@ -1,5 +1,5 @@
 """`TranscriptStore`: the units of work of sub-agent transcripts
-(storage/sqlite/conversations/subagents.py) and of `send_session_message` (storage/sqlite/conversations/session_messages.py),
+(storage/sqlite/conversations/subagents.py) and of `send_session_message` (storage/sqlite/conversations/sent_messages.py),
 reached as `Store.transcripts`. Each method is one transaction."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from datetime import datetime
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
 from storage.sqlite.access.rate_events import RateLimit
-from storage.sqlite.conversations import messages, session_messages, subagents
-from storage.sqlite.conversations.session_messages import Limited, Queued
+from storage.sqlite.conversations import messages, sent_messages, subagents
+from storage.sqlite.conversations.sent_messages import Limited, Queued
 from storage.sqlite.conversations.sessions import SessionRecord
 from storage.sqlite.conversations.subagents import ChildOpened
 from storage.sqlite.db import Database
@@ -70,11 +70,11 @@ class TranscriptStore:
         on_commit: Callable[[Queued | Limited], None],
     ) -> Queued | Limited:
         """The send counted against `keys` and stored, or `Limited` and nothing
-        stored (storage.sqlite.conversations.session_messages); `on_commit` gets the outcome right
+        stored (storage.sqlite.conversations.sent_messages); `on_commit` gets the outcome right
         after the commit."""
         return await self.db.write(
             functools.partial(
-                session_messages.record_session_message,
+                sent_messages.record_session_message,
                 message=message,
                 base_id=base_id,
                 limit=limit,
