@@ -19,6 +19,9 @@ Adding a text:
      help is a key too: `Command("approve", Msg.HELP_APPROVE, handler)`.
 tests/gateway/test_i18n.py fails while a key lacks a language or the
 languages disagree on a placeholder. Adding a language is a new table here.
+
+Public: gateway.i18n, gateway.i18n.keys, gateway.i18n.locales
+May import: gateway.bus, gateway.config
 """
 
 from __future__ import annotations
