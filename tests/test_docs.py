@@ -136,3 +136,18 @@ def test_the_trust_model_table_covers_every_http_surface() -> None:
     table = _trust_table()
     for surface in ("`/ws`", "`/api/*`", "`/webhooks/*`", "`/health`", "`/ready`", "`/metrics`"):
         assert surface in table, surface
+
+
+def test_the_architecture_map_is_linked_and_names_every_package() -> None:
+    """docs/ARCHITECTURE.md is the newcomer's map: the README links it, and it
+    names every package that exists (as `gateway/turns/`), so a package added
+    without a line there fails here."""
+    assert "(docs/ARCHITECTURE.md)" in (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    packages = sorted(
+        init.parent.relative_to(ROOT).as_posix() + "/"
+        for top in ("gateway", "channels", "agent", "storage", "scheduler", "skills")
+        for init in (ROOT / top).rglob("__init__.py")
+    )
+    assert len(packages) > 25
+    assert [p for p in packages if f"`{p}`" not in doc] == []

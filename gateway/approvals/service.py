@@ -1,8 +1,8 @@
 """Approvals: tool calls held for a person's yes, from the pause to the turn that carries on.
 
 When the agent loop stops before a held batch (`agent.turn_control`),
-`pause` stores the batch and the chat's request in one commit (storage/
-approvals.py) and closes the turn: the conversation is free again. An answer
+`pause` stores the batch and the chat's request in one commit
+(storage/sqlite/approvals.py) and closes the turn: the conversation is free again. An answer
 (`answer`: /approve, /deny, a button) or the timeout (gateway.approvals.timeouts)
 decides it; a decided approval goes back into its conversation's queue as a
 `WorkItem` with `approval_id`, and that turn first `settle`s the batch:

@@ -7,7 +7,7 @@ that the model did not write. Log lines are not here; they stay English.
 
 Texts are looked up by key (`Msg`) and filled by name (`str.format`
 fields, so `{count:,}` and `{name!r}` work). Which locale a message gets is
-decided once per inbound message (gateway.locale) and travels on its
+decided once per inbound message (gateway.i18n.locales) and travels on its
 `WorkItem`; code that writes a text takes that locale, never a language
 setting of its own.
 
