@@ -33,9 +33,7 @@ from agent.tools.base import ToolServices
 from agent.tools.task import TaskTool
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
-from gateway.access.commands import AccessCommands
-from gateway.access.gate import AccessGate
-from gateway.access.policy import AccessPolicy
+from gateway.access.setup import build_access
 from gateway.approvals.service import Approvals, TurnControls
 from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
@@ -53,8 +51,7 @@ from gateway.delivery.runtime import (
 )
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.i18n.locales import LocaleResolver
-from gateway.ingress.dead_letters import DeadLetterSink
-from gateway.ingress.inbound import InboundProcessor
+from gateway.ingress.setup import IngressFeature, build_ingress
 from gateway.lifecycle import (
     Readiness,
     Service,
@@ -63,15 +60,12 @@ from gateway.lifecycle import (
     StartupError,
     start_services,
 )
-from gateway.memory.commands import MemoryCommands
 from gateway.memory.setup import build_memory
-from gateway.ops.metered import MeteredProvider
-from gateway.ops.metrics import Metrics
-from gateway.ops.retention import RetentionService, RetentionSettings
+from gateway.ops.setup import OpsFeature
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.sessions.commands import SessionCommands
 from gateway.sessions.compaction import Compactor
-from gateway.sessions.manager import ConversationGates, SessionManager, StorageRetry
+from gateway.sessions.manager import ConversationGates, SessionManager
 from gateway.sessions.messages import OutboxMessenger
 from gateway.sessions.steering import ApprovalCommands
 from gateway.sessions.usage import usage_status
@@ -84,10 +78,7 @@ from gateway.turns.chat_policy import build_chat_policies
 from gateway.turns.execution import ExecutionService
 from gateway.turns.opener import TurnOpener
 from gateway.turns.run_slots import RunSlots
-from gateway.web.directory import StoreDirectory
-from gateway.web.ops import OpsApi
-from gateway.web.owners import StoreChatOwners
-from gateway.web.static import PACKAGED_ROOT, StaticSite
+from gateway.web.setup import WebFeature
 from scheduler.admin import JobView
 from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
 from scheduler.events import EventRegistry
@@ -98,6 +89,8 @@ from storage.store import Store
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
+    from gateway.ingress.inbound import InboundProcessor
+    from gateway.ops.retention import RetentionService
 
 __all__ = ["Gateway"]
 
@@ -121,12 +114,14 @@ class Gateway:
         self.loaded = loaded
         self.config = loaded.config
         self.bus = MessageBus(self.config.gateway.inbound_queue_capacity)
-        self.metrics = Metrics()
+        self.ops = OpsFeature()
+        self.metrics = self.ops.metrics
         self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
         self.clock = clock
-        self.access = AccessPolicy(loaded.admins, self.config.channels.enabled())
+        self._access = build_access(loaded.admins, self.config.channels.enabled())
+        self.access = self._access.policy
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
         self.provider_loaded = asyncio.Event()  # a provider's SDK imported, its client built
@@ -198,9 +193,7 @@ class Gateway:
         for deferred in built.values():  # each imports its SDK at its first call
             if isinstance(deferred, DeferredProvider):
                 deferred.when_built(self.provider_loaded.set)
-        providers: dict[str, LLMProvider] = {
-            name: MeteredProvider(p, self.metrics) for name, p in built.items()
-        }
+        providers: dict[str, LLMProvider] = {name: self.ops.metered(p) for name, p in built.items()}
         for provider in providers.values():
             stack.push_async_callback(provider.aclose)
         return providers
@@ -347,29 +340,26 @@ class Gateway:
             ),
             usage_line=lambda stats, ch, loc: usage_status(stats, agents.resolve(ch), loc),
         )
-        AccessCommands(
-            self.access, store, self.commands, dispatcher.wake, self.clock, locales.for_channel
+        self._access.add_commands(
+            store, self.commands, dispatcher.wake, self.clock, locales.for_channel
         )
-        MemoryCommands(store.memories, memory.summary_file, self.commands)
+        memory.add_commands(store.memories, self.commands)
         ApprovalCommands(approvals, sessions, self.commands)
-        dead_letters = DeadLetterSink(store, self.metrics)
-        processor = InboundProcessor(
+        ingress = build_ingress(
             self.bus,
             store,
             sessions,
             self.commands,
             dispatcher.wake,
-            on_accepted=self.metrics.inbound,
+            metrics=self.metrics,
             budget=self.budget,
-            access=AccessGate(self.access, store, dispatcher.wake, self.clock),
-            dead_letters=dead_letters,
+            policy=self.access,
+            clock=self.clock,
             locales=locales,
         )
-        self.processor = processor
-        # a turn storage failed runs again once writes pass, as recovery runs it
-        sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
+        processor = self.processor = ingress.processor
 
-        app = self._http_app(store, dispatcher, scheduler, dead_letters)
+        app = self._http_app(store, dispatcher, scheduler, ingress)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
@@ -391,12 +381,7 @@ class Gateway:
                     lambda: scheduler.stop(grace_secs=grace),
                 )
             )
-        self.retention = RetentionService(
-            store,
-            self.loaded.media_dir,
-            RetentionSettings.of(cfg.storage),
-            clock=self.clock,
-        )
+        self.retention = self.ops.retention(store, self.loaded.media_dir, cfg.storage, self.clock)
         services.append(self.retention)  # last: its first pass runs once the gateway is up
         return services
 
@@ -405,7 +390,7 @@ class Gateway:
         store: Store,
         dispatcher: OutboundDispatcher,
         scheduler: Scheduler | None,
-        dead_letters: DeadLetterSink | None = None,
+        ingress: IngressFeature,
     ) -> web.Application:
         """The HTTP app with each channel's routes mounted, and what /ready reads."""
         app = build_http_app(
@@ -413,11 +398,12 @@ class Gateway:
             self.config.served_hosts,
         )
         mount = AppMount(app)
+        web_ui = WebFeature(store, self.commands)
         for channel in self.channels:
             if isinstance(channel, WebSocketChannel):
                 locale = LocaleResolver.from_config(self.config).for_channel(channel.name)
-                channel.use_directory(StoreDirectory(store, self.commands, channel.name, locale))
-                channel.use_owners(StoreChatOwners(store, channel.name))
+                channel.use_directory(web_ui.directory(channel.name, locale))
+                channel.use_owners(web_ui.owners(channel.name))
             channel.setup(
                 GatewayChannelRuntime(
                     self.bus,
@@ -426,7 +412,7 @@ class Gateway:
                     self.loaded.media_dir,
                     channel.name,
                     dispatcher,
-                    dead_letters,
+                    ingress.dead_letters,
                 )
             )
         self._readiness.add("storage", self._storage_state)
@@ -438,24 +424,15 @@ class Gateway:
                 "scheduler",
                 lambda: "not running" if self.started.is_set() and not scheduler.running else None,
             )
-        self._web(app, store, dispatcher)
-        return app
-
-    def _web(self, app: web.Application, store: Store, dispatcher: OutboundDispatcher) -> None:
-        """The operator API, then the web UI for every other GET (mounted last)."""
-        cfg = self.config
-        token = cfg.gateway.auth_token
-        OpsApi(
-            store,
-            token.get_secret_value() or None if token else None,
+        web_ui.mount(
+            app,
+            self.config,
             self._readiness.checks,
             dispatcher.wake,
-            functools.partial(_job_views, store, cfg.time.zone),
-            cfg.channels.websocket.allowed_origins,
-            exposed=not cfg.gateway.loopback_only,
-        ).mount(app)
-        site = StaticSite(self.loaded.static_dir or PACKAGED_ROOT)
-        app.router.add_get("/{tail:.*}", site.handle)
+            functools.partial(_job_views, store, self.config.time.zone),
+            self.loaded.static_dir,
+        )
+        return app
 
     async def _serve_http(self, runner: web.AppRunner) -> None:
         await runner.setup()

@@ -1,7 +1,8 @@
 """Long-term memory's parts, built for the composition root in one call:
 the tools' service, the summary context part, AGENT.md's block writer and
 the maintenance pass (which the composition root registers as the
-scheduler's `memory_maintenance` event handler)."""
+scheduler's `memory_maintenance` event handler); its commands are added
+later, in their turn among the others (`add_commands`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from agent.memory.summary_part import MemorySummaryPart
 from agent.providers.base import LLMProvider
+from gateway.commands import CommandRegistry
 from gateway.config.core import Config
+from gateway.memory.commands import MemoryCommands
 from gateway.memory.maintenance import MemoryMaintenance
 from gateway.memory.service import MemoryGateway, SummaryFile
 from storage.units.memories import MemoryStore
@@ -25,6 +28,10 @@ class MemoryFeature:
     part: MemorySummaryPart
     summary_file: SummaryFile
     maintenance: MemoryMaintenance
+
+    def add_commands(self, store: MemoryStore, registry: CommandRegistry) -> None:
+        """The memory commands, added to `registry`."""
+        MemoryCommands(store, self.summary_file, registry)
 
 
 def build_memory(

@@ -1,0 +1,60 @@
+"""Ingress's parts, built for the composition root in one call: the dead-letter
+sink, and the inbound processor with its access gate. Also hands the session
+manager the way back to a turn that storage failed (the processor reloads it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.access.gate import AccessGate
+from gateway.access.policy import AccessPolicy
+from gateway.bus import MessageBus
+from gateway.commands import CommandRegistry
+from gateway.i18n.locales import LocaleResolver
+from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.inbound import InboundProcessor
+from gateway.lifecycle import ShutdownBudget
+from gateway.ops.metrics import Metrics
+from gateway.sessions.manager import SessionManager, StorageRetry
+from storage.store import Store
+
+__all__ = ["IngressFeature", "build_ingress"]
+
+
+@dataclass(frozen=True, slots=True)
+class IngressFeature:
+    dead_letters: DeadLetterSink
+    processor: InboundProcessor
+
+
+def build_ingress(
+    bus: MessageBus,
+    store: Store,
+    sessions: SessionManager,
+    registry: CommandRegistry,
+    wake: Callable[[str], None],
+    *,
+    metrics: Metrics,
+    budget: ShutdownBudget,
+    policy: AccessPolicy,
+    clock: Callable[[], datetime],
+    locales: LocaleResolver,
+) -> IngressFeature:
+    dead_letters = DeadLetterSink(store, metrics)
+    processor = InboundProcessor(
+        bus,
+        store,
+        sessions,
+        registry,
+        wake,
+        on_accepted=metrics.inbound,
+        budget=budget,
+        access=AccessGate(policy, store, wake, clock),
+        dead_letters=dead_letters,
+        locales=locales,
+    )
+    # a turn storage failed runs again once writes pass, as recovery runs it
+    sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
+    return IngressFeature(dead_letters, processor)

@@ -1,0 +1,30 @@
+"""Operations' parts for the composition root: the metrics every part reports
+to, the metering wrapper around each provider, and the retention service."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.providers.base import LLMProvider
+from gateway.clock import Clock
+from gateway.config.core import StorageConfig
+from gateway.ops.metered import MeteredProvider
+from gateway.ops.metrics import Metrics
+from gateway.ops.retention import RetentionService, RetentionSettings
+from storage.store import Store
+
+__all__ = ["OpsFeature"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpsFeature:
+    metrics: Metrics = field(default_factory=Metrics)
+
+    def metered(self, provider: LLMProvider) -> MeteredProvider:
+        return MeteredProvider(provider, self.metrics)
+
+    def retention(
+        self, store: Store, media_dir: Path, storage: StorageConfig, clock: Clock
+    ) -> RetentionService:
+        return RetentionService(store, media_dir, RetentionSettings.of(storage), clock=clock)
