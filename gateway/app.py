@@ -23,35 +23,22 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from agent.context import ContextPart
-from agent.mcp.status import McpStatusPart
-from agent.prompt_file import DEFAULT_AGENT_PROMPTS, AgentPromptFile
+from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.providers.deferred import DeferredProvider
-from agent.subagents.types import TASK_TOOL
 from agent.tools.base import ToolServices
-from agent.tools.task import TaskTool
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
-from gateway.access.setup import build_access
-from gateway.approvals.service import Approvals, TurnControls
+from gateway.access.setup import AccessFeature
+from gateway.approvals.service import Approvals
 from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.core import LoadedConfig
-from gateway.delivery.files import OutboxFileSender
-from gateway.delivery.outbound import OutboundDispatcher
-from gateway.delivery.policy import RetryPolicy
-from gateway.delivery.registry import build_channels
-from gateway.delivery.runtime import (
-    ChannelState,
-    GatewayChannelRuntime,
-    channel_service,
-    not_ready_reason,
-)
+from gateway.delivery.setup import DeliveryFeature
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.i18n.locales import LocaleResolver
-from gateway.ingress.setup import IngressFeature, build_ingress
+from gateway.ingress.setup import IngressFeature
 from gateway.lifecycle import (
     Readiness,
     Service,
@@ -63,21 +50,9 @@ from gateway.lifecycle import (
 from gateway.memory.setup import build_memory
 from gateway.ops.setup import OpsFeature
 from gateway.scheduling import PipelineHost, TurnWaiters
-from gateway.sessions.commands import SessionCommands
-from gateway.sessions.compaction import Compactor
-from gateway.sessions.manager import ConversationGates, SessionManager
-from gateway.sessions.messages import OutboxMessenger
-from gateway.sessions.steering import ApprovalCommands
-from gateway.sessions.usage import usage_status
-from gateway.tools.mcp import mcp_details, mcp_metrics
-from gateway.tools.setup import build_tools
-from gateway.tools.skills import SkillIndexPart, build_skill_runtime, skill_tool_kit
-from gateway.tools.subagents import SubagentRunner, build_catalog
-from gateway.turns.agents import AgentDirectory, AgentProfile, build_profile, build_providers
-from gateway.turns.chat_policy import build_chat_policies
-from gateway.turns.execution import ExecutionService
-from gateway.turns.opener import TurnOpener
-from gateway.turns.run_slots import RunSlots
+from gateway.sessions.setup import SessionsFeature
+from gateway.tools.setup import ToolsFeature
+from gateway.turns.setup import TurnsFeature
 from gateway.web.setup import WebFeature
 from scheduler.admin import JobView
 from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
@@ -89,8 +64,11 @@ from storage.store import Store
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
+    from gateway.delivery.outbound import OutboundDispatcher
     from gateway.ingress.inbound import InboundProcessor
     from gateway.ops.retention import RetentionService
+    from gateway.sessions.compaction import Compactor
+    from gateway.sessions.manager import SessionManager
 
 __all__ = ["Gateway"]
 
@@ -116,11 +94,14 @@ class Gateway:
         self.bus = MessageBus(self.config.gateway.inbound_queue_capacity)
         self.ops = OpsFeature()
         self.metrics = self.ops.metrics
-        self.channels: list[Channel] = [*build_channels(self.config), *extra_channels]
+        self.channels: list[Channel] = [
+            *DeliveryFeature.configured_channels(self.config),
+            *extra_channels,
+        ]
         self.commands = commands if commands is not None else CommandRegistry()
         self._providers_override = providers
         self.clock = clock
-        self._access = build_access(loaded.admins, self.config.channels.enabled())
+        self._access = AccessFeature.build(loaded.admins, self.config.channels.enabled())
         self.access = self._access.policy
         self._stop = asyncio.Event()
         self.started = asyncio.Event()
@@ -189,7 +170,7 @@ class Gateway:
         log.info("gateway_stopped")
 
     async def _providers(self, stack: AsyncExitStack) -> dict[str, LLMProvider]:
-        built = dict(self._providers_override or build_providers(self.loaded))
+        built = dict(self._providers_override or TurnsFeature.providers(self.loaded))
         for deferred in built.values():  # each imports its SDK at its first call
             if isinstance(deferred, DeferredProvider):
                 deferred.when_built(self.provider_loaded.set)
@@ -202,62 +183,29 @@ class Gateway:
         """Every part, wired; returned in start order."""
         cfg = self.config
         self.store = store
-        self.skills = build_skill_runtime(self.loaded, store)
-        if self.skills is not None:
-            await self.skills.current()  # the first scan: invalid files are logged at start-up
-        tool_settings, registry, self.mcp = build_tools(
-            self.loaded, skill_tool_kit(self.skills), self.metrics
-        )
-        catalog = await build_catalog(self.loaded, registry.names())
-        if TASK_TOOL not in cfg.tools.disabled:
-            registry.register(TaskTool(catalog))
-        enabled = cfg.channels.enabled()
+        tools = await ToolsFeature.build(self.loaded, store, self.metrics)
+        self.skills, self.mcp = tools.skills, tools.mcp
+        tool_settings, registry = tools.settings, tools.registry
         by_name = {c.name: c for c in self.channels}
         events = EventRegistry()  # internal-event handlers, before the scheduler starts
         memory = build_memory(
             cfg, store.memories, providers, AgentPromptFile(self.loaded.agent_dir).path
         )
         events.register(MEMORY_MAINTENANCE_EVENT, lambda e: memory.maintenance.run(e.job_id))
-        parts: list[ContextPart] = [SkillIndexPart(self.skills)] if self.skills else []
-        parts += [McpStatusPart(self.mcp)] if self.mcp is not None else []
-        parts.append(memory.part)
-
-        def profile(agent: str, channel: str) -> AgentProfile:
-            return build_profile(
-                cfg,
-                agent,
-                providers,
-                registry,
-                enabled.get(channel),
-                stream=by_name[channel].capabilities.can_stream,
-                parts=parts,
-            )
-
-        agents = AgentDirectory(
-            {
-                c.name: enabled[c.name].agent if c.name in enabled else "default"
-                for c in self.channels
-            },
-            frozenset(cfg.agents),
-            profile,
-        )
+        parts = [*tools.context_parts(), memory.part]
+        turns = TurnsFeature.build(cfg, self.channels, providers, registry, parts)
+        agents = turns.agents
         locales = LocaleResolver.from_config(cfg)
-        dispatcher = OutboundDispatcher(
+        delivery = DeliveryFeature.build(
+            cfg,
             store,
             by_name,
-            RetryPolicy(
-                base_secs=cfg.gateway.outbound_retry_base_secs,
-                max_secs=cfg.gateway.outbound_retry_max_secs,
-                give_up_after_secs=cfg.gateway.outbound_give_up_after_secs,
-                stale_notice_secs=cfg.gateway.outbound_stale_notice_secs,
-            ),
-            send_timeout_secs=cfg.gateway.send_timeout_secs,
-            rescan_secs=cfg.gateway.outbox_rescan_secs,
             metrics=self.metrics,
             budget=self.budget,
             locale_of=locales.for_channel,
+            media_dir=self.loaded.media_dir,
         )
-        self.dispatcher = dispatcher
+        dispatcher = self.dispatcher = delivery.dispatcher
         waiters = TurnWaiters()
         scheduler: Scheduler | None = None
         if cfg.scheduler.enabled:
@@ -270,24 +218,19 @@ class Gateway:
                 on_run_status=self.metrics.scheduler_run,
             )
         self.scheduler = scheduler
-        # a missing AGENT.md is written in the gateway's language (`picobot init` writes one too)
-        prompt_file = AgentPromptFile(
-            self.loaded.agent_dir, DEFAULT_AGENT_PROMPTS[locales.fallback.value]
+        opener = await TurnsFeature.opener(
+            store, self.loaded.agent_dir, locales.fallback, cfg.gateway.agent_prompt_reinject_every
         )
-        await prompt_file.ensure()
-        opener = TurnOpener(store, prompt_file, cfg.gateway.agent_prompt_reinject_every)
-        gates = ConversationGates()
-        compactor = Compactor(store, gates, opener.forget, dispatcher.wake)
-        self.compactor = compactor
+        conversations = SessionsFeature.build(store, opener.forget, dispatcher.wake)
+        compactor = self.compactor = conversations.compactor
         approvals = Approvals(
             store, cfg.tools.approval.policy(), dispatcher, access=self.access, clock=self.clock
         )
-        # turns and their sub-agents share one cap (gateway.turns.run_slots)
-        run_slots = RunSlots(cfg.gateway.max_concurrent_runs, cfg.subagents.max_concurrent)
-        execution = ExecutionService(
+        run_slots = TurnsFeature.run_slots(cfg)
+        execution = turns.execution(
+            cfg,
             store,
             dispatcher,
-            agents,
             tool_settings,
             opener=opener,
             services=ToolServices(
@@ -295,57 +238,42 @@ class Gateway:
                 admins=self.access,
                 memory=memory.service,
                 skills=self.skills,
-                messenger=OutboxMessenger(
-                    store, dispatcher, by_name, opener.forget, clock=self.clock
+                messenger=SessionsFeature.messenger(
+                    store, dispatcher, by_name, opener.forget, self.clock
                 ),
-                subagents=SubagentRunner(
-                    store,
-                    agents,
-                    slots=run_slots,
-                    slot_wait_secs=cfg.subagents.slot_wait_secs,
-                    default_max_execution_secs=cfg.subagents.default_max_execution_secs,
-                    control=TurnControls(approvals, can_pause=False),
+                subagents=ToolsFeature.subagents(
+                    store, agents, run_slots, cfg.subagents, approvals
                 ),
-                files=OutboxFileSender(dispatcher, by_name, self.loaded.media_dir),
+                files=delivery.file_sender(),
             ),
             after_turn=compactor.after_turn,
             turn_latency=self.metrics.turn_latency,
-            typing_delay_secs=cfg.gateway.typing_delay_secs,
-            chat_policies=build_chat_policies(cfg, self.channels),
+            channels=self.channels,
             clock=self.clock,
             approvals=approvals,
         )
-        sessions = SessionManager(
+        sessions = self.sessions = conversations.manager(
             execution,
-            gates,
+            approvals,
             slots=run_slots,
-            queue_mode=cfg.gateway.queue_mode,
-            max_pending=cfg.gateway.max_pending_per_session,
+            config=cfg.gateway,
             on_turn_done=waiters.turn_done,
             budget=self.budget,
         )
-        self.sessions = sessions
-        approvals.dispatch = lambda item: sessions.dispatch(item, force=True)
-        SessionCommands(
+        conversations.add_commands(
             store,
             sessions,
             self.commands,
             history_changed=opener.forget,
-            waiting_approval=approvals.has_open,
-            compact=lambda item, sid: compactor.request(
-                item, sid, agents.resolve(item.message.channel)
-            ),
-            status_line=lambda stats, ch, loc: Compactor.status_line(
-                stats, agents.resolve(ch), loc
-            ),
-            usage_line=lambda stats, ch, loc: usage_status(stats, agents.resolve(ch), loc),
+            approvals=approvals,
+            agents=agents,
         )
         self._access.add_commands(
             store, self.commands, dispatcher.wake, self.clock, locales.for_channel
         )
         memory.add_commands(store.memories, self.commands)
-        ApprovalCommands(approvals, sessions, self.commands)
-        ingress = build_ingress(
+        SessionsFeature.add_steering(approvals, sessions, self.commands)
+        ingress = IngressFeature.build(
             self.bus,
             store,
             sessions,
@@ -359,12 +287,12 @@ class Gateway:
         )
         processor = self.processor = ingress.processor
 
-        app = self._http_app(store, dispatcher, scheduler, ingress)
+        app = self._http_app(store, delivery, scheduler, ingress)
         runner = web.AppRunner(app, handle_signals=False, access_log=None)
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
             *([self.mcp] if self.mcp is not None else []),  # stops after the turns that use it
-            *(channel_service(c) for c in self.channels),
+            *(DeliveryFeature.service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
             approvals,  # after the sessions: answered approvals go back into their queues
@@ -388,13 +316,15 @@ class Gateway:
     def _http_app(
         self,
         store: Store,
-        dispatcher: OutboundDispatcher,
+        delivery: DeliveryFeature,
         scheduler: Scheduler | None,
         ingress: IngressFeature,
     ) -> web.Application:
         """The HTTP app with each channel's routes mounted, and what /ready reads."""
         app = build_http_app(
-            HttpProbes(self.readiness, self._render_metrics, lambda: mcp_details(self.mcp)),
+            HttpProbes(
+                self.readiness, self._render_metrics, lambda: ToolsFeature.mcp_details(self.mcp)
+            ),
             self.config.served_hosts,
         )
         mount = AppMount(app)
@@ -404,20 +334,10 @@ class Gateway:
                 locale = LocaleResolver.from_config(self.config).for_channel(channel.name)
                 channel.use_directory(web_ui.directory(channel.name, locale))
                 channel.use_owners(web_ui.owners(channel.name))
-            channel.setup(
-                GatewayChannelRuntime(
-                    self.bus,
-                    ChannelState(store, channel.name),
-                    mount,
-                    self.loaded.media_dir,
-                    channel.name,
-                    dispatcher,
-                    ingress.dead_letters,
-                )
-            )
+            delivery.connect(channel, self.bus, store, mount, ingress.dead_letters)
         self._readiness.add("storage", self._storage_state)
         for channel in self.channels:
-            self._readiness.add(f"channel {channel.name}", not_ready_reason(channel, dispatcher))
+            self._readiness.add(f"channel {channel.name}", delivery.not_ready_reason(channel))
         self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")
         if scheduler is not None:
             self._readiness.add(
@@ -428,7 +348,7 @@ class Gateway:
             app,
             self.config,
             self._readiness.checks,
-            dispatcher.wake,
+            delivery.dispatcher.wake,
             functools.partial(_job_views, store, self.config.time.zone),
             self.loaded.static_dir,
         )
@@ -452,7 +372,7 @@ class Gateway:
             self.metrics.set_queue_depth("session_pending", self.sessions.pending_messages)
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
-        mcp_metrics(self.mcp, self.metrics)
+        ToolsFeature.mcp_metrics(self.mcp, self.metrics)
         if self.dispatcher is not None:
             for channel in self.channels:
                 problem = self.dispatcher.sending_problem(channel.name)

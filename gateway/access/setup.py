@@ -16,12 +16,16 @@ from gateway.commands import CommandRegistry
 from gateway.i18n import Locale
 from storage.store import Store
 
-__all__ = ["AccessFeature", "build_access"]
+__all__ = ["AccessFeature"]
 
 
 @dataclass(frozen=True, slots=True)
 class AccessFeature:
     policy: AccessPolicy
+
+    @classmethod
+    def build(cls, admins: Iterable[str], channels: Mapping[str, ChannelSettings]) -> AccessFeature:
+        return cls(AccessPolicy(admins, channels))
 
     def add_commands(
         self,
@@ -33,7 +37,3 @@ class AccessFeature:
     ) -> None:
         """The admin commands on the policy, added to `registry`."""
         AccessCommands(self.policy, store, registry, wake, clock, locale_of)
-
-
-def build_access(admins: Iterable[str], channels: Mapping[str, ChannelSettings]) -> AccessFeature:
-    return AccessFeature(AccessPolicy(admins, channels))

@@ -20,7 +20,7 @@ from gateway.ops.metrics import Metrics
 from gateway.sessions.manager import SessionManager, StorageRetry
 from storage.store import Store
 
-__all__ = ["IngressFeature", "build_ingress"]
+__all__ = ["IngressFeature"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,33 +28,34 @@ class IngressFeature:
     dead_letters: DeadLetterSink
     processor: InboundProcessor
 
-
-def build_ingress(
-    bus: MessageBus,
-    store: Store,
-    sessions: SessionManager,
-    registry: CommandRegistry,
-    wake: Callable[[str], None],
-    *,
-    metrics: Metrics,
-    budget: ShutdownBudget,
-    policy: AccessPolicy,
-    clock: Callable[[], datetime],
-    locales: LocaleResolver,
-) -> IngressFeature:
-    dead_letters = DeadLetterSink(store, metrics)
-    processor = InboundProcessor(
-        bus,
-        store,
-        sessions,
-        registry,
-        wake,
-        on_accepted=metrics.inbound,
-        budget=budget,
-        access=AccessGate(policy, store, wake, clock),
-        dead_letters=dead_letters,
-        locales=locales,
-    )
-    # a turn storage failed runs again once writes pass, as recovery runs it
-    sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
-    return IngressFeature(dead_letters, processor)
+    @classmethod
+    def build(
+        cls,
+        bus: MessageBus,
+        store: Store,
+        sessions: SessionManager,
+        registry: CommandRegistry,
+        wake: Callable[[str], None],
+        *,
+        metrics: Metrics,
+        budget: ShutdownBudget,
+        policy: AccessPolicy,
+        clock: Callable[[], datetime],
+        locales: LocaleResolver,
+    ) -> IngressFeature:
+        dead_letters = DeadLetterSink(store, metrics)
+        processor = InboundProcessor(
+            bus,
+            store,
+            sessions,
+            registry,
+            wake,
+            on_accepted=metrics.inbound,
+            budget=budget,
+            access=AccessGate(policy, store, wake, clock),
+            dead_letters=dead_letters,
+            locales=locales,
+        )
+        # a turn storage failed runs again once writes pass, as recovery runs it
+        sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
+        return cls(dead_letters, processor)

@@ -4,5 +4,5 @@ gateway module that imports skills/), `mcp` the MCP servers, `subagents`
 the `task` tool's service and catalogue.
 
 Public: gateway.tools.setup, gateway.tools.skills, gateway.tools.mcp, gateway.tools.subagents
-May import: agent, gateway.config, gateway.ops, gateway.turns, skills, storage
+May import: agent, gateway.approvals, gateway.config, gateway.ops, gateway.turns, skills, storage
 """

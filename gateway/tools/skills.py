@@ -26,6 +26,7 @@ from storage.store import Store
 
 __all__ = [
     "SkillIndexPart",
+    "SkillRuntime",  # re-exported: gateway.tools.setup holds one, and may not import skills/
     "SkillToolKit",
     "StoreSkillEvents",
     "build_skill_runtime",
