@@ -101,7 +101,7 @@ def build_tools(
     )
     if mcp is not None:
         registry.add_source(mcp)  # offered per turn: the tools of the servers up then
-    # `task` is registered later (gateway.app) but may be held like any tool
+    # `task` is registered later (ToolsFeature.build) but may be held like any tool
     cfg.tools.approval.check_names([*registry.names(), *cfg.tools.disabled, TASK_TOOL])
     return tool_settings, registry, mcp
 
