@@ -135,6 +135,26 @@ def test_public_modules_named_in_the_rules_exist() -> None:
     assert named - files - {n for n in named if f"{n}.__init__" in files} == set()
 
 
+def entries_of_the_root(root: Path) -> dict[str, list[str]]:
+    """The names gateway/app.py imports at run time from each gateway
+    package (imports under `if TYPE_CHECKING:` only annotate)."""
+    tree = ast.parse((root / "gateway" / "app.py").read_text(encoding="utf-8"))
+    packages = {f"gateway.{p.parent.name}" for p in (root / "gateway").glob("*/__init__.py")}
+    names: dict[str, list[str]] = {}
+    for node in tree.body:  # module level: a TYPE_CHECKING block is an `if`, skipped
+        if isinstance(node, ast.ImportFrom) and node.module:
+            package = _package(node.module, packages)
+            if package is not None and package != "gateway.cli":
+                names.setdefault(package, []).extend(a.name for a in node.names)
+    return names
+
+
+def test_the_root_wires_one_entry_per_feature_package() -> None:
+    entries = entries_of_the_root(ROOT)
+    assert len(entries) >= 10
+    assert {p: n for p, n in entries.items() if len(n) > 1} == {}
+
+
 # --- self-test: the checks fail on a planted tree ----------------------------------------
 
 PLANTED = {
