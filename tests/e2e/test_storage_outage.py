@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ print("locked", flush=True)
 sys.stdin.readline()
 conn.execute("ROLLBACK")
 """
+
+
+HELD_SECS = 20.0  # how long another process holds the write lock
 
 
 def _config(llm: FakeOpenAI) -> dict[str, Any]:
@@ -99,6 +103,7 @@ async def test_write_lock_held_by_another_process_then_released_answers_once_wit
         assert locker.stdout is not None
         assert locker.stdin is not None
         assert await asyncio.wait_for(locker.stdout.readline(), 10) == b"locked\n"
+        locked_at = time.monotonic()
         llm.release()  # the reply's commit now waits out the busy timeout (5 s), then fails
 
         async def not_ready() -> bool:
@@ -114,6 +119,10 @@ async def test_write_lock_held_by_another_process_then_released_answers_once_wit
         assert not gw.events("turn_crashed")
         assert [f for f in frames if f["type"] == "message"] == []
         assert await not_ready()
+        # the issue's case: the lock held 20 s, four busy timeouts, not one
+        await asyncio.sleep(max(0.0, HELD_SECS - (time.monotonic() - locked_at)))
+        assert await not_ready()
+        assert not gw.events("turn_crashed")
 
         locker.stdin.write(b"release\n")
         await locker.stdin.drain()
