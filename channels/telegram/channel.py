@@ -124,7 +124,11 @@ class TelegramChannel(Channel):
         self._sender = sender = TelegramSender(bot, runtime.state, self._redact)
         self._parts = PartProgress(runtime.state)
         self._media = MediaFetcher(
-            bot, runtime.media_dir / "telegram", self.config.max_media_bytes, self._redact
+            bot,
+            runtime.media_dir / "telegram",
+            self.config.max_media_bytes,
+            self._redact,
+            deadline_secs=self.config.download_timeout_secs,
         )
         self._typing = TypingLoops(sender, self.typing_interval_secs)
         self._streams = live_streams(sender, self.stream_interval_secs)

@@ -33,6 +33,9 @@ class TelegramConfig(ChannelSettings):
     # An edited message becomes a turn of its own ("[edited] …"); off: edits are ignored.
     edited_messages: bool = False
     max_media_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    # the most one attachment's download may take, however slowly the file
+    # server sends: the update loop waits for it (docs/channels/telegram.md)
+    download_timeout_secs: float = Field(120.0, gt=0)
     poll_timeout_secs: int = Field(30, ge=0, le=60)
 
     @model_validator(mode="before")

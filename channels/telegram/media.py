@@ -47,8 +47,17 @@ class _DownloadFailed(Exception):
 class MediaFetcher:
     """Owns the HTTP client of the downloads: `aclose()` it when the channel stops."""
 
-    def __init__(self, bot: Bot, directory: Path, max_bytes: int, redact: Redactor) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        directory: Path,
+        max_bytes: int,
+        redact: Redactor,
+        *,
+        deadline_secs: float = 120.0,
+    ) -> None:
         self._bot = bot
+        self._deadline = deadline_secs  # the whole download, not each read
         self._redact = redact
         self._dir = directory
         self._max = max_bytes
@@ -91,14 +100,21 @@ class MediaFetcher:
         return Fetched(MediaRef(att.kind, str(path), mime, att.name), None)
 
     async def _download(self, file_url: str) -> bytes:
-        """The file's bytes, read in chunks and stopped past the cap (BodyTooLarge)."""
+        """The file's bytes, read in chunks and stopped past the cap (BodyTooLarge)
+        or past the deadline: a server that drips a byte a second would hold the
+        update loop, and every chat of the channel, for as long as it liked."""
         try:
-            async with self._http.stream("GET", _encoded(file_url)) as resp:
+            async with (
+                asyncio.timeout(self._deadline),
+                self._http.stream("GET", _encoded(file_url)) as resp,
+            ):
                 if resp.status_code != 200:
                     raise _DownloadFailed(f"HTTP {resp.status_code}")
                 length = resp.headers.get("Content-Length", "")
                 declared = int(length) if length.isdigit() else None
                 return await read_capped(resp.aiter_bytes(CHUNK), self._max, declared=declared)
+        except TimeoutError:
+            raise _DownloadFailed(f"not downloaded within {self._deadline:g} s") from None
         except httpx.HTTPError as exc:
             # the message of an httpx error may hold the URL, and so the token
             raise _DownloadFailed(type(exc).__name__) from None

@@ -158,6 +158,29 @@ async def test_a_file_streaming_more_than_getfile_declared_stops_at_the_cap(
     assert list((tmp_path / "telegram").glob("*")) == []
 
 
+async def test_a_download_that_drips_is_given_up_at_its_deadline_and_the_channel_goes_on(
+    tg: FakeTelegram, tmp_path: Path
+) -> None:
+    # 640 KB, within the cap, sent 64 KB a second: ten seconds for the whole,
+    # while the update loop waits. Past download_timeout_secs the file is left
+    # out with a note, and the next update is read.
+    file_id, drip = tg.add_streamed_file(declared=655_360, total=655_360, pause_secs=1.0)
+    channel = make_channel(tg, download_timeout_secs=0.5)
+    async with channel_runtime(channel, tmp_path) as rt:
+        await tg.add_message(
+            "slow one",
+            document={"file_id": file_id, "file_unique_id": "d1", "file_name": "liar.bin"},
+        )
+        await tg.add_message("next")
+        first, second = await rt.wait_for_messages(2)
+        await asyncio.wait_for(drip.done.wait(), 10)
+    assert first.media == ()
+    assert first.text == "slow one\n[file could not be downloaded]"
+    assert second.text == "next"
+    assert drip.sent < drip.total, drip.sent
+    assert list((tmp_path / "telegram").glob("*")) == []
+
+
 async def test_offset_is_persisted_and_a_restart_sees_each_update_once(
     tg: FakeTelegram, tmp_path: Path
 ) -> None:

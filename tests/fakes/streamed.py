@@ -17,10 +17,12 @@ _CHUNK = b"z" * 65536
 
 @dataclass
 class StreamedBody:
-    """`total` bytes to stream; `sent` so far; `done` set when the stream ended."""
+    """`total` bytes to stream; `sent` so far; `done` set when the stream ended;
+    `pause_secs` between chunks (a server that drips)."""
 
     total: int
     sent: int = 0
+    pause_secs: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -35,6 +37,8 @@ async def stream_body(
             piece = _CHUNK[: body.total - body.sent]
             await response.write(piece)
             body.sent += len(piece)
+            if body.pause_secs:
+                await asyncio.sleep(body.pause_secs)
         await response.write_eof()
     except ConnectionError:
         pass  # the client hung up: what it took is counted

@@ -252,10 +252,16 @@ class FakeTelegram:
         return file_id
 
     def add_streamed_file(
-        self, declared: int, total: int, file_path: str = "documents/liar.bin"
+        self,
+        declared: int,
+        total: int,
+        file_path: str = "documents/liar.bin",
+        *,
+        pause_secs: float = 0.0,
     ) -> tuple[str, StreamedFile]:
         file_id = self.add_file(b"", file_path)
-        self.streamed[file_path] = streamed = StreamedFile(total, declared=declared)
+        streamed = StreamedFile(total, pause_secs=pause_secs, declared=declared)
+        self.streamed[file_path] = streamed
         return file_id, streamed
 
     def fail_next(
