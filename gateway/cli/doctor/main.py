@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from agent.tools.sandbox import bwrap_path
 from channels.base import ChannelSettings
+from channels.feishu.config import FeishuMode
 from gateway.cli.doctor.findings import Finding, Status, ok, problem, secret_of, warn
 from gateway.cli.doctor.probe import DEFAULT_BASE, probe_all, used_providers
 from gateway.config.core import (
@@ -81,6 +82,7 @@ async def run_doctor(
     report(await asyncio.to_thread(_check_dirs, dirs))
     report(_channel_findings(loaded))
     report(_access_findings(loaded))
+    report(_host_findings(loaded))
     report(_sandbox_findings(loaded))
     report(_provider_findings(loaded))
     if probe:
@@ -254,6 +256,39 @@ def _access_findings(loaded: LoadedConfig) -> list[Finding]:
                 f"channels.{name}.allow_from is [] with no admin and no pairing: nobody is let in"
             )
             findings.append(warn("access", message, fix))
+    return findings
+
+
+def _host_findings(loaded: LoadedConfig) -> list[Finding]:
+    """Names the HTTP server will answer 421 to (docs/OPERATIONS.md, "Host
+    names and origins"): a wildcard bind reached by a LAN address or a public
+    name, webhooks a platform calls by a name nobody listed."""
+    config = loaded.config
+    if config.served_hosts.public:
+        return []
+    fix = (
+        "list the names and addresses clients use in gateway.public_hosts "
+        "(docs/OPERATIONS.md#host-names-and-origins)"
+    )
+    findings: list[Finding] = []
+    if config.gateway.host in ("0.0.0.0", "::", "[::]"):
+        message = (
+            f'gateway.host is "{config.gateway.host}" and no public host name is served: '
+            "a request by any name but a loopback one (a LAN address, a public name) gets 421"
+        )
+        findings.append(warn("http", message, fix))
+    channels = config.channels
+    hooks = [
+        name
+        for name, on in (("feishu", channels.feishu.mode is FeishuMode.WEBHOOK), ("wecom_kf", True))
+        if on and name in channels.enabled()
+    ]
+    for name in hooks:
+        message = (
+            f"channels.{name} takes webhooks but no public host name is served: the "
+            "platform's callbacks get 421 unless a proxy rewrites Host to a loopback name"
+        )
+        findings.append(warn("http", message, fix))
     return findings
 
 

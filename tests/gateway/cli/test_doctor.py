@@ -489,3 +489,19 @@ async def test_pairing_with_no_admin_and_a_closed_channel_are_warned(tmp_path: P
     assert "nobody is let in" in line_of((await setup.run())[1], "access")
     setup.env["PICOBOT_ADMINS"] = "websocket:me"
     assert "access:" not in (await setup.run())[1]
+
+
+async def test_names_the_http_server_would_refuse_are_warned(tmp_path: Path) -> None:
+    """A wildcard bind, or webhooks, with no public host name: those requests
+    get 421 (gateway/http.py); listing the name silences the warning."""
+    setup = Setup(tmp_path)
+    gateway = {"host": "0.0.0.0", "auth_token": "t0ken-t0ken-t0ken"}
+    feishu = {"enabled": True, "app_id": "cli_x", "app_secret": "s", "mode": "webhook"}
+    setup.write(base_config(gateway=gateway, channels={"websocket": {"enabled": True}}))
+    code, text = await setup.run()
+    assert code == 0, text  # a warning: loopback clients are still answered
+    assert 'gateway.host is "0.0.0.0" and no public host name is served' in line_of(text, "http")
+    setup.write(base_config(channels={"feishu": feishu}))
+    assert "channels.feishu takes webhooks" in line_of((await setup.run())[1], "http")
+    setup.write(base_config(gateway={**gateway, "public_hosts": ["chat.example.com"]}))
+    assert "http:" not in (await setup.run())[1]
