@@ -4,6 +4,7 @@ real composition root running in-process on 127.0.0.1 port 0."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -196,9 +197,10 @@ class GatewayProcess:
     def events(self, name: str) -> list[dict[str, Any]]:
         return [line for line in self.lines if line.get("event") == name]
 
-    async def wait_event(self, name: str, timeout: float = 10) -> dict[str, Any]:
+    async def wait_event(self, name: str, timeout: float = 10, count: int = 1) -> dict[str, Any]:
+        """The first log line of event `name`, once `count` of them were logged."""
         async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: bool(self.events(name)))
+            await self._changed.wait_for(lambda: len(self.events(name)) >= count)
         return self.events(name)[0]
 
     async def stop(self, sig: int | None = signal.SIGTERM, timeout: float = 30) -> int:
@@ -285,8 +287,15 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Polls: the state of another process tree cannot be awaited."""
+async def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    """Polls `predicate` (awaited when it returns an awaitable) until it is
+    true: for state that offers nothing to await (another process, a file, a
+    worker's back-off)."""
     async with asyncio.timeout(timeout):
-        while not predicate():
+        while True:
+            result = predicate()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return
             await asyncio.sleep(0.05)

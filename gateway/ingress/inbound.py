@@ -31,7 +31,7 @@ from gateway.ingress.dead_letters import DeadLetterSink
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.sessions.manager import SessionManager
 from gateway.work import WorkItem
-from storage.sqlite.db import StorageUnavailable
+from storage.errors import StorageUnavailable
 from storage.sqlite.delivery import inbox
 from storage.sqlite.delivery.inbox import InboxEntry, InboxState
 from storage.store import Store

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support import child_env, spawn_gateway
+from tests.support import child_env, process_config, spawn_gateway
 
 pytestmark = pytest.mark.slow
 
@@ -26,15 +26,11 @@ def _peak_rss(pid: int) -> int:
 
 
 def _config(llm: FakeOpenAI, channels: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "providers": {
-            "default": {"base_url": llm.base_url, "api_key": "test-key", "max_retries": 0}
-        },
-        "models": {"default": {"model_id": "fake-model"}},
-        "gateway": {"port": 0, "shutdown_timeout_secs": 10, "outbound_retry_base_secs": 0.05},
-        "logging": {"format": "json"},
-        "channels": {"websocket": {"enabled": False}, **channels},
-    }
+    return process_config(
+        llm.base_url,
+        gateway={"outbound_retry_base_secs": 0.05},
+        channels={"websocket": {"enabled": False}, **channels},
+    )
 
 
 async def test_a_telegram_file_streaming_50_mb_past_a_1_kb_getfile_costs_only_the_cap(

@@ -27,6 +27,7 @@ from tests.support import (
     child_env,
     conversation,
     make_config,
+    process_config,
     running_gateway,
     spawn_gateway,
 )
@@ -142,16 +143,7 @@ async def test_bob_cannot_reach_alices_job_nor_the_builtin_one_and_an_admin_can(
 async def test_through_a_gateway_process_bob_cannot_pause_or_replace_alices_job(
     home: Path, llm: FakeOpenAI
 ) -> None:
-    config = {
-        "providers": {
-            "default": {"base_url": llm.base_url, "api_key": "test-key", "max_retries": 0}
-        },
-        "models": {"default": {"model_id": "fake-model"}},
-        "gateway": {"port": 0, "shutdown_timeout_secs": 10, **_sections()["gateway"]},
-        "channels": _sections()["channels"],
-        "scheduler": _sections()["scheduler"],
-        "logging": {"format": "json"},
-    }
+    config = process_config(llm.base_url, **_sections())
     gw = await spawn_gateway(config, home, child_env(home))
     try:
         async with connect(gw.ws_url, "alice") as alice:

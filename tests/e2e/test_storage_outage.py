@@ -11,7 +11,6 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.support import (
     replies_written,
     running_gateway,
     spawn_gateway,
+    wait_until,
     ws_client,
 )
 
@@ -60,18 +60,6 @@ async def _get(gw: GatewayProcess, path: str) -> tuple[int, dict[str, Any]]:
         http.get(f"http://127.0.0.1:{gw.port}{path}") as resp,
     ):
         return resp.status, await resp.json(content_type=None)
-
-
-async def _until(check: Callable[[], Any], timeout: float) -> None:
-    """Until `check()` (awaited if a coroutine) is true; polled: a commit has no event."""
-    async with asyncio.timeout(timeout):
-        while True:
-            result = check()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return
-            await asyncio.sleep(0.05)
 
 
 async def _frames(ws: websockets.ClientConnection, into: list[dict[str, Any]]) -> None:
@@ -112,10 +100,10 @@ async def test_write_lock_held_by_another_process_then_released_answers_once_wit
                 "storage: writes failing: database is locked" in body.get("reasons", [])
             )
 
-        await _until(not_ready, 30)
+        await wait_until(not_ready, 30)
         assert (await _get(gw, "/health"))[0] == 200  # the loop is alive
         # held clearly past the busy timeout: the turn failed, and a retry's probe too
-        await _until(lambda: len(gw.events("turn_waiting_for_storage")) >= 2, 30)
+        await gw.wait_event("turn_waiting_for_storage", 30, count=2)
         assert not gw.events("turn_crashed")
         assert [f for f in frames if f["type"] == "message"] == []
         assert await not_ready()
@@ -128,8 +116,8 @@ async def test_write_lock_held_by_another_process_then_released_answers_once_wit
         await locker.stdin.drain()
         assert await asyncio.wait_for(locker.wait(), 10) == 0
 
-        await _until(lambda: [f for f in frames if f["type"] == "message"], 30)
-        await _until(lambda: gw.events("storage_writes_recovered"), 10)
+        await wait_until(lambda: [f for f in frames if f["type"] == "message"], 30)
+        await gw.wait_event("storage_writes_recovered", 10)
         assert await _get(gw, "/ready") == (200, {"status": "ready"})
         assert await gw.stop() == 0
         await ws.close()
@@ -199,7 +187,7 @@ async def test_a_full_database_during_a_turn_takes_the_same_retry_path(
         )
         with capture_logs() as logs:
             llm.release()
-            await _until(lambda: sessions.waiting_for_storage == 1, 20)
+            await wait_until(lambda: sessions.waiting_for_storage == 1, 20)
         [failed] = [e for e in logs if e["event"] == "storage_commit_failed"]
         assert failed["reason"] == "database or disk is full"
         await gw.db.read(lambda c: c.execute("PRAGMA max_page_count=1073741823"))

@@ -26,6 +26,7 @@ from tests.support import (
     make_config,
     running_gateway,
     spawn_gateway,
+    wait_until,
     ws_client,
 )
 
@@ -120,9 +121,11 @@ async def test_another_token_naming_alices_chat_gets_nothing_and_alice_her_reply
         reply = await _next(alice, "message")
         assert (reply["reply_to"], reply["text"]) == ("m1", f"echo: {SECRET}")
         assert reply["earlier"] is True  # written while she was away
-        async with asyncio.timeout(10):  # another process's state: looked at, not awaited
-            while await asyncio.to_thread(_outbox_states, db_path) != [(chat, "sent")]:
-                await asyncio.sleep(0.05)
+
+        async def sent() -> bool:  # another process's state: looked at, not awaited
+            return await asyncio.to_thread(_outbox_states, db_path) == [(chat, "sent")]
+
+        await wait_until(sent)
         await alice.send(json.dumps({"type": "history", "id": "q4"}))
         later = []
         while (frame := json.loads(await asyncio.wait_for(alice.recv(), 10)))["type"] != "history":

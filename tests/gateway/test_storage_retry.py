@@ -21,6 +21,7 @@ from gateway.turns.run_slots import RunSlots
 from gateway.work import TurnOutcome, WorkItem
 from storage.sqlite.db import Database, StorageUnavailable
 from storage.store import Store
+from tests.support import wait_until
 
 
 def _item(inbox_id: int, chat: str = "c1") -> WorkItem:
@@ -151,9 +152,8 @@ async def test_shutdown_does_not_wait_out_the_backoff() -> None:
         execution.failing = {1}
         sessions.dispatch(_item(1))
         await execution.wait_runs(1)
+        await wait_until(lambda: sessions.waiting_for_storage, 5)  # the worker backs off
         async with asyncio.timeout(5):
-            while not sessions.waiting_for_storage:  # the worker is in its backoff
-                await asyncio.sleep(0)
             await sessions.shutdown(3600)  # returns: the waiting worker ended at once
     assert storage.probes == 0
     assert sessions.active_conversations == 0

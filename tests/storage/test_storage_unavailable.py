@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from storage.sqlite.db import Database, StorageUnavailable, StorageUnusable
+from tests.support import wait_until
 
 
 def _insert(conn: sqlite3.Connection, key: str, value: str = "v") -> None:
@@ -38,12 +39,6 @@ def other_writer(tmp_path: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 async def test_a_write_lock_held_elsewhere_is_unavailable_until_it_is_released(
@@ -81,7 +76,7 @@ async def test_the_checkpointer_clears_the_failure_once_writes_pass_on_an_idle_d
         with pytest.raises(StorageUnavailable):
             await db.write(lambda c: _insert(c, "a"))
         other_writer.execute("ROLLBACK")
-        await _until(lambda: db.write_failure is None)  # though nobody wrote
+        await wait_until(lambda: db.write_failure is None)  # though nobody wrote
 
 
 async def test_a_full_database_fails_the_whole_batch_as_unavailable(tmp_path: Path) -> None:
