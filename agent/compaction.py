@@ -15,7 +15,7 @@ persisted and its reply dispatched:
    to a truncated transcript; `compact` never raises into the main flow
    (cancellation excepted).
 
-The result is a value; committing it atomically is `storage.sqlite.conversations.compaction`'s job.
+The result is a value; committing it atomically is `storage.sql.conversations.compaction`'s job.
 This module never touches storage, channels or the gateway.
 """
 

@@ -22,7 +22,7 @@ from agent.messages import ChatMessage, Marker, Role, tokens_for_chars
 from agent.prompt_file import DEFAULT_AGENT_PROMPT
 from bench.harness import ask, connect
 from bench.process import CpuMeter, FakeLLM, GatewayProc, fake_llm, gateway_process, shipped_config
-from storage.sqlite.conversations import messages, sessions
+from storage.sql.conversations import messages, sessions
 from storage.sqlite.db import Database
 
 WINDOW_TOKENS = 128_000  # the shipped default

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from storage.sql.memory.memories import Provenance, Scope, put_memory
 from storage.sqlite.db import Database
-from storage.sqlite.memory.memories import Provenance, Scope, put_memory
 from storage.units.memories import MemoryStore
 
 _WORDS = ["piano", "coffee", "marathon", "garden", "visa", "budget", "thesis", "kitchen", "guitar", "chess", "travel", "oslo", "berlin", "valencia", "tomato", "jazz", "novel", "kubernetes", "mortgage", "violin"]  # fmt: skip

@@ -111,7 +111,7 @@ class StateStore(Protocol):
     State kept for one outbox row must be keyed `progress:<outbox id>`, or
     start with `upload:` or `streamed:` and contain the row's idempotency
     key: the gateway deletes such keys once the row is delivered
-    (storage.sqlite.retention). Other keys are the channel's own and are kept."""
+    (storage.sql.retention). Other keys are the channel's own and are kept."""
 
     async def get(self, key: str) -> str | None: ...
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage.sqlite.jobs import JobOwner, JobRecord, JobSource
+from storage.sql.jobs import JobOwner, JobRecord, JobSource
 
 __all__ = ["OPERATOR", "JobCaller"]
 

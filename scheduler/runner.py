@@ -20,7 +20,7 @@ from scheduler.jobs import (
     OutboundMessageJob,
     SilentAgentTaskJob,
 )
-from storage.sqlite.jobs import to_db_time
+from storage.sql.jobs import to_db_time
 
 __all__ = ["build_agent_message", "execute_job", "run_message_id"]
 

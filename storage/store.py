@@ -18,29 +18,29 @@ from datetime import datetime
 from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
 from storage.clock import now_iso
-from storage.sqlite import jobs, skill_events
-from storage.sqlite.access import chat_owners, pairings
-from storage.sqlite.access.pairings import Approval, CodeRules, Issue, Pairing
-from storage.sqlite.access.rate_events import RateStore
-from storage.sqlite.conversations import commands as conversations
-from storage.sqlite.conversations import messages, sessions, turns
-from storage.sqlite.conversations.commands import RecentHistory, Replaced, SessionStats
-from storage.sqlite.conversations.compaction import commit_compaction
-from storage.sqlite.conversations.sessions import SessionRecord
-from storage.sqlite.conversations.turns import (
+from storage.sql import jobs, skill_events
+from storage.sql.access import chat_owners, pairings
+from storage.sql.access.pairings import Approval, CodeRules, Issue, Pairing
+from storage.sql.access.rate_events import RateStore
+from storage.sql.conversations import commands as conversations
+from storage.sql.conversations import messages, sessions, turns
+from storage.sql.conversations.commands import RecentHistory, Replaced, SessionStats
+from storage.sql.conversations.compaction import commit_compaction
+from storage.sql.conversations.sessions import SessionRecord
+from storage.sql.conversations.turns import (
     Begun,
     CachedHistory,
     DeferredOpening,
     Opening,
     PromptCheck,
 )
+from storage.sql.delivery import channel_state, dead_letters, inbox, outbox
+from storage.sql.delivery.dead_letters import DeadLetter
+from storage.sql.delivery.inbox import InboxEntry
+from storage.sql.delivery.outbox import Held, OutboxRow, Scan
+from storage.sql.jobs import JobRecord, RunRecord
+from storage.sql.skill_events import SkillEventRow
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import channel_state, dead_letters, inbox, outbox
-from storage.sqlite.delivery.dead_letters import DeadLetter
-from storage.sqlite.delivery.inbox import InboxEntry
-from storage.sqlite.delivery.outbox import Held, OutboxRow, Scan
-from storage.sqlite.jobs import JobRecord, RunRecord
-from storage.sqlite.skill_events import SkillEventRow
 from storage.units.approvals import ApprovalStore
 from storage.units.memories import MemoryStore
 from storage.units.retention import RetentionStore
@@ -58,7 +58,7 @@ class Store:
         self.retention = RetentionStore(db)  # pruning what is finished (docs/OPERATIONS.md)
         self.rates = RateStore(
             db
-        )  # limits that survive a restart (storage/sqlite/access/rate_events.py)
+        )  # limits that survive a restart (storage/sql/access/rate_events.py)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
@@ -81,7 +81,7 @@ class Store:
         answer = functools.partial(inbox.answer, inbox_ids=inbox_ids, reply=reply)
         return await asyncio.shield(self.db.write(answer))
 
-    # -- dead letters (storage/sqlite/delivery/dead_letters.py) --------------------------------
+    # -- dead letters (storage/sql/delivery/dead_letters.py) --------------------------------
     async def record_dead_letter(
         self, channel: str, platform_id: str | None, payload: str | bytes, reason: str
     ) -> int:
@@ -355,7 +355,7 @@ class Store:
             functools.partial(channel_state.set_state, channel=channel, key=key, value=value)
         )
 
-    # -- chat owners (storage/sqlite/access/chat_owners.py) ------------------------------------
+    # -- chat owners (storage/sql/access/chat_owners.py) ------------------------------------
     async def claim_chat(
         self,
         channel: str,

@@ -24,7 +24,7 @@ from gateway.access.policy import AccessPolicy, Reason
 from gateway.bus import ChatType
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
 from gateway.i18n import Locale, Msg, tr
-from storage.sqlite.access.pairings import ApproveOutcome, PairingState
+from storage.sql.access.pairings import ApproveOutcome, PairingState
 from storage.store import Store
 
 __all__ = ["AccessCommands"]

@@ -24,8 +24,8 @@ from gateway.access.policy import AccessPolicy, Reason, Verdict
 from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
 from gateway.work import WorkItem
-from storage.sqlite.access.pairings import CodeRules, IssueOutcome
-from storage.sqlite.access.rate_events import RateLimit
+from storage.sql.access.pairings import CodeRules, IssueOutcome
+from storage.sql.access.rate_events import RateLimit
 from storage.store import Store
 
 __all__ = ["AccessGate", "ReplyLimiter"]
@@ -38,7 +38,7 @@ REFUSAL_REPLY_RATE = "refusal_reply"  # the rate_events kind
 
 class ReplyLimiter:
     """At most one reply per sender per `interval`, counted in storage
-    (storage.sqlite.access.rate_events): concurrent batches cannot both reply, and a restart
+    (storage.sql.access.rate_events): concurrent batches cannot both reply, and a restart
     does not reset it. Rows leave the table as the hour passes."""
 
     def __init__(self, store: Store, interval: timedelta) -> None:

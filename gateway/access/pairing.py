@@ -3,7 +3,7 @@
 A code is 8 characters from an alphabet without look-alikes (no 0/O, 1/I/L),
 written XXXX-XXXX; typed back it may be in any case, with or without the dash.
 The rules (lifetime, one code per sender per hour, three live codes per
-channel) are `CODE_RULES`; the table is storage.sqlite.access.pairings.
+channel) are `CODE_RULES`; the table is storage.sql.access.pairings.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from gateway.i18n import Locale, Msg, tr
-from storage.sqlite.access.pairings import (
+from storage.sql.access.pairings import (
     Approval,
     ApproveOutcome,
     CodeRules,

@@ -10,7 +10,7 @@ LLM call. In order:
    ignored, whoever sent it.
 3. Admins (`gateway.admins` and PICOBOT_ADMINS, "channel:sender_id").
 4. The channel's `allow_from` ("*" everyone).
-5. Senders with an approved pairing (storage.sqlite.access.pairings).
+5. Senders with an approved pairing (storage.sql.access.pairings).
 6. Everyone else is refused.
 
 This module is pure: it never touches storage. Whether a sender holds an

@@ -2,7 +2,7 @@
 
 When the agent loop stops before a held batch (`agent.turn_control`),
 `pause` stores the batch and the chat's request in one commit
-(storage/sqlite/approvals.py) and closes the turn: the conversation is free again. An answer
+(storage/sql/approvals.py) and closes the turn: the conversation is free again. An answer
 (`answer`: /approve, /deny, a button) or the timeout (gateway.approvals.timeouts)
 decides it; a decided approval goes back into its conversation's queue as a
 `WorkItem` with `approval_id`, and that turn first `settle`s the batch:
@@ -46,8 +46,8 @@ from gateway.clock import Clock, utc_now
 from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
 from gateway.work import ReplySink, WorkItem
-from storage.sqlite.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
-from storage.sqlite.conversations.turns import DeferredOpening
+from storage.sql.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
+from storage.sql.conversations.turns import DeferredOpening
 from storage.store import Store
 
 __all__ = ["Approvals", "PauseRequest", "TurnControls", "TurnStop"]

@@ -19,7 +19,7 @@ import structlog
 
 from gateway.approvals.texts import TIMED_OUT_BY
 from gateway.clock import Clock, utc_now
-from storage.sqlite.approvals import ApprovalRecord, ApprovalState
+from storage.sql.approvals import ApprovalRecord, ApprovalState
 from storage.store import Store
 
 __all__ = ["ApprovalTimeouts"]

@@ -1,5 +1,5 @@
 """`picobot dead-letters list|show`: inbound events kept because they could not be
-parsed or recorded (storage/sqlite/delivery/dead_letters.py), straight on the database.
+parsed or recorded (storage/sql/delivery/dead_letters.py), straight on the database.
 
 Read-only; works whether or not the gateway is running. A dead letter is never
 answered: it is here so that an operator can see what a platform sent.
@@ -12,8 +12,8 @@ import functools
 from collections.abc import Callable
 
 from gateway.config.core import LoadedConfig
+from storage.sql.delivery import dead_letters
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import dead_letters
 
 __all__ = ["add_dead_letters_parser", "run_dead_letters_command"]
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from gateway.config.core import LoadedConfig
 from gateway.memory.service import entry_of
+from storage.sql.memory.memories import MemoryRow, Scope
 from storage.sqlite.db import Database
-from storage.sqlite.memory.memories import MemoryRow, Scope
 from storage.units.memories import MemoryStore
 
 __all__ = ["add_memory_parser", "run_memory_command"]

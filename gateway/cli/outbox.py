@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from gateway.config.core import LoadedConfig
 from gateway.turns.replies import format_duration
 from storage.clock import parse_iso
+from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import outbox
 
 __all__ = ["add_outbox_parser", "run_outbox_command"]
 

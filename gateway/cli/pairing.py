@@ -23,7 +23,7 @@ from gateway.access.pairing import (
 )
 from gateway.config.core import LoadedConfig
 from gateway.i18n.locales import LocaleResolver
-from storage.sqlite.access.pairings import ApproveOutcome
+from storage.sql.access.pairings import ApproveOutcome
 from storage.sqlite.db import Database
 from storage.store import Store
 

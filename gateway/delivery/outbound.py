@@ -35,7 +35,7 @@ from gateway.delivery.policy import (
 from gateway.i18n import Locale
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from storage.clock import iso, parse_iso
-from storage.sqlite.delivery import outbox
+from storage.sql.delivery import outbox
 from storage.store import Store
 
 __all__ = ["DeliveryMetrics", "OutboundDispatcher"]

@@ -2,7 +2,7 @@
 
 Channels reach it through `ChannelRuntime.dead_letter`, the inbound processor
 directly (a message the inbox refused alone). Once `record` returns, the event
-is durable in the `dead_letters` table (storage/sqlite/delivery/dead_letters.py), counted in
+is durable in the `dead_letters` table (storage/sql/delivery/dead_letters.py), counted in
 `picobot_dead_letters_total` and logged (never its payload); the caller then
 moves its cursor past the event or answers its platform 200. If `record`
 raises, nothing was kept: the caller must not acknowledge.

@@ -32,8 +32,8 @@ from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.sessions.manager import SessionManager
 from gateway.work import WorkItem
 from storage.errors import StorageUnavailable
-from storage.sqlite.delivery import inbox
-from storage.sqlite.delivery.inbox import InboxEntry, InboxState
+from storage.sql.delivery import inbox
+from storage.sql.delivery.inbox import InboxEntry, InboxState
 from storage.store import Store
 
 __all__ = ["InboundProcessor"]

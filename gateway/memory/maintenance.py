@@ -20,8 +20,8 @@ from agent.messages import ChatMessage
 from agent.providers.base import LLMProvider, LLMRequest, ProviderError
 from gateway.memory.plan import PLAN_INSTRUCTIONS, InvalidPlan, check_plan, plan_request
 from gateway.memory.service import SummaryFile
-from storage.sqlite.memory.maintenance import Rewrite
-from storage.sqlite.memory.memories import Scope
+from storage.sql.memory.maintenance import Rewrite
+from storage.sql.memory.memories import Scope
 from storage.units.memories import MemoryStore
 
 __all__ = ["MaintenanceFailed", "MemoryMaintenance"]

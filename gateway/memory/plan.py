@@ -18,7 +18,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.memory.types import KEY_PATTERN, MAX_CONTENT_CHARS
-from storage.sqlite.memory.maintenance import Removal, Rewrite, ScopeSnapshot, Upsert
+from storage.sql.memory.maintenance import Removal, Rewrite, ScopeSnapshot, Upsert
 
 __all__ = ["MAX_SUMMARY_CHARS", "PLAN_INSTRUCTIONS", "InvalidPlan", "check_plan", "plan_request"]
 

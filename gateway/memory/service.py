@@ -22,7 +22,7 @@ from agent.memory.types import (
     SourceType,
     WriteOutcome,
 )
-from storage.sqlite.memory.memories import MemoryRow, Provenance, Scope, ScopeFull
+from storage.sql.memory.memories import MemoryRow, Provenance, Scope, ScopeFull
 from storage.units.memories import MemoryStore
 
 __all__ = ["MemoryGateway", "SummaryFile", "entry_of", "scope_of"]

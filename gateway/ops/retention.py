@@ -4,7 +4,7 @@ after, if that is shorter) and then every `storage.prune_interval_secs`.
 
 One pass, each step on its own (one failing is logged, the others still run):
 
-1. rows finished longer than `storage.retention_days` ago (storage.sqlite.retention:
+1. rows finished longer than `storage.retention_days` ago (storage.sql.retention:
    outbox, inbox, dead letters, approvals `done`, skill events), 500 a
    transaction;
 2. channel state kept for one outbox row (uploads done, parts delivered, the
@@ -35,7 +35,7 @@ from gateway.clock import Clock, utc_now
 from gateway.config.core import StorageConfig
 from gateway.lifecycle import cancel_and_wait
 from gateway.ops.media_retention import Removed, outbox_copies, received_files, remove_paths
-from storage.sqlite.retention import Pruned, RetainedTable
+from storage.sql.retention import Pruned, RetainedTable
 from storage.store import Store
 
 __all__ = [

@@ -10,8 +10,8 @@ from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRe
 from gateway.i18n import Locale, Msg, tr
 from gateway.sessions.manager import SessionManager
 from gateway.work import WorkItem, session_base_id
-from storage.sqlite.conversations.commands import SessionStats
-from storage.sqlite.conversations.sessions import SessionRecord, SessionStatus
+from storage.sql.conversations.commands import SessionStats
+from storage.sql.conversations.sessions import SessionRecord, SessionStatus
 from storage.store import Store
 
 __all__ = ["SessionCommands"]

@@ -34,8 +34,8 @@ from gateway.sessions.manager import ConversationGates
 from gateway.turns.agents import AgentProfile
 from gateway.turns.execution import TurnEnd
 from gateway.work import WorkItem
-from storage.sqlite.conversations.commands import SessionStats
-from storage.sqlite.conversations.compaction import CompactionConflict
+from storage.sql.conversations.commands import SessionStats
+from storage.sql.conversations.compaction import CompactionConflict
 from storage.store import Store
 
 __all__ = ["Compactor"]

@@ -1,5 +1,5 @@
 """The `SessionMessenger` behind `send_session_message`: one commit counts the
-send against its quota (storage.sqlite.access.rate_events: per sender and per target chat),
+send against its quota (storage.sql.access.rate_events: per sender and per target chat),
 puts the text in the outbox and in the target chat's active session (an
 assistant message marked `session_message`), then the channel's sender gets it
 straight from the commit. Over the quota, nothing is stored or sent. A crash
@@ -18,8 +18,8 @@ from agent.tools.base import SendQuota, ToolError
 from gateway.bus import OutboundMessage
 from gateway.clock import Clock, utc_now
 from gateway.work import ReplySink, session_base_id
-from storage.sqlite.access.rate_events import RateLimit
-from storage.sqlite.conversations.sent_messages import Limited, Queued
+from storage.sql.access.rate_events import RateLimit
+from storage.sql.conversations.sent_messages import Limited, Queued
 from storage.store import Store
 
 __all__ = ["SESSION_MESSAGE_RATE", "OutboxMessenger", "rate_keys"]

@@ -1,6 +1,6 @@
 """A session's token use and what it cost, as /status shows them.
 
-The totals come from storage (`storage.sqlite.conversations.commands.session_stats`, summed in
+The totals come from storage (`storage.sql.conversations.commands.session_stats`, summed in
 SQL over every message of the session, compaction summaries included); the
 prices from `models.<name>.prices` of the chat's agent's model. The cost is an
 estimate: the provider's invoice is the truth (rounding, tiers, discounts).
@@ -12,7 +12,7 @@ from agent.messages import Usage
 from gateway.config.core import ModelPrices
 from gateway.i18n import Locale, Msg, tr
 from gateway.turns.agents import AgentProfile
-from storage.sqlite.conversations.commands import SessionStats
+from storage.sql.conversations.commands import SessionStats
 
 __all__ = ["estimate_cost", "usage_status"]
 

@@ -21,7 +21,7 @@ from skills.index import IndexLimits
 from skills.model import SkillSource
 from skills.runtime import SkillRuntime
 from skills.tools import SKILL_TOOL_NAMES, skill_tools
-from storage.sqlite.skill_events import SkillEventRow
+from storage.sql.skill_events import SkillEventRow
 from storage.store import Store
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Running sub-agents (the `task` tool's service) and finding their types.
 
 A child runs inline in the parent's tool call: its own session
-(`task:<parent session>:<call id>`, storage/sqlite/conversations/subagents.py), its type's tools
+(`task:<parent session>:<call id>`, storage/sql/conversations/subagents.py), its type's tools
 minus `task` (no nesting), the agent its type names, no streaming, and a time
 limit. Every message it produces is stored before the next model call, like a
 turn's, so a child killed with the gateway resumes from its transcript when

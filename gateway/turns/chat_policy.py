@@ -17,7 +17,7 @@ from gateway.config.core import Config
 from gateway.i18n import Locale, Msg, tr
 from gateway.turns.session_reset import NEVER, ResetPolicy, reset_policy
 from gateway.turns.tool_progress import ToolDisplay, tool_display
-from storage.sqlite.conversations.turns import SessionReset
+from storage.sql.conversations.turns import SessionReset
 
 __all__ = ["DEFAULT_POLICY", "ChatPolicy", "build_chat_policies", "show_tool_results"]
 

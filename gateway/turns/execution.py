@@ -62,7 +62,7 @@ from gateway.turns.tool_progress import ToolDisplay, ToolProgress
 from gateway.turns.transcription import transcribe_items
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
 from storage.errors import StorageUnavailable
-from storage.sqlite.conversations.turns import Opening
+from storage.sql.conversations.turns import Opening
 from storage.sqlite.db import STORAGE_ERRORS
 from storage.store import Store
 

@@ -6,7 +6,7 @@ minutes and needs nothing but its user message stored (no AGENT.md injection,
 no repair, no other session), the turn opens in memory: no storage round trip
 before the model is called.
 Storing the user message (and moving the inbox rows to `started`) is then
-deferred to the turn's first write (`storage.sqlite.conversations.turns.DeferredOpening`), which
+deferred to the turn's first write (`storage.sql.conversations.turns.DeferredOpening`), which
 checks that the session is still the chat's active one, where the cache says;
 if it is not, that write raises `StaleTurn` and the turn is run again from
 the database.
@@ -39,8 +39,8 @@ from agent.messages import ChatMessage, HistorySize, Role
 from agent.prompt_file import AgentPromptFile
 from gateway.bus import OutboundMessage
 from storage.clock import iso
-from storage.sqlite.conversations.sessions import SessionRecord
-from storage.sqlite.conversations.turns import CachedHistory, DeferredOpening, Opening, StaleTurn
+from storage.sql.conversations.sessions import SessionRecord
+from storage.sql.conversations.turns import CachedHistory, DeferredOpening, Opening, StaleTurn
 from storage.store import Store
 
 __all__ = ["OpenedTurn", "StaleTurn", "TurnOpener"]

@@ -4,7 +4,7 @@
 `gateway.session_reset_at` (the first message after that local time each day),
 each overridable per channel. A policy turns "now" into a cutoff: a session
 last active before it is archived and a new one begins
-(`storage.sqlite.conversations.turns.begin_turn`). The clock is injected so that tests can move
+(`storage.sql.conversations.turns.begin_turn`). The clock is injected so that tests can move
 through the reset time; it must return timezone-aware datetimes. Storage
 stamps activity with the real time, so any other clock may only run ahead of
 it (which is what a test needs to cross a reset).

@@ -20,7 +20,7 @@ from channels.base import (
 )
 from gateway.commands import CommandRegistry
 from gateway.i18n import Locale, tr
-from storage.sqlite.conversations.sessions import SessionStatus
+from storage.sql.conversations.sessions import SessionStatus
 from storage.store import Store
 
 __all__ = ["StoreDirectory"]

@@ -1,6 +1,6 @@
 """`StoreChatOwners`: the WebSocket channel's `ChatOwners` on storage.
 
-One channel's chat owners in the `chat_owners` table (storage/sqlite/access/chat_owners.py),
+One channel's chat owners in the `chat_owners` table (storage/sql/access/chat_owners.py),
 so a chat stays its principal's across reconnects and restarts. It records
 and reads owners; who a principal is the channel decides.
 """

@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.sqlite.delivery.outbox import OutboxState, unsent_counts
+from storage.sql.delivery.outbox import OutboxState, unsent_counts
 
 __all__ = ["DatabaseHealth", "UnreadableDatabase", "inspect_database"]
 

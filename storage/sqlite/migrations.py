@@ -154,7 +154,7 @@ ALTER TABLE outbox ADD COLUMN requeued_at TEXT;
 """
 
 
-# Inbound events that could not be parsed or recorded (storage/sqlite/delivery/dead_letters.py);
+# Inbound events that could not be parsed or recorded (storage/sql/delivery/dead_letters.py);
 # and the inbox dedup key becomes (channel, chat_id, platform_id): a platform
 # id that embeds the chat (the WebSocket's "chat/client-id") can no longer
 # collide across chats whose ids contain the separator. SQLite cannot drop a
@@ -164,7 +164,7 @@ CREATE TABLE dead_letters (
     id           INTEGER PRIMARY KEY,
     channel      TEXT NOT NULL,
     platform_id  TEXT,                 -- the platform's id for the event, when it had one
-    payload      TEXT NOT NULL,        -- the raw event, capped (storage/sqlite/delivery/dead_letters.py)
+    payload      TEXT NOT NULL,        -- the raw event, capped (storage/sql/delivery/dead_letters.py)
     truncated    INTEGER NOT NULL DEFAULT 0,
     reason       TEXT NOT NULL,
     created_at   TEXT NOT NULL
@@ -195,7 +195,7 @@ CREATE INDEX inbox_unfinished ON inbox (state) WHERE state != 'done';
 
 
 # Long-term memory (docs/memory.md). `memories_fts` is an external-content
-# FTS5 index over `memories`, kept in step by storage.sqlite.memory.memories (no triggers:
+# FTS5 index over `memories`, kept in step by storage.sql.memory.memories (no triggers:
 # the migration runner splits scripts on semicolons). `memory_scopes` holds a
 # scope's change counter, what maintenance last saw, and its summary;
 # `memory_audit` keeps what maintenance merged away, superseded or dropped.
@@ -250,7 +250,7 @@ CREATE INDEX memory_audit_by_scope ON memory_audit (scope_kind, scope_key, recor
 """
 
 
-# Skill discovery and usage events (storage/sqlite/skill_events.py, docs/skills.md).
+# Skill discovery and usage events (storage/sql/skill_events.py, docs/skills.md).
 _V7_SKILL_EVENTS = """
 CREATE TABLE skill_events (
     id          INTEGER PRIMARY KEY,
@@ -268,7 +268,7 @@ CREATE INDEX skill_events_by_skill ON skill_events (skill, id);
 """
 
 
-# Memory search moved to an inverted index in the process (storage.sqlite.memory.index):
+# Memory search moved to an inverted index in the process (storage.sql.memory.index):
 # ranking every FTS5 match by BM25 cost 5-35 ms a search at 10,000 entries.
 _V8_NO_MEMORY_FTS = """
 DROP TABLE memories_fts;
@@ -288,7 +288,7 @@ CREATE UNIQUE INDEX outbox_idempotency_key ON outbox (idempotency_key);
 """
 
 
-# Tool calls held for a person's approval (storage/sqlite/approvals.py, docs/approvals.md).
+# Tool calls held for a person's approval (storage/sql/approvals.py, docs/approvals.md).
 _V10_APPROVALS = """
 CREATE TABLE approvals (
     id          INTEGER PRIMARY KEY,
@@ -314,7 +314,7 @@ CREATE INDEX approvals_open ON approvals (channel, chat_id) WHERE state != 'done
 
 
 # The latest agent prompt and compaction summary before a window's cut
-# (storage/sqlite/conversations/history_window.py), found without scanning the rows between: only
+# (storage/sql/conversations/history_window.py), found without scanning the rows between: only
 # marked rows are in it (prompts, summaries, session messages, failed turns).
 _V11_MESSAGE_MARKERS = """
 CREATE INDEX messages_by_marker ON messages (session_id, segment, marker, seq)
@@ -342,7 +342,7 @@ CREATE INDEX outbox_failed ON outbox (id) WHERE state = 'failed';
 
 
 # Who owns a chat of a channel whose clients authenticate as principals (the
-# WebSocket channel; storage/sqlite/access/chat_owners.py): the first principal that used
+# WebSocket channel; storage/sql/access/chat_owners.py): the first principal that used
 # the id. History, live frames and parked replies go only to the owner.
 _V14_CHAT_OWNERS = """
 CREATE TABLE chat_owners (
@@ -365,7 +365,7 @@ ALTER TABLE scheduler_jobs ADD COLUMN owner_sender_id TEXT;
 
 
 # Rate limits that hold across sessions, sub-agents and restarts
-# (storage/sqlite/access/rate_events.py): one row per counted act, pruned as the window passes.
+# (storage/sql/access/rate_events.py): one row per counted act, pruned as the window passes.
 _V16_RATE_EVENTS = """
 CREATE TABLE rate_events (
     id   INTEGER PRIMARY KEY,

@@ -1,7 +1,7 @@
 """`ApprovalStore`: held tool calls as named units of work (`Store.approvals`).
 
 Like `Store`, each method is one transaction; a returned write is durable.
-The states and what each move means: storage/sqlite/approvals.py.
+The states and what each move means: storage/sql/approvals.py.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
-from storage.sqlite import approvals
-from storage.sqlite.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
-from storage.sqlite.conversations.turns import DeferredOpening
+from storage.sql import approvals
+from storage.sql.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
+from storage.sql.conversations.turns import DeferredOpening
 from storage.sqlite.db import Database
 
 __all__ = ["ApprovalStore"]

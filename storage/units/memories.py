@@ -9,13 +9,13 @@ import functools
 import time
 from collections import OrderedDict
 
+from storage.sql.memory import maintenance as memory_maintenance
+from storage.sql.memory import memories
+from storage.sql.memory.index import MemoryIndex
+from storage.sql.memory.maintenance import Rewrite, ScopeSnapshot
+from storage.sql.memory.memories import MemoryRow, Provenance, Scope, ScopeInfo
+from storage.sql.memory.search import search_memories
 from storage.sqlite.db import Database
-from storage.sqlite.memory import maintenance as memory_maintenance
-from storage.sqlite.memory import memories
-from storage.sqlite.memory.index import MemoryIndex
-from storage.sqlite.memory.maintenance import Rewrite, ScopeSnapshot
-from storage.sqlite.memory.memories import MemoryRow, Provenance, Scope, ScopeInfo
-from storage.sqlite.memory.search import search_memories
 
 __all__ = ["MemoryStore"]
 

@@ -1,4 +1,4 @@
-"""`RetentionStore`: retention's units of work (`Store.retention`, storage.sqlite.retention).
+"""`RetentionStore`: retention's units of work (`Store.retention`, storage.sql.retention).
 
 Each call is one short transaction of at most `limit` rows; the caller loops
 until a call says there is nothing left, so other writes interleave.
@@ -10,9 +10,9 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 
-from storage.sqlite import retention
+from storage.sql import retention
+from storage.sql.retention import Pruned, RetainedTable
 from storage.sqlite.db import Database
-from storage.sqlite.retention import Pruned, RetainedTable
 
 __all__ = ["RetentionStore"]
 

@@ -1,5 +1,5 @@
 """`TranscriptStore`: the units of work of sub-agent transcripts
-(storage/sqlite/conversations/subagents.py) and of `send_session_message` (storage/sqlite/conversations/sent_messages.py),
+(storage/sql/conversations/subagents.py) and of `send_session_message` (storage/sql/conversations/sent_messages.py),
 reached as `Store.transcripts`. Each method is one transaction."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
-from storage.sqlite.access.rate_events import RateLimit
-from storage.sqlite.conversations import messages, sent_messages, subagents
-from storage.sqlite.conversations.sent_messages import Limited, Queued
-from storage.sqlite.conversations.sessions import SessionRecord
-from storage.sqlite.conversations.subagents import ChildOpened
+from storage.sql.access.rate_events import RateLimit
+from storage.sql.conversations import messages, sent_messages, subagents
+from storage.sql.conversations.sent_messages import Limited, Queued
+from storage.sql.conversations.sessions import SessionRecord
+from storage.sql.conversations.subagents import ChildOpened
 from storage.sqlite.db import Database
 
 __all__ = ["TranscriptStore"]
@@ -70,7 +70,7 @@ class TranscriptStore:
         on_commit: Callable[[Queued | Limited], None],
     ) -> Queued | Limited:
         """The send counted against `keys` and stored, or `Limited` and nothing
-        stored (storage.sqlite.conversations.sent_messages); `on_commit` gets the outcome right
+        stored (storage.sql.conversations.sent_messages); `on_commit` gets the outcome right
         after the commit."""
         return await self.db.write(
             functools.partial(

@@ -20,8 +20,8 @@ from gateway.bus import InboundMessage
 from gateway.cli.pairing import add_pairing_parser, run_pairing_command
 from gateway.config.core import LoadedConfig
 from gateway.i18n import Locale, Msg, tr
+from storage.sql.delivery import inbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import inbox
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tests.support import make_config, newest, running_gateway

@@ -16,7 +16,7 @@ from structlog.typing import EventDict
 from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT
 from gateway.app import Gateway
 from gateway.i18n import Locale, Msg, tr
-from storage.sqlite.approvals import ApprovalState
+from storage.sql.approvals import ApprovalState
 from storage.store import Store
 from tests.e2e.test_approvals import ASK, approval_config, next_text
 from tests.fakes.openai_server import FakeOpenAI

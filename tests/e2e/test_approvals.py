@@ -10,7 +10,7 @@ import pytest
 
 from agent.turn_control import APPROVAL_REFUSED
 from gateway.config.core import LoadedConfig
-from storage.sqlite.memory.memories import Scope
+from storage.sql.memory.memories import Scope
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import WsClient, conversation, make_config, newest, running_gateway, ws_client
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agent.messages import ChatMessage, Role
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
-from storage.sqlite.conversations import messages, sessions
+from storage.sql.conversations import messages, sessions
 from storage.sqlite.db import Connection, Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway, ws_client

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.messages import ChatMessage, Role, tokens_for_chars
 from gateway.app import Gateway
-from storage.sqlite.conversations import messages, sessions
+from storage.sql.conversations import messages, sessions
 from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support import make_config, running_gateway, ws_client

@@ -161,7 +161,7 @@ async def test_a_late_reply_to_a_chinese_sender_says_so_in_chinese(
     home: Path, llm: FakeOpenAI, tg: FakeTelegram
 ) -> None:
     """The late note is added at send time: the reply's outbox row keeps the
-    locale of the message it answers (storage/sqlite/delivery/outbox.py stores it with the row)."""
+    locale of the message it answers (storage/sql/delivery/outbox.py stores it with the row)."""
     gateway = {"outbound_retry_base_secs": 0.05, "outbound_stale_notice_secs": 0.05}
     tg.fail_next("sendMessage", 502, "Bad Gateway", times=3)
     async with running_gateway(telegram_config(home, llm, tg, gateway=gateway)):

@@ -13,8 +13,8 @@ from pathlib import Path
 from gateway.bus import OutboundMessage
 from gateway.config.core import LoadedConfig
 from gateway.ops.retention import RetentionService, RetentionSettings
+from storage.sql.retention import RowRef, row_of_state_key
 from storage.sqlite.db import Connection, Database
-from storage.sqlite.retention import RowRef, row_of_state_key
 from storage.store import Store
 from tests.channel_runtime import MemoryState
 from tests.e2e import test_send_file as send_file

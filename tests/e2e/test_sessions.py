@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage.sqlite.conversations import sessions
+from storage.sql.conversations import sessions
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import conversation, make_config, running_gateway, ws_client
 
@@ -127,7 +127,7 @@ async def test_a_session_archived_by_the_idle_cleanup_is_not_continued(
     async with running_gateway(make_config(home, llm.base_url)) as gw, ws_client(gw) as client:
         await client.ask("first")
         assert gw.db is not None
-        # what the scheduler's idle-session cleanup does (storage.sqlite.conversations.cleanup)
+        # what the scheduler's idle-session cleanup does (storage.sql.conversations.cleanup)
         await gw.db.write(lambda c: c.execute("UPDATE sessions SET status = 'archived'"))
         assert await client.ask("second") == "echo: second"
         rows = await gw.db.read(

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 
 from gateway.config.core import LoadedConfig
+from storage.sql.delivery.outbox import OutboxRow, OutboxState
 from storage.sqlite.db import Database
-from storage.sqlite.delivery.outbox import OutboxRow, OutboxState
 from tests.channels.test_wechat_support import write_credentials
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wechat_server import FakeWechat

@@ -14,7 +14,7 @@ from typing import Any
 from gateway.approvals.texts import TIMED_OUT_BY
 from gateway.approvals.timeouts import ApprovalTimeouts
 from gateway.clock import utc_now
-from storage.sqlite.approvals import ApprovalState
+from storage.sql.approvals import ApprovalState
 
 
 @dataclass

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from gateway.memory.plan import InvalidPlan, check_plan
-from storage.sqlite.memory.maintenance import ScopeSnapshot
-from storage.sqlite.memory.memories import MemoryRow, Provenance, Scope
+from storage.sql.memory.maintenance import ScopeSnapshot
+from storage.sql.memory.memories import MemoryRow, Provenance, Scope
 
 
 def row(i: int, key: str, updated: str) -> MemoryRow:

@@ -14,8 +14,8 @@ from agent.messages import ToolCall
 from agent.tools.base import ToolContext, ToolRegistry, ToolServices, ToolSettings
 from agent.tools.memory import MemoryManageTool, MemorySearchTool
 from gateway.memory.service import MemoryGateway
+from storage.sql.memory.memories import Scope
 from storage.sqlite.db import Database
-from storage.sqlite.memory.memories import Scope
 from storage.units.memories import MemoryStore
 
 

@@ -10,7 +10,7 @@ import pytest
 from gateway.config.core import parse_config
 from gateway.turns.session_reset import NEVER, ResetPolicy, reset_policy
 from storage.clock import iso
-from storage.sqlite.conversations.turns import SessionReset
+from storage.sql.conversations.turns import SessionReset
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agent.messages import ChatMessage, Role
 from gateway.turns.opener import OpenedTurn, TurnOpener
-from storage.sqlite.conversations.turns import Opening
+from storage.sql.conversations.turns import Opening
 from storage.sqlite.db import Database
 from storage.store import Store
 

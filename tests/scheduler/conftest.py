@@ -22,8 +22,8 @@ from scheduler.clock import ManualClock
 from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
+from storage.sql.jobs import RunRecord, list_runs
 from storage.sqlite.db import Database
-from storage.sqlite.jobs import RunRecord, list_runs
 
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 # `Scheduler.manage` as an admin, who reaches every job (config and built-in ones too)

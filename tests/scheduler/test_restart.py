@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from scheduler.events import EventRegistry, InternalEvent
 from scheduler.service import Scheduler
-from storage.sqlite.jobs import RunCause, RunStatus, insert_run, list_jobs, to_db_time
+from storage.sql.jobs import RunCause, RunStatus, insert_run, list_jobs, to_db_time
 from tests.scheduler.conftest import AS_ADMIN, START, Harness, interval_job, statuses
 
 

@@ -14,8 +14,8 @@ from scheduler.clock import ManualClock
 from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry, InternalEvent
 from scheduler.service import Scheduler
+from storage.sql.jobs import JobRecord, JobSource, RunCause, get_job, save_job
 from storage.sqlite.db import Database, StorageClosed
-from storage.sqlite.jobs import JobRecord, JobSource, RunCause, get_job, save_job
 from tests.scheduler.conftest import (
     AS_ADMIN,
     START,

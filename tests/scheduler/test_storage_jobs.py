@@ -1,4 +1,4 @@
-"""storage/sqlite/jobs.py and storage/sqlite/conversations/cleanup.py on real SQLite, and the session_cleanup event."""
+"""storage/sql/jobs.py and storage/sql/conversations/cleanup.py on real SQLite, and the session_cleanup event."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from scheduler.builtin import builtin_jobs, register_builtin_events
 from scheduler.clock import ManualClock
 from scheduler.events import EventRegistry, InternalEvent
-from storage.sqlite import jobs as store
-from storage.sqlite.conversations.cleanup import archive_idle_sessions
+from storage.sql import jobs as store
+from storage.sql.conversations.cleanup import archive_idle_sessions
+from storage.sql.jobs import JobOwner, JobRecord, JobSource, RunCause, RunStatus
 from storage.sqlite.db import Database
-from storage.sqlite.jobs import JobOwner, JobRecord, JobSource, RunCause, RunStatus
 from storage.sqlite.migrations import MIGRATIONS
 from tests.scheduler.conftest import START, Harness
 

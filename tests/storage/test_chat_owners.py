@@ -1,4 +1,4 @@
-"""Chat owners on a real database (storage/sqlite/access/chat_owners.py): the first claim
+"""Chat owners on a real database (storage/sql/access/chat_owners.py): the first claim
 wins, racing claims agree, owners survive a reopen, and a chat used before
 owners were recorded is given to whom its stored senders say."""
 

@@ -13,7 +13,7 @@ from agent.compaction import compact
 from agent.messages import ChatMessage, Marker, Role, ToolCall
 from agent.providers.base import ProviderSettings
 from agent.providers.openai import OpenAIProvider
-from storage.sqlite.conversations.compaction import CompactionConflict, commit_compaction
+from storage.sql.conversations.compaction import CompactionConflict, commit_compaction
 from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.messages import ChatMessage, Marker, Role, ToolCall, Usage
-from storage.sqlite.conversations import commands as conversations
-from storage.sqlite.conversations import messages, sessions
-from storage.sqlite.conversations.compaction import commit_compaction
+from storage.sql.conversations import commands as conversations
+from storage.sql.conversations import messages, sessions
+from storage.sql.conversations.compaction import commit_compaction
 from storage.sqlite.db import Connection, Database
 
 

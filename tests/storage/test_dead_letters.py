@@ -6,9 +6,9 @@ import sqlite3
 from pathlib import Path
 
 from gateway.bus import InboundMessage, storable
+from storage.sql.delivery import dead_letters
+from storage.sql.delivery.inbox import record_inbound
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import dead_letters
-from storage.sqlite.delivery.inbox import record_inbound
 from storage.sqlite.migrations import MIGRATIONS
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import InboundMessage
-from storage.sqlite import approvals
+from storage.sql import approvals
+from storage.sql.delivery import inbox, outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import inbox, outbox
 
 _STEPS_PER_CALL = 10  # the progress handler runs every this many VM instructions
 _FEW, _MANY = 100, 20_000

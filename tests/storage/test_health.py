@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import OutboundMessage
+from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import outbox
 from storage.sqlite.health import UnreadableDatabase, inspect_database
 from storage.sqlite.migrations import MIGRATIONS
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent.messages import ChatMessage, HistorySize, Marker, Role, ToolCall, message_chars
-from storage.sqlite.conversations import messages, sessions
-from storage.sqlite.conversations.history_window import LATEST_MARKED, load_window
+from storage.sql.conversations import messages, sessions
+from storage.sql.conversations.history_window import LATEST_MARKED, load_window
 from storage.sqlite.db import Database
 
 SESSION = "chat-1"

@@ -20,9 +20,9 @@ from gateway.bus import (
     TurnRequest,
     reply_handle,
 )
-from storage.sqlite.conversations import turns
+from storage.sql.conversations import turns
+from storage.sql.delivery import inbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import inbox
 
 
 def _message(**overrides: object) -> InboundMessage:

@@ -6,8 +6,8 @@ import io
 from pathlib import Path
 
 from gateway.cli.backup import run_backup, run_restore
+from storage.sql.memory.memories import Provenance, Scope
 from storage.sqlite.db import Database
-from storage.sqlite.memory.memories import Provenance, Scope
 from storage.units.memories import MemoryStore
 
 U1 = Scope("user", "feishu:u1")

@@ -1,4 +1,4 @@
-"""The in-process search index (storage/sqlite/memory/index.py): it follows every
+"""The in-process search index (storage/sql/memory/index.py): it follows every
 change, made here or through another connection, forgetting included, and
 stays right when its budget makes it drop scopes."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from storage.sql.memory.index import MemoryIndex, ScopeIndex
+from storage.sql.memory.memories import Provenance, Scope
 from storage.sqlite.db import Database
-from storage.sqlite.memory.index import MemoryIndex, ScopeIndex
-from storage.sqlite.memory.memories import Provenance, Scope
 from storage.units.memories import MemoryStore
 
 U1 = Scope("user", "feishu:u1")

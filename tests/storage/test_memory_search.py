@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from storage.sql.memory.memories import Provenance, Scope
+from storage.sql.memory.search import query_terms
 from storage.sqlite.db import Database
-from storage.sqlite.memory.memories import Provenance, Scope
-from storage.sqlite.memory.search import query_terms
 from storage.units.memories import MemoryStore
 from tests.storage.memory_fixture import QUERIES, memories
 

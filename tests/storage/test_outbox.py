@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.bus import OutboundMessage
+from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import outbox
 
 
 async def test_the_run_id_and_locale_are_fields_of_their_own_and_survive_the_row(

@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from gateway.bus import OutboundMessage
+from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import outbox
 from storage.sqlite.migrations import MIGRATIONS
 
 

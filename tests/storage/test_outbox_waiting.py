@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import OutboundMessage
+from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import outbox
 
 T_PAST = "2000-01-01T00:00:00.000000+00:00"
 T_NOW = "2026-01-01T12:00:00.000000+00:00"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.sqlite.access.pairings import ApproveOutcome, CodeRules, IssueOutcome, PairingState
+from storage.sql.access.pairings import ApproveOutcome, CodeRules, IssueOutcome, PairingState
 from storage.sqlite.db import Database
 from storage.store import Store
 

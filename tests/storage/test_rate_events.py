@@ -1,4 +1,4 @@
-"""Rate events (storage/sqlite/access/rate_events.py): a limit per kind and key that holds
+"""Rate events (storage/sql/access/rate_events.py): a limit per kind and key that holds
 across concurrent writers and a reopened database, and prunes what left the window."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.sqlite.access.rate_events import RateLimit
+from storage.sql.access.rate_events import RateLimit
 from storage.sqlite.db import Database
 from storage.store import Store
 

@@ -1,4 +1,4 @@
-"""Retention's batches (storage.sqlite.retention): finished rows past the cutoff go,
+"""Retention's batches (storage.sql.retention): finished rows past the cutoff go,
 open ones and the newest row of each table stay; channel state written for an
 outbox row goes once that row is delivered or gone."""
 
@@ -14,10 +14,9 @@ import pytest
 
 from gateway.bus import InboundMessage, MediaKind, MediaRef, OutboundMessage
 from storage.clock import iso
-from storage.sqlite import skill_events
-from storage.sqlite.db import Database
-from storage.sqlite.delivery import channel_state, dead_letters, inbox, outbox
-from storage.sqlite.retention import (
+from storage.sql import skill_events
+from storage.sql.delivery import channel_state, dead_letters, inbox, outbox
+from storage.sql.retention import (
     YOUNG_RUN,
     RetainedTable,
     RowRef,
@@ -26,7 +25,8 @@ from storage.sqlite.retention import (
     row_of_state_key,
     unfinished_media,
 )
-from storage.sqlite.skill_events import SkillEventRow
+from storage.sql.skill_events import SkillEventRow
+from storage.sqlite.db import Database
 
 NOW = datetime.now(UTC)
 CUTOFF = NOW - timedelta(days=30)

@@ -1,4 +1,4 @@
-"""send_session_message's unit of work (storage/sqlite/conversations/sent_messages.py): the send
+"""send_session_message's unit of work (storage/sql/conversations/sent_messages.py): the send
 is counted against its keys in its own transaction; over the limit nothing is
 stored, neither the outbox row nor the history note."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import OutboundMessage
-from storage.sqlite.access.rate_events import RateLimit
-from storage.sqlite.conversations.sent_messages import Limited, Queued
+from storage.sql.access.rate_events import RateLimit
+from storage.sql.conversations.sent_messages import Limited, Queued
 from storage.sqlite.db import Database
 from storage.store import Store
 

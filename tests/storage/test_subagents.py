@@ -1,4 +1,4 @@
-"""Child sessions (storage/sqlite/conversations/subagents.py through Store.transcripts): opened once,
+"""Child sessions (storage/sql/conversations/subagents.py through Store.transcripts): opened once,
 resumed from what they stored, closed without a dangling call."""
 
 from __future__ import annotations

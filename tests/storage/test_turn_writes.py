@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from agent.messages import ChatMessage
-from storage.sqlite.conversations.messages import append_messages
-from storage.sqlite.conversations.sessions import create_session, list_sessions
+from storage.sql.conversations.messages import append_messages
+from storage.sql.conversations.sessions import create_session, list_sessions
 from storage.sqlite.db import Database
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from agent.messages import ChatMessage, Role
 from gateway.bus import InboundMessage
-from storage.sqlite.conversations import messages, sessions
-from storage.sqlite.conversations.turns import Begun, Opening, SessionReset, begin_turn
+from storage.sql.conversations import messages, sessions
+from storage.sql.conversations.turns import Begun, Opening, SessionReset, begin_turn
+from storage.sql.delivery import inbox
 from storage.sqlite.db import Connection, Database
-from storage.sqlite.delivery import inbox
 
 NOTICE = "New session."
 OLD = "2025-06-01T03:00:00.000000+00:00"

@@ -19,8 +19,8 @@ from aiohttp import web
 from gateway.bus import OutboundMessage
 from gateway.cli.doctor.main import run_doctor
 from gateway.config.core import ConfigError, load_config
+from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
-from storage.sqlite.delivery import outbox
 from storage.sqlite.migrations import MIGRATIONS
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import TOKEN, FakeTelegram

@@ -14,9 +14,9 @@ from scheduler.admin import JobAdmin
 from scheduler.clock import SystemClock
 from scheduler.jobs import parse_job
 from scheduler.owners import OPERATOR, JobCaller
-from storage.sqlite import jobs as store
+from storage.sql import jobs as store
+from storage.sql.jobs import JobSource
 from storage.sqlite.db import Database
-from storage.sqlite.jobs import JobSource
 
 
 @pytest.fixture

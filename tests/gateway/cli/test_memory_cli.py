@@ -10,8 +10,8 @@ import pytest
 
 from gateway.cli.memory import add_memory_parser, run_memory_command
 from gateway.config.core import Config, LoadedConfig
+from storage.sql.memory.memories import Provenance, Scope
 from storage.sqlite.db import Database
-from storage.sqlite.memory.memories import Provenance, Scope
 from storage.units.memories import MemoryStore
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from gateway.cli import main
 from gateway.config.core import ConfigError, load_config
+from storage.sql.skill_events import SkillEventRow
 from storage.sqlite.db import Database
-from storage.sqlite.skill_events import SkillEventRow
 from storage.store import Store
 from tests.skills.helpers import write_skill
 

@@ -20,9 +20,9 @@ from enum import StrEnum
 from agent.messages import ChatMessage, ToolCall
 from gateway.bus import InboundMessage, OutboundMessage
 from storage.clock import iso, now_iso, parse_iso
-from storage.sqlite.conversations import messages, turns
-from storage.sqlite.conversations.turns import DeferredOpening
-from storage.sqlite.delivery import inbox
+from storage.sql.conversations import messages, turns
+from storage.sql.conversations.turns import DeferredOpening
+from storage.sql.delivery import inbox
 
 __all__ = [
     "ApprovalRecord",

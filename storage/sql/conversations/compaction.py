@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from agent.messages import ChatMessage
-from storage.sqlite.conversations.messages import INSERT_MESSAGE, message_row
+from storage.sql.conversations.messages import INSERT_MESSAGE, message_row
 
 __all__ = ["CompactionConflict", "commit_compaction"]
 

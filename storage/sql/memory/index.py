@@ -1,5 +1,5 @@
 """An inverted index of each memory scope, kept in this process and brought
-up to date from the table before every search (storage.sqlite.memory.search).
+up to date from the table before every search (storage.sql.memory.search).
 
 Why not SQLite's FTS5 (migrations 6 to 8, docs/memory.md): a trigram index
 finds nothing for a two-character Chinese word, so those went to a `LIKE`
@@ -11,7 +11,7 @@ entries that contain them.
 Terms of an entry: its ASCII words (namespace, key and content, lower case)
 and, of each run of CJK characters, every character and every pair of
 neighbours. A scope's index is synchronised by its `memory_scopes.revision`
-(bumped by every change, never reset; storage.sqlite.memory.memories): when it moved, the
+(bumped by every change, never reset; storage.sql.memory.memories): when it moved, the
 ids and `updated_at` of the scope's rows say which entries to drop, add or
 re-read, so a change costs only the entries it touched. Scopes are kept
 least recently searched first out, within a budget of postings.
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from storage.sqlite.memory.memories import Scope
+from storage.sql.memory.memories import Scope
 
 __all__ = ["ASCII_WORD", "CJK_RUN", "MemoryIndex", "ScopeIndex", "deletions", "terms_of"]
 

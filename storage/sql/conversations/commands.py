@@ -10,8 +10,8 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from agent.messages import ChatMessage, Marker, Usage
-from storage.sqlite.conversations import messages, sessions
-from storage.sqlite.conversations.sessions import SessionRecord, SessionStatus
+from storage.sql.conversations import messages, sessions
+from storage.sql.conversations.sessions import SessionRecord, SessionStatus
 
 __all__ = [
     "RecentHistory",

@@ -1,7 +1,7 @@
 """`send_session_message`'s unit of work (a sync function for Database): the
 text as an outbox row and as an assistant message in the target chat's active
 session, in one transaction — delivered and recorded, or neither. The send is
-counted in the same transaction (storage.sqlite.access.rate_events) against the sender and
+counted in the same transaction (storage.sql.access.rate_events) against the sender and
 the target chat: a send over the limit stores nothing, and two concurrent
 turns cannot both pass the check."""
 
@@ -15,10 +15,10 @@ from datetime import datetime
 
 from agent.messages import ChatMessage, Marker, Role
 from gateway.bus import OutboundMessage
-from storage.sqlite.access import rate_events
-from storage.sqlite.access.rate_events import RateLimit
-from storage.sqlite.conversations import messages, sessions
-from storage.sqlite.delivery import outbox
+from storage.sql.access import rate_events
+from storage.sql.access.rate_events import RateLimit
+from storage.sql.conversations import messages, sessions
+from storage.sql.delivery import outbox
 
 __all__ = ["Limited", "Queued", "record_session_message"]
 

@@ -4,8 +4,8 @@ change counter that maintenance and the search index go by.
 Synchronous functions of a `sqlite3.Connection` for `Database.read`/`write`.
 Every change bumps the scope's `revision`, so maintenance knows which scopes
 changed since it last ran and can refuse to apply a plan made from an older
-snapshot. Search lives in storage.sqlite.memory.search (over storage.sqlite.memory.index); maintenance's write-back in
-storage.sqlite.memory.maintenance.
+snapshot. Search lives in storage.sql.memory.search (over storage.sql.memory.index); maintenance's write-back in
+storage.sql.memory.maintenance.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def forget_scope(conn: sqlite3.Connection, scope: Scope) -> int:
     """Everything kept about a scope: entries, audit trail, summary. Returns
     how many entries there were. The scope's row stays, with no summary and
     its revision bumped: a revision that went back to 1 could equal what a
-    search index (storage.sqlite.memory.index) last saw, and hide the change."""
+    search index (storage.sql.memory.index) last saw, and hide the change."""
     params = (scope.kind, scope.key)
     gone = conn.execute("DELETE FROM memories WHERE scope_kind = ? AND scope_key = ?", params)
     conn.execute("DELETE FROM memory_audit WHERE scope_kind = ? AND scope_key = ?", params)

@@ -17,7 +17,7 @@ from agent.messages import (
     Role,
     repair_dangling_tool_calls,
 )
-from storage.sqlite.conversations import messages, sessions
+from storage.sql.conversations import messages, sessions
 
 __all__ = ["CHILD_CHANNEL", "ChildOpened", "children_of", "close_child", "open_child"]
 

@@ -1,5 +1,5 @@
 """Search over one scope's memories: the query's terms are looked up in the
-scope's inverted index (storage.sqlite.memory.index), each entry is scored by how
+scope's inverted index (storage.sql.memory.index), each entry is scored by how
 many of the terms it covers, weighted a little by how rare each term is, and
 recency breaks ties.
 
@@ -18,8 +18,8 @@ import math
 import sqlite3
 from typing import Final
 
-from storage.sqlite.memory.index import ASCII_WORD, CJK_RUN, MemoryIndex, ScopeIndex
-from storage.sqlite.memory.memories import COLUMNS, MemoryRow, Scope, row_of
+from storage.sql.memory.index import ASCII_WORD, CJK_RUN, MemoryIndex, ScopeIndex
+from storage.sql.memory.memories import COLUMNS, MemoryRow, Scope, row_of
 
 __all__ = ["query_terms", "search_memories"]
 

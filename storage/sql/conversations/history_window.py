@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.messages import ChatMessage, HistorySize, Marker, Role, message_chars
-from storage.sqlite.conversations.messages import (
+from storage.sql.conversations.messages import (
     SELECT_MESSAGES,
     SIZED_COLUMNS,
     load_segment,

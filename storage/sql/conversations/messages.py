@@ -42,7 +42,7 @@ SELECT_MESSAGES = (
 )
 # where role, content, tool_calls, reasoning_content and seq are in a
 # SELECT_MESSAGES row: what a reader that only measures rows takes
-# (storage.sqlite.conversations.history_window)
+# (storage.sql.conversations.history_window)
 SIZED_COLUMNS: Final = (0, 1, 2, 5, 10)
 _ROLES = {role.value: role for role in Role}
 

@@ -3,7 +3,7 @@ reply) under a kind and a key, so that a limit holds across sessions,
 sub-agents and restarts instead of living in one process's memory.
 
 `take` checks and records in the caller's transaction: inside a unit of work
-(e.g. with the send it counts, storage/sqlite/conversations/sent_messages.py) two concurrent
+(e.g. with the send it counts, storage/sql/conversations/sent_messages.py) two concurrent
 turns cannot both pass the check. It prunes its kind's rows that have left the
 window as it goes, so the table holds at most one window of events per kind.
 `RateStore` is the same as standalone units of work (`Store.rates`).

@@ -30,7 +30,7 @@ from gateway.bus import (
     TurnRequest,
 )
 from storage.clock import now_iso, parse_iso
-from storage.sqlite.delivery import dead_letters, outbox
+from storage.sql.delivery import dead_letters, outbox
 
 __all__ = [
     "InboxEntry",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from storage.clock import now_iso
-from storage.sqlite.memory.memories import (
+from storage.sql.memory.memories import (
     MemoryRow,
     Provenance,
     Scope,

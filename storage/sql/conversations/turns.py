@@ -27,10 +27,10 @@ from datetime import datetime
 from agent.messages import ChatMessage, HistorySize, repair_dangling_tool_calls
 from gateway.bus import OutboundMessage
 from storage.clock import iso
-from storage.sqlite.conversations import messages, sessions
-from storage.sqlite.conversations.history_window import load_window
-from storage.sqlite.conversations.sessions import SessionRecord
-from storage.sqlite.delivery import inbox, outbox
+from storage.sql.conversations import messages, sessions
+from storage.sql.conversations.history_window import load_window
+from storage.sql.conversations.sessions import SessionRecord
+from storage.sql.delivery import inbox, outbox
 
 __all__ = [
     "Begun",
@@ -78,7 +78,7 @@ class Opening:
     # tools whose dangling calls (in the last tool-calling message) are left for
     # the resumed turn to run again rather than answered "[interrupted]"
     rerun: frozenset[str] = frozenset()
-    # read no more of a long segment than this (storage.sqlite.conversations.history_window); None: all
+    # read no more of a long segment than this (storage.sql.conversations.history_window); None: all
     budget_chars: int | None = None
 
 

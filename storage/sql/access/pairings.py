@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from gateway.bus import OutboundMessage
 from storage.clock import iso, parse_iso
-from storage.sqlite.delivery import outbox
+from storage.sql.delivery import outbox
 
 __all__ = [
     "Approval",

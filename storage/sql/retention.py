@@ -12,7 +12,7 @@ Past the cutoff these go (`RetainedTable`):
 
 Never touched: pending or parked outbox rows, unfinished inbox rows, open
 approvals, sessions, messages, memories, scheduler jobs (their runs are capped
-per job by storage.sqlite.jobs). The newest row of a table always stays: SQLite gives
+per job by storage.sql.jobs). The newest row of a table always stays: SQLite gives
 a new row max(id) + 1, and an id must never name two rows (Telegram keeps a
 reply's progress under its outbox id).
 
