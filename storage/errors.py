@@ -4,11 +4,18 @@
      ├── StorageUnavailable   a write (or read) the database refused for now:
      │                        busy past the busy timeout, disk full, an I/O
      │                        error, a read-only file; retry once writes pass
-     └── StorageUnusable      the database cannot be opened at all at start
-                              (an unwritable home, a file where a folder must be)
+     ├── StorageUnusable      the database cannot be opened at all at start
+     │                        (an unwritable home, a file where a folder must be,
+     │                        a server that refuses the login)
+     ├── SchemaTooNew         written by a newer picobot; not touched
+     ├── StorageClosed        used after close
+     └── DatabaseError        what the PostgreSQL driver raised about a statement,
+          └── IntegrityError  in DB-API terms (SQLite raises sqlite3's own)
 
 `unavailable(exc)` tells a sqlite3 error of the first kind from one that is
-about the statement (a refused constraint, a bug). Imports nothing of the project.
+about the statement (a refused constraint, a bug); the PostgreSQL backend
+raises StorageUnavailable itself (storage/postgres/connection.py). Imports
+nothing of the project.
 """
 
 from __future__ import annotations
@@ -16,7 +23,15 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-__all__ = ["StorageUnavailable", "StorageUnusable", "unavailable"]
+__all__ = [
+    "DatabaseError",
+    "IntegrityError",
+    "SchemaTooNew",
+    "StorageClosed",
+    "StorageUnavailable",
+    "StorageUnusable",
+    "unavailable",
+]
 
 # primary result codes (the low byte of an extended one) that say the database
 # cannot take writes right now, whatever was written
@@ -42,6 +57,22 @@ class StorageUnavailable(Exception):
 
 class StorageUnusable(Exception):
     """The database cannot be opened; the message says which path and why."""
+
+
+class SchemaTooNew(Exception):
+    """The database was written by a newer picobot; refuse to touch it."""
+
+
+class StorageClosed(Exception):
+    pass
+
+
+class DatabaseError(Exception):
+    """The PostgreSQL driver's error about a statement (not the server's health)."""
+
+
+class IntegrityError(DatabaseError):
+    """A constraint refused the statement (a duplicate key, a missing reference)."""
 
 
 def unavailable(exc: BaseException) -> StorageUnavailable | None:

@@ -18,6 +18,7 @@ from datetime import datetime
 from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
 from storage.clock import now_iso
+from storage.database import Database
 from storage.sql import jobs, skill_events
 from storage.sql.access import chat_owners, pairings
 from storage.sql.access.pairings import Approval, CodeRules, Issue, Pairing
@@ -40,7 +41,6 @@ from storage.sql.delivery.inbox import InboxEntry
 from storage.sql.delivery.outbox import Held, OutboxRow, Scan
 from storage.sql.jobs import JobRecord, RunRecord
 from storage.sql.skill_events import SkillEventRow
-from storage.sqlite.db import Database
 from storage.units.approvals import ApprovalStore
 from storage.units.memories import MemoryStore
 from storage.units.retention import RetentionStore

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
+from storage.database import Database
 from storage.sql import approvals
 from storage.sql.approvals import ApprovalRecord, ApprovalState, NewApproval, Paused
 from storage.sql.conversations.turns import DeferredOpening
-from storage.sqlite.db import Database
 
 __all__ = ["ApprovalStore"]
 

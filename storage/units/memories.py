@@ -9,13 +9,13 @@ import functools
 import time
 from collections import OrderedDict
 
+from storage.database import Database
 from storage.sql.memory import maintenance as memory_maintenance
 from storage.sql.memory import memories
 from storage.sql.memory.index import MemoryIndex
 from storage.sql.memory.maintenance import Rewrite, ScopeSnapshot
 from storage.sql.memory.memories import MemoryRow, Provenance, Scope, ScopeInfo
 from storage.sql.memory.search import search_memories
-from storage.sqlite.db import Database
 
 __all__ = ["MemoryStore"]
 

@@ -10,9 +10,9 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 
+from storage.database import Database
 from storage.sql import retention
 from storage.sql.retention import Pruned, RetainedTable
-from storage.sqlite.db import Database
 
 __all__ = ["RetentionStore"]
 

@@ -11,12 +11,12 @@ from datetime import datetime
 
 from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
+from storage.database import Database
 from storage.sql.access.rate_events import RateLimit
 from storage.sql.conversations import messages, sent_messages, subagents
 from storage.sql.conversations.sent_messages import Limited, Queued
 from storage.sql.conversations.sessions import SessionRecord
 from storage.sql.conversations.subagents import ChildOpened
-from storage.sqlite.db import Database
 
 __all__ = ["TranscriptStore"]
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from gateway.bus import OutboundMessage
 from storage.clock import iso, parse_iso
+from storage.errors import IntegrityError
 from storage.sql.delivery import outbox
 
 __all__ = [
@@ -158,7 +159,7 @@ def issue_code(
                 "expires_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
                 (channel, sender_id, chat_id, make_code(), iso(now), iso(now + rules.ttl)),
             )
-        except sqlite3.IntegrityError:
+        except (sqlite3.IntegrityError, IntegrityError):
             continue
         row = conn.execute("SELECT * FROM pairings WHERE id = ?", (cursor.lastrowid,)).fetchone()
         return Issue(IssueOutcome.ISSUED, _row(row))

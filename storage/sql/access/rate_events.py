@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from storage.clock import iso, parse_iso
-from storage.sqlite.db import Database
+from storage.database import Database
 
 __all__ = ["RateLimit", "RateStore", "give_back", "take"]
 
