@@ -12,6 +12,10 @@ import structlog
 
 from tests.fakes.openai_server import FakeOpenAI
 
+# the throwaway PostgreSQL cluster: fixtures postgres_server, postgres_url, storage_url,
+# the `postgres` marker's skip (an error under CI) and its summary line
+pytest_plugins = ["tests.postgres"]
+
 # Loopback must never be proxied in tests.
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost,::1")
 
