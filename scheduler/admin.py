@@ -27,9 +27,9 @@ from scheduler.clock import Clock
 from scheduler.jobs import JobSpec, JobValidationError, parse_job
 from scheduler.owners import OPERATOR, JobCaller
 from scheduler.schedules import build_schedule
+from storage.database import Connection, Database
 from storage.sql import jobs as store
 from storage.sql.jobs import JobRecord, JobSource, RunRecord
-from storage.sqlite.db import Connection, Database
 
 __all__ = [
     "JobAdmin",

@@ -16,8 +16,8 @@ import structlog
 from scheduler.clock import Clock
 from scheduler.events import EventRegistry, InternalEvent
 from scheduler.jobs import SESSION_CLEANUP_EVENT, JobSpec, parse_job
+from storage.database import Database
 from storage.sql.conversations.cleanup import archive_idle_sessions
-from storage.sqlite.db import Database
 
 __all__ = [
     "DEFAULT_MAX_IDLE_SECS",

@@ -18,9 +18,9 @@ from scheduler.config import SchedulerConfig
 from scheduler.jobs import JobSpec, JobValidationError, OverlapPolicy, parse_job
 from scheduler.planner import effective_misfire_policy, plan_due
 from scheduler.schedules import build_schedule
+from storage.database import Connection
 from storage.sql import jobs as store
 from storage.sql.jobs import JobRecord, RunCause, RunStatus
-from storage.sqlite.db import Connection
 
 __all__ = ["ClaimBatch", "ClaimedRun", "Claimer"]
 

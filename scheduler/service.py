@@ -42,9 +42,9 @@ from scheduler.jobs import JobValidationError, SilentAgentTaskJob
 from scheduler.manage import check_runtime_job, manage_action
 from scheduler.owners import JobCaller
 from scheduler.runner import execute_job
+from storage.database import Database
 from storage.sql import jobs as store
 from storage.sql.jobs import RunStatus
-from storage.sqlite.db import Database
 
 __all__ = ["ClaimedRun", "Scheduler"]
 

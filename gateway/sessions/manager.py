@@ -33,8 +33,8 @@ from gateway.lifecycle import ShutdownBudget
 from gateway.turns.execution import ExecutionService
 from gateway.turns.run_slots import RunSlots
 from gateway.work import TurnOutcome, WorkItem
+from storage.database import STORAGE_ERRORS
 from storage.errors import StorageUnavailable
-from storage.sqlite.db import STORAGE_ERRORS
 
 __all__ = ["ConversationGates", "SessionManager", "StorageRetry"]
 

@@ -61,9 +61,9 @@ from gateway.turns.replies import build_user_message, unknown_agent, user_facing
 from gateway.turns.tool_progress import ToolDisplay, ToolProgress
 from gateway.turns.transcription import transcribe_items
 from gateway.work import PAUSED_OUTCOME, ReplySink, TurnOutcome, WorkItem, session_base_id
+from storage.database import STORAGE_ERRORS
 from storage.errors import StorageUnavailable
 from storage.sql.conversations.turns import Opening
-from storage.sqlite.db import STORAGE_ERRORS
 from storage.store import Store
 
 __all__ = ["AfterTurn", "ExecutionService", "TurnEnd"]
