@@ -39,10 +39,12 @@ Params = Sequence[Any] | Mapping[str, Any]
 
 # what the writer and the backup send as they are
 _VERBATIM: Final = {"BEGIN IMMEDIATE": "BEGIN"}
-# a quoted literal or identifier, a `?`, a `:name` (not a `::` cast), a `%`, `IS NOT ?`
+# a quoted literal or identifier, a `?`, a `:name` (not a `::` cast), a `%`,
+# `IS NOT ?`, an `INDEXED BY` hint, `julianday(` and `GLOB 'prefix*'`
 _TOKEN: Final = re.compile(
-    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?P<isnot>\bIS\s+NOT\s+\?)|(?P<q>\?)"
-    r"|(?P<hint>\s+INDEXED\s+BY\s+\w+)"
+    r"(?P<glob>\bGLOB\s+'(?P<prefix>[^'*?\[\]%_]*)\*')"
+    r"|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(?P<isnot>\bIS\s+NOT\s+\?)|(?P<q>\?)"
+    r"|(?P<hint>\s+INDEXED\s+BY\s+\w+)|(?P<jd>\bjulianday\((?P<arg>[^()]*)\))"
     r"|(?<!:):(?P<name>[A-Za-z_]\w*)|(?P<pct>%)",
     re.IGNORECASE,
 )
@@ -65,6 +67,10 @@ def translate(sql: str) -> str:
             return "%%"
         if m["hint"]:
             return ""  # SQLite's index hint; PostgreSQL's planner picks its own
+        if m["jd"]:  # only ever compared: as instants, whatever the offsets
+            return f"CAST({translate(m['arg'])} AS timestamptz)"
+        if m["glob"]:
+            return f"LIKE '{m['prefix']}%%'"
         return m[0].replace("%", "%%")  # a quoted literal: psycopg reads `%` there too
 
     return _TOKEN.sub(swap, sql)
@@ -109,13 +115,27 @@ class PgCursor:
     """The part of sqlite3.Cursor that storage/sql/ uses. `row_factory = None`
     gives plain tuples from then on, as on sqlite3."""
 
-    def __init__(self, raw: psycopg.Cursor[tuple[Any, ...]]) -> None:
-        self._raw = raw
+    def __init__(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        self._raw = conn.cursor(row_factory=tuple_row)
         self.row_factory: object | None = Row
-        description = raw.description
-        self._index = (
-            {column.name: i for i, column in enumerate(description)} if description else {}
-        )
+        self._index: dict[str, int] = {}
+
+    def execute(self, sql: str, params: Params = ()) -> PgCursor:
+        _guarded(self._raw.execute, translate(sql), params)  # () too: `%%` is read as `%`
+        self._described()
+        return self
+
+    def executemany(self, sql: str, seq: Iterable[Params]) -> PgCursor:
+        _guarded(self._raw.executemany, translate(sql), list(seq))
+        self._described()
+        return self
+
+    def _described(self) -> None:
+        description = self._raw.description
+        self._index = {c.name: i for i, c in enumerate(description)} if description else {}
+
+    def close(self) -> None:
+        self._raw.close()
 
     @property
     def rowcount(self) -> int:
@@ -159,15 +179,14 @@ class PgConnection:
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
 
+    def cursor(self) -> PgCursor:
+        return PgCursor(self.raw)
+
     def execute(self, sql: str, params: Params = ()) -> PgCursor:
-        cursor = self.raw.cursor(row_factory=tuple_row)
-        _guarded(cursor.execute, translate(sql), params)  # () too: `%%` is read as `%`
-        return PgCursor(cursor)
+        return PgCursor(self.raw).execute(sql, params)
 
     def executemany(self, sql: str, seq: Iterable[Params]) -> PgCursor:
-        cursor = self.raw.cursor(row_factory=tuple_row)
-        _guarded(cursor.executemany, translate(sql), list(seq))
-        return PgCursor(cursor)
+        return PgCursor(self.raw).executemany(sql, seq)
 
     def close(self) -> None:
         self.raw.close()

@@ -23,6 +23,7 @@ from storage.clock import iso, now_iso, parse_iso
 from storage.sql.conversations import messages, turns
 from storage.sql.conversations.turns import DeferredOpening
 from storage.sql.delivery import inbox
+from storage.sql.dialect import inserted_id
 
 __all__ = [
     "ApprovalRecord",
@@ -102,7 +103,7 @@ def _insert(conn: sqlite3.Connection, new: NewApproval) -> int:
     cursor = conn.execute(
         "INSERT INTO approvals (session_id, channel, chat_id, requester, message, inbox_ids, "
         "calls, held, state, created_at, expires_at, updated_at, run_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id",
         (
             new.session_id,
             new.channel,
@@ -118,8 +119,9 @@ def _insert(conn: sqlite3.Connection, new: NewApproval) -> int:
             new.run_id,
         ),
     )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    row_id = inserted_id(cursor)
+    assert row_id is not None
+    return row_id
 
 
 def get(conn: sqlite3.Connection, *, approval_id: int) -> ApprovalRecord | None:

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from storage.sql.dialect import inserted_id
+
 __all__ = [
     "JobOwner",
     "JobRecord",
@@ -317,7 +319,7 @@ def insert_run(
     finished = None if status.value in UNFINISHED else to_db_time(now)
     cur = conn.execute(
         "INSERT INTO job_runs (job_id, scheduled_at, cause, status, claimed_at, finished_at, "
-        "error) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, scheduled_at) DO NOTHING",
+        "error) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, scheduled_at) DO NOTHING RETURNING id",
         (
             job_id,
             to_db_time(scheduled_at),
@@ -328,7 +330,7 @@ def insert_run(
             error,
         ),
     )
-    return cur.lastrowid if cur.rowcount > 0 else None
+    return inserted_id(cur)
 
 
 def has_unfinished_run(conn: sqlite3.Connection, job_id: str) -> bool:

@@ -18,8 +18,8 @@ from enum import StrEnum
 
 from gateway.bus import OutboundMessage
 from storage.clock import iso, parse_iso
-from storage.errors import IntegrityError
 from storage.sql.delivery import outbox
+from storage.sql.dialect import inserted_id
 
 __all__ = [
     "Approval",
@@ -153,15 +153,15 @@ def issue_code(
     if pending >= rules.max_pending:
         return Issue(IssueOutcome.FULL)
     for _ in range(5):  # a live code is unique; a clash is all but impossible, yet cheap to retry
-        try:
-            cursor = conn.execute(
-                "INSERT INTO pairings (channel, sender_id, chat_id, code, state, created_at, "
-                "expires_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                (channel, sender_id, chat_id, make_code(), iso(now), iso(now + rules.ttl)),
-            )
-        except (sqlite3.IntegrityError, IntegrityError):
-            continue
-        row = conn.execute("SELECT * FROM pairings WHERE id = ?", (cursor.lastrowid,)).fetchone()
+        cursor = conn.execute(
+            "INSERT INTO pairings (channel, sender_id, chat_id, code, state, created_at, "
+            "expires_at) VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+            (channel, sender_id, chat_id, make_code(), iso(now), iso(now + rules.ttl)),
+        )
+        row_id = inserted_id(cursor)
+        if row_id is None:
+            continue  # the code is taken
+        row = conn.execute("SELECT * FROM pairings WHERE id = ?", (row_id,)).fetchone()
         return Issue(IssueOutcome.ISSUED, _row(row))
     raise RuntimeError("could not draw a unique pairing code")
 

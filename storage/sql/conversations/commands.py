@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from agent.messages import ChatMessage, Marker, Usage
 from storage.sql.conversations import messages, sessions
 from storage.sql.conversations.sessions import SessionRecord, SessionStatus
+from storage.sql.dialect import is_postgres
 
 __all__ = [
     "RecentHistory",
@@ -154,13 +155,8 @@ def session_stats(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sessi
     record = sessions.active_session(conn, channel, chat_id)
     if record is None:
         return None
-    row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
-        " + (SELECT COALESCE(SUM(LENGTH(json_extract(t.value, '$.arguments'))), 0)"
-        "    FROM json_each(COALESCE(tool_calls, '[]')) AS t)), 0)"
-        " FROM messages WHERE session_id = ? AND segment = ? AND marker IS NOT ?",
-        (record.id, record.segment, Marker.FAILED_TURN.value),
-    ).fetchone()
+    sql = _SIZE_POSTGRES if is_postgres(conn) else _SIZE
+    row = conn.execute(sql, (record.id, record.segment, Marker.FAILED_TURN.value)).fetchone()
     return SessionStats(record, int(row[0]), int(row[1]), _token_totals(conn, record.id))
 
 
@@ -173,10 +169,32 @@ _TOKENS = (
     " json_extract(usage, '$.cache_read_tokens') AS r,"
     " json_extract(usage, '$.cache_write_tokens') AS w"
     " FROM messages WHERE session_id = ? AND usage IS NOT NULL"
-    " GROUP BY created_at, role, usage)"
+    " GROUP BY created_at, role, usage) AS u"
+)
+_TOKENS_POSTGRES = (
+    "SELECT COALESCE(SUM(i), 0), COALESCE(SUM(o), 0), COALESCE(SUM(r), 0), COALESCE(SUM(w), 0)"
+    " FROM (SELECT CAST(CAST(usage AS jsonb) ->> 'input_tokens' AS bigint) AS i,"
+    " CAST(CAST(usage AS jsonb) ->> 'output_tokens' AS bigint) AS o,"
+    " CAST(CAST(usage AS jsonb) ->> 'cache_read_tokens' AS bigint) AS r,"
+    " CAST(CAST(usage AS jsonb) ->> 'cache_write_tokens' AS bigint) AS w"
+    " FROM messages WHERE session_id = ? AND usage IS NOT NULL"
+    " GROUP BY created_at, role, usage) AS u"
+)
+# the active history's size in characters: content, reasoning, tool-call arguments
+_SIZE = (
+    "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
+    " + (SELECT COALESCE(SUM(LENGTH(json_extract(t.value, '$.arguments'))), 0)"
+    "    FROM json_each(COALESCE(tool_calls, '[]')) AS t)), 0)"
+    " FROM messages WHERE session_id = ? AND segment = ? AND marker IS NOT ?"
+)
+_SIZE_POSTGRES = (
+    "SELECT COUNT(*), COALESCE(SUM(LENGTH(content) + COALESCE(LENGTH(reasoning_content), 0)"
+    " + (SELECT COALESCE(SUM(LENGTH(t.value ->> 'arguments')), 0)"
+    "    FROM jsonb_array_elements(CAST(COALESCE(tool_calls, '[]') AS jsonb)) AS t)), 0)"
+    " FROM messages WHERE session_id = ? AND segment = ? AND marker IS NOT ?"
 )
 
 
 def _token_totals(conn: sqlite3.Connection, session_id: str) -> Usage:
-    row = conn.execute(_TOKENS, (session_id,)).fetchone()
+    row = conn.execute(_TOKENS_POSTGRES if is_postgres(conn) else _TOKENS, (session_id,)).fetchone()
     return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]))

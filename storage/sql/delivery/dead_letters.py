@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gateway.bus import storable
 from storage.clock import now_iso
+from storage.sql.dialect import inserted_id
 
 __all__ = ["PAYLOAD_MAX_CHARS", "DeadLetter", "get", "recent", "record"]
 
@@ -48,7 +49,7 @@ def record(
     text = _text(payload)
     cursor = conn.execute(
         "INSERT INTO dead_letters (channel, platform_id, payload, truncated, reason, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
         (
             storable(channel),
             storable(platform_id) if platform_id is not None else None,
@@ -58,8 +59,9 @@ def record(
             now_iso(),
         ),
     )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    row_id = inserted_id(cursor)
+    assert row_id is not None
+    return row_id
 
 
 def _letter(row: sqlite3.Row) -> DeadLetter:
@@ -77,7 +79,8 @@ def _letter(row: sqlite3.Row) -> DeadLetter:
 def recent(conn: sqlite3.Connection, limit: int, channel: str | None = None) -> list[DeadLetter]:
     """The newest `limit` dead letters (of `channel`, if given), newest first."""
     rows = conn.execute(
-        "SELECT * FROM dead_letters WHERE ? IS NULL OR channel = ? ORDER BY id DESC LIMIT ?",
+        "SELECT * FROM dead_letters WHERE CAST(? AS TEXT) IS NULL OR channel = ? "
+        "ORDER BY id DESC LIMIT ?",
         (channel, channel, limit),
     ).fetchall()
     return [_letter(r) for r in rows]

@@ -31,6 +31,7 @@ from gateway.bus import (
 )
 from storage.clock import now_iso, parse_iso
 from storage.sql.delivery import dead_letters, outbox
+from storage.sql.dialect import inserted_id
 
 __all__ = [
     "InboxEntry",
@@ -155,7 +156,7 @@ def record_inbound(conn: sqlite3.Connection, message: InboundMessage) -> int | N
     make two chats' messages collide."""
     cursor = conn.execute(
         "INSERT INTO inbox (channel, platform_id, chat_id, sender_id, payload, received_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, platform_id) DO NOTHING",
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, platform_id) DO NOTHING RETURNING id",
         (
             message.channel,
             message.message_id,
@@ -165,7 +166,7 @@ def record_inbound(conn: sqlite3.Connection, message: InboundMessage) -> int | N
             now_iso(),
         ),
     )
-    return cursor.lastrowid if cursor.rowcount == 1 else None
+    return inserted_id(cursor)
 
 
 def mark_started(conn: sqlite3.Connection, inbox_ids: Sequence[int], session_id: str) -> None:

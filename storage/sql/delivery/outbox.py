@@ -20,6 +20,7 @@ from typing import Any
 
 from gateway.bus import MediaKind, MediaRef, OutboundMessage, new_idempotency_key
 from storage.clock import now_iso, parse_iso
+from storage.sql.dialect import inserted_id
 
 __all__ = [
     "Held",
@@ -187,7 +188,7 @@ def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | 
             "INSERT INTO outbox (channel, chat_id, text, reply_to_message_id, session_id, "
             "inbox_id, metadata, created_at, idempotency_key, media) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (idempotency_key) DO NOTHING",
+            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
             (
                 message.channel,
                 message.chat_id,
@@ -201,9 +202,9 @@ def enqueue(conn: sqlite3.Connection, message: OutboundMessage, inbox_id: int | 
                 _media_json(message.media),
             ),
         )
-        if cursor.rowcount == 1:
-            assert cursor.lastrowid is not None
-            return cursor.lastrowid
+        row_id = inserted_id(cursor)
+        if row_id is not None:
+            return row_id
         key = new_idempotency_key()
 
 

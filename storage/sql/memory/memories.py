@@ -99,7 +99,7 @@ def row_of(r: sqlite3.Row) -> MemoryRow:
 def bump_revision(conn: sqlite3.Connection, scope: Scope) -> None:
     conn.execute(
         "INSERT INTO memory_scopes (scope_kind, scope_key, revision) VALUES (?, ?, 1) "
-        "ON CONFLICT (scope_kind, scope_key) DO UPDATE SET revision = revision + 1",
+        "ON CONFLICT (scope_kind, scope_key) DO UPDATE SET revision = memory_scopes.revision + 1",
         (scope.kind, scope.key),
     )
 
