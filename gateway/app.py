@@ -59,7 +59,8 @@ from scheduler.builtin import MEMORY_MAINTENANCE_EVENT
 from scheduler.events import EventRegistry
 from scheduler.service import Scheduler
 from skills.runtime import SkillRuntime
-from storage.sqlite.db import Database
+from storage.backends import open_database
+from storage.database import Database
 from storage.store import Store
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class Gateway:
             raise ValueError(f"two channels share a name: {names}")
         try:
             async with AsyncExitStack() as stack:
-                db = await Database(self.loaded.storage_path).open()
+                db = await open_database(self.loaded.storage_url).open()
                 stack.push_async_callback(db.close)  # closed last
                 self.db = db
                 providers = await self._providers(stack)
@@ -157,7 +158,11 @@ class Gateway:
                     raise
                 self.started.set()
                 log.info(
-                    "gateway_started", host=self.config.gateway.host, port=self.port, channels=names
+                    "gateway_started",
+                    host=self.config.gateway.host,
+                    port=self.port,
+                    channels=names,
+                    storage=db.describe,  # the password masked
                 )
                 await self._stop.wait()
                 log.info("gateway_stopping")

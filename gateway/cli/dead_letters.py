@@ -12,8 +12,8 @@ import functools
 from collections.abc import Callable
 
 from gateway.config.core import LoadedConfig
+from storage.backends import open_database
 from storage.sql.delivery import dead_letters
-from storage.sqlite.db import Database
 
 __all__ = ["add_dead_letters_parser", "run_dead_letters_command"]
 
@@ -32,7 +32,7 @@ def add_dead_letters_parser(
 
 
 async def run_dead_letters_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
-    async with Database(loaded.storage_path) as db:
+    async with open_database(loaded.storage_url) as db:
         if args.action == "show":
             letter = await db.read(functools.partial(dead_letters.get, letter_id=args.id))
             if letter is None:

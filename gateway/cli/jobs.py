@@ -21,7 +21,7 @@ from gateway.config.core import LoadedConfig
 from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.clock import SystemClock
 from scheduler.owners import OPERATOR
-from storage.sqlite.db import Database
+from storage.backends import open_database
 
 __all__ = ["add_jobs_parser", "print_jobs_help", "run_jobs_command"]
 
@@ -57,7 +57,7 @@ def print_jobs_help(args: argparse.Namespace) -> int:
 
 async def run_jobs_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     zone = loaded.config.time.zone
-    async with Database(loaded.storage_path) as db:
+    async with open_database(loaded.storage_url) as db:
         admin = JobAdmin(db, clock=SystemClock(), default_zone=zone)
         try:
             return await _dispatch(args, admin, zone, loaded)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from gateway.config.core import LoadedConfig
 from gateway.memory.service import entry_of
+from storage.backends import open_database
 from storage.sql.memory.memories import MemoryRow, Scope
-from storage.sqlite.db import Database
 from storage.units.memories import MemoryStore
 
 __all__ = ["add_memory_parser", "run_memory_command"]
@@ -52,7 +52,7 @@ def _line(row: MemoryRow) -> str:
 
 
 async def run_memory_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
-    async with Database(loaded.storage_path) as db:
+    async with open_database(loaded.storage_url) as db:
         store = MemoryStore(db)
         command: str = args.memory_command
         if command == "list":

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from gateway.config.core import LoadedConfig
 from gateway.turns.replies import format_duration
+from storage.backends import open_database
 from storage.clock import parse_iso
 from storage.sql.delivery import outbox
-from storage.sqlite.db import Database
 
 __all__ = ["add_outbox_parser", "run_outbox_command"]
 
@@ -37,7 +37,7 @@ def add_outbox_parser(
 
 
 async def run_outbox_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
-    async with Database(loaded.storage_path) as db:
+    async with open_database(loaded.storage_url) as db:
         if args.action == "retry":
             ok = await db.write(functools.partial(outbox.retry_row, row_id=args.id))
             if not ok:

@@ -23,8 +23,8 @@ from gateway.access.pairing import (
 )
 from gateway.config.core import LoadedConfig
 from gateway.i18n.locales import LocaleResolver
+from storage.backends import open_database
 from storage.sql.access.pairings import ApproveOutcome
-from storage.sqlite.db import Database
 from storage.store import Store
 
 __all__ = ["HOST", "add_pairing_parser", "run_pairing_command"]
@@ -51,7 +51,7 @@ async def run_pairing_command(
     loaded: LoadedConfig,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
-    async with Database(loaded.storage_path) as db:
+    async with open_database(loaded.storage_url) as db:
         store = Store(db)
         if args.pairing_command == "approve":
             code = parse_code(args.code)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from agent.messages import ChatMessage
 from gateway.config.core import LoadedConfig
-from storage.sqlite.db import Database
+from storage.backends import open_database
 from storage.store import Store
 
 __all__ = ["add_sessions_parser", "run_sessions_command"]
@@ -37,7 +37,7 @@ def _line(message: ChatMessage) -> str:
 
 
 async def run_sessions_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
-    async with Database(loaded.storage_path) as db:
+    async with open_database(loaded.storage_url) as db:
         store = Store(db)
         record, history = await store.history_snapshot(args.id)
         if record is None:

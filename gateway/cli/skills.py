@@ -17,7 +17,7 @@ from typing import TextIO
 from gateway.config.core import LoadedConfig
 from gateway.tools.skills import skill_roots
 from skills.discovery import scan
-from storage.sqlite.db import Database
+from storage.backends import open_database
 from storage.store import Store
 
 __all__ = ["add_skills_parser", "run_skills_command"]
@@ -43,7 +43,7 @@ async def run_skills_command(
     out = sys.stdout if out is None else out  # looked up now: tests replace sys.stdout
     command: str = args.skills_command
     if command == "events":
-        async with Database(loaded.storage_path) as db:
+        async with open_database(loaded.storage_url) as db:
             rows = await Store(db).skill_events(args.name, max(1, args.limit))
         if not rows:
             print("no skill events", file=out)

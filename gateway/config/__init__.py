@@ -5,5 +5,5 @@ approval, skills, sub-agents). Loaded once by the composition root and
 passed down; nothing reads it at run time. Every key is in docs/CONFIG.md.
 
 Public: gateway.config.core, gateway.config.agents, gateway.config.approval, gateway.config.skills, gateway.config.subagents
-May import: agent, channels, channels.base, scheduler.config
+May import: agent, channels, channels.base, scheduler.config, storage.url
 """

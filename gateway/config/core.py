@@ -49,6 +49,7 @@ from gateway.config.approval import ApprovalConfig
 from gateway.config.skills import SkillsConfig
 from gateway.config.subagents import SessionMessageToolConfig, SubagentsConfig
 from scheduler.config import SchedulerConfig
+from storage.url import is_postgres_url, redact_url, sqlite_path_of
 
 __all__ = [
     "AgentConfig",
@@ -212,12 +213,60 @@ class TimeConfig(FrozenModel):
         return ZoneInfo(self.timezone)
 
 
+_STORAGE_SCHEMES = ("postgresql", "postgres", "sqlite")
+
+
+def check_storage_url(url: str) -> str:
+    """A `storage.url` that `storage.backends.open_database` takes, checked at
+    load so that a typo fails start-up with the key's name, not a connect
+    error later. Every message shows the URL with its password masked."""
+    shown = redact_url(url)
+    if not url.strip():
+        raise ValueError(
+            "is empty (a ${VAR} that is not set?); remove the key to use the SQLite file"
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"{shown!r} is not a URL: {exc}") from None
+    scheme = parts.scheme.lower() if "://" in url else ""
+    if not scheme:
+        raise ValueError(
+            f"{shown!r} is not a URL; set storage.path to a SQLite file, or use "
+            "sqlite:///path/to/file.db or postgresql://user:password@host:port/database"
+        )
+    if scheme not in _STORAGE_SCHEMES:
+        raise ValueError(
+            f"{shown!r}: unknown scheme {scheme!r}; use sqlite:///path/to/file.db or "
+            "postgresql://user:password@host:port/database (docs/storage.md)"
+        )
+    if scheme == "sqlite":
+        # a SQLite URL holds no password: shown as written
+        if not url.lower().startswith("sqlite:///"):
+            raise ValueError(f"{url!r}: a SQLite URL is sqlite:///path (three slashes)")
+        if sqlite_path_of(url) in ("", ":memory:"):
+            raise ValueError(f"{url!r} names no file; use sqlite:///path/to/file.db")
+    return url
+
+
 class StorageConfig(FrozenModel):
-    path: str | None = None  # default: $PICOBOT_HOME/storage/sessions.db
+    path: str | None = None  # the SQLite file; default: $PICOBOT_HOME/storage/sessions.db
+    # the backend by URL: sqlite:///file.db or postgresql://… (docs/storage.md)
+    url: Annotated[str, AfterValidator(check_storage_url)] | None = None
     # finished outbox/inbox rows, dead letters, done approvals, skill events (0: keep)
     retention_days: float = Field(30.0, ge=0)
     media_retention_days: float = Field(30.0, ge=0)  # received attachments (0: keep)
     prune_interval_secs: float = Field(3600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_location(self) -> StorageConfig:
+        if self.path and self.url:
+            raise ValueError(
+                "storage.path and storage.url are both set; keep one: storage.url "
+                "(sqlite:///file.db or postgresql://…) or storage.path (a SQLite file)"
+            )
+        return self
 
 
 class LoggingConfig(FrozenModel):
@@ -343,12 +392,46 @@ class LoadedConfig:
         return frozenset((*self.config.gateway.admins, *self.env_admins))
 
     @property
+    def storage_url(self) -> str:
+        """What `storage.backends.open_database` opens: `storage.url`, else the
+        SQLite file (`storage.path` or the default) as `sqlite:///…`. It may
+        hold a password: show it only through `storage.url.redact_url`."""
+        url = self.config.storage.url
+        if url and self.storage_is_postgres:
+            return url
+        path = self.sqlite_path
+        assert path is not None  # not PostgreSQL: a file
+        return f"sqlite:///{path}"
+
+    @property
+    def storage_is_postgres(self) -> bool:
+        url = self.config.storage.url
+        return bool(url) and is_postgres_url(url or "")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file, None when storage is on a PostgreSQL server."""
+        storage = self.config.storage
+        if storage.url:
+            if self.storage_is_postgres:
+                return None
+            return Path(sqlite_path_of(storage.url)).expanduser()
+        if storage.path:
+            return Path(storage.path).expanduser()
+        return self.home / "storage" / "sessions.db"
+
+    @property
     def storage_path(self) -> Path:
-        return (
-            Path(self.config.storage.path).expanduser()
-            if self.config.storage.path
-            else (self.home / "storage" / "sessions.db")
-        )
+        """The SQLite file. Code that serves both backends uses `storage_url`
+        (or `sqlite_path`); with a PostgreSQL `storage.url` there is no file,
+        and this raises ConfigError rather than name one that is not used."""
+        path = self.sqlite_path
+        if path is None:
+            raise ConfigError(
+                "storage.url names a PostgreSQL server: there is no SQLite file "
+                "(this command works on SQLite only; docs/storage.md)"
+            )
+        return path
 
     @property
     def skills_project_dir(self) -> Path:

@@ -39,7 +39,9 @@ def resolve_sandbox(loaded: LoadedConfig) -> Sandbox:
         )
     if mode is SandboxMode.AUTO and found is None:
         log.warning("bash_tool_unsandboxed", hint=BWRAP_INSTALL_HINT)
-    hidden = {loaded.home, loaded.storage_path.parent, loaded.media_dir}
+    hidden = {loaded.home, loaded.media_dir}
+    if loaded.sqlite_path is not None:  # a PostgreSQL server has no folder here to hide
+        hidden.add(loaded.sqlite_path.parent)
     if loaded.path is not None:
         hidden.add(loaded.path)
     return Sandbox(

@@ -1,14 +1,16 @@
 """`picobot doctor`: check an installation and say what to fix.
 
 Offline checks: the config (the same `ConfigError` text start-up prints, plus
-which `${VAR}` placeholders are unset), the database (schema version,
-integrity), the data, storage, workspace and media directories (writable, by
+which `${VAR}` placeholders are unset), the database (a SQLite file: schema
+version, integrity; a PostgreSQL server: reachable within a short timeout,
+its version, the schema version), the data, storage, workspace and media directories (writable, by
 really creating a file), each enabled channel's credentials and access settings
 (pairing with no admin to approve codes) and each used provider's api_key. With `--probe` it also calls each provider and channel
 API once with a short timeout.
 
 Doctor never changes anything: the database is opened read-only (never
-created or migrated — that is start-up's job) and no secret is ever printed.
+created or migrated — that is start-up's job) and no secret is ever printed
+(a storage.url shows its password as ***).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ __all__ = ["Finding", "Status", "run_doctor"]  # Finding, Status: from doctor_fi
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|<([A-Z_][A-Z0-9_]*)>")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_SERVER_TIMEOUT_SECS = 5.0  # connecting to the storage.url server
+_UNREACHABLE_HINT = (
+    "start the server, or check host, port, user, password and database in storage.url; "
+    "the role and a database it owns must exist (docs/storage.md)"
+)
 
 
 async def run_doctor(
@@ -72,13 +79,11 @@ async def run_doctor(
         _summary(problems, out)
         return 1
     report(_config_findings(loaded))
-    report(await asyncio.to_thread(_check_storage, loaded.storage_path))
-    dirs = [
-        ("data dir", loaded.home),
-        ("storage dir", loaded.storage_path.parent),
-        ("workspace", loaded.workspace),
-        ("media dir", loaded.media_dir),
-    ]
+    report(await _storage_findings(loaded))
+    dirs = [("data dir", loaded.home)]
+    if loaded.sqlite_path is not None:  # a PostgreSQL server keeps no folder here
+        dirs.append(("storage dir", loaded.sqlite_path.parent))
+    dirs += [("workspace", loaded.workspace), ("media dir", loaded.media_dir)]
     report(await asyncio.to_thread(_check_dirs, dirs))
     report(_channel_findings(loaded))
     report(_access_findings(loaded))
@@ -141,6 +146,46 @@ def _unset_placeholders(
 
 
 # -- storage and directories ---------------------------------------------------
+async def _storage_findings(loaded: LoadedConfig) -> list[Finding]:
+    if loaded.sqlite_path is not None:
+        return await asyncio.to_thread(_check_storage, loaded.sqlite_path)
+    return await asyncio.to_thread(_check_server, loaded.storage_url)
+
+
+def _check_server(url: str) -> list[Finding]:
+    """The PostgreSQL server `storage.url` names: reachable, new enough, and
+    a schema this picobot can use. Every line names the URL password-masked."""
+    from storage.postgres.health import ServerUnreachable, inspect_server  # psycopg: only here
+
+    try:
+        health = inspect_server(url, timeout_secs=_SERVER_TIMEOUT_SECS)
+    except ServerUnreachable as exc:
+        return [problem("storage", str(exc), _UNREACHABLE_HINT)]
+    where, server = health.where, f"PostgreSQL {health.server_version_text}"
+    if health.too_old:
+        message = f"{where}: {server} is too old; picobot needs PostgreSQL 14 or newer"
+        return [problem("storage", message, "upgrade the server (docs/storage.md)")]
+    version, latest = health.schema_version, health.latest_schema
+    findings: list[Finding] = []
+    if version > latest:
+        message = f"{where}: schema version {version} is newer than this picobot knows ({latest})"
+        fix = "upgrade picobot, or point storage.url at another database"
+        findings.append(problem("storage", message, fix))
+    elif version == 0:
+        message = f"{where}: {server}; empty; picobot creates the schema at first start"
+        findings.append(ok("storage", message))
+    else:
+        pending = latest - version
+        note = f"; {pending} migration(s) will run at next start" if pending else ""
+        findings.append(ok("storage", f"{where}: {server}, schema version {version}{note}"))
+    if health.failed_outbox:
+        message = (
+            f"{health.failed_outbox} message(s) could not be delivered (outbox state 'failed')"
+        )
+        findings.append(warn("outbox", message))
+    return findings
+
+
 def _check_storage(path: Path) -> list[Finding]:
     if not path.exists():
         return [ok("storage", f"{path} does not exist yet; it is created at first start")]
