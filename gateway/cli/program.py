@@ -146,7 +146,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
     from gateway.lifecycle import StartupError
     from gateway.ops.logging import configure_logging, register_secrets
-    from storage.sqlite.db import SchemaTooNew, StorageUnusable
+    from storage.errors import SchemaTooNew, StorageUnusable
 
     loaded = _load(args)
     cfg = loaded.config
@@ -214,13 +214,20 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_backup(args: argparse.Namespace) -> int:
     from gateway.cli.backup import run_backup
 
-    return asyncio.run(run_backup(_load(args).storage_path, Path(args.file)))
+    return asyncio.run(run_backup(_load(args).storage_url, Path(args.file)))
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from gateway.cli.backup import run_restore
 
-    return run_restore(Path(args.file), _load(args).storage_path, force=args.force)
+    return run_restore(Path(args.file), _load(args).storage_url, force=args.force)
+
+
+def cmd_storage_copy(args: argparse.Namespace) -> int:
+    from gateway.cli.storage_copy import run_storage_copy
+
+    source = args.source if args.source else _load(args).storage_url
+    return asyncio.run(run_storage_copy(source, args.target))
 
 
 def cmd_outbox(args: argparse.Namespace) -> int:
@@ -368,6 +375,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     restore.add_argument("file")
     restore.add_argument("--force", action="store_true")
     restore.set_defaults(func=cmd_restore)
+    storage = sub.add_parser("storage", help="move the database between backends")
+    storage_sub = storage.add_subparsers(dest="storage_command", required=True)
+    copy = with_config(
+        storage_sub.add_parser("copy", help="copy every table into a new, empty database")
+    )
+    if command in (None, "storage"):
+        from gateway.cli.storage_copy import add_copy_arguments
+
+        add_copy_arguments(copy)
+    copy.set_defaults(func=cmd_storage_copy)
 
     # the command families, each with its parser in its own module, loaded
     # only for the command about to run (the top-level help needs their names)

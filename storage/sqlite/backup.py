@@ -32,7 +32,10 @@ __all__ = [
     "BackupReport",
     "DatabaseInUse",
     "backup_database",
+    "check_backup",
+    "resolve_destination",
     "restore_database",
+    "seal_file",
 ]
 
 
@@ -57,6 +60,22 @@ def backup_database(db_path: Path, dest: Path) -> BackupReport:
     timestamped file in). Blocking: run it in a thread. Raises BackupError."""
     if not db_path.is_file():
         raise BackupError(f"database {db_path} does not exist (check storage.path / PICOBOT_HOME)")
+    dest = resolve_destination(dest)
+    partial = dest.with_name(dest.name + ".partial")
+    partial.unlink(missing_ok=True)
+    try:
+        version, counts = _copy(db_path, partial)
+        seal_file(partial, dest)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return BackupReport(dest, dest.stat().st_size, version, counts)
+
+
+def resolve_destination(dest: Path) -> Path:
+    """The file a backup goes to: `dest`, or a timestamped file inside it when
+    it is a directory. Raises BackupError when it exists or has no directory.
+    (Shared with the PostgreSQL backup, storage.copy: one file on both backends.)"""
     if dest.is_dir():
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         dest = dest / f"picobot-{stamp}.db"
@@ -64,18 +83,15 @@ def backup_database(db_path: Path, dest: Path) -> BackupReport:
         raise BackupError(f"{dest} already exists; choose another name or remove it")
     if not dest.parent.is_dir():
         raise BackupError(f"directory {dest.parent} does not exist")
-    partial = dest.with_name(dest.name + ".partial")
-    partial.unlink(missing_ok=True)
-    try:
-        version, counts = _copy(db_path, partial)
-        partial.chmod(0o600)  # conversations and channel credentials live in here
-        _fsync(partial)
-        os.replace(partial, dest)
-        _fsync_dir(dest.parent)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return BackupReport(dest, dest.stat().st_size, version, counts)
+    return dest
+
+
+def seal_file(partial: Path, dest: Path) -> None:
+    """Make the finished copy private and durable, then rename it into place."""
+    partial.chmod(0o600)  # conversations and channel credentials live in here
+    _fsync(partial)
+    os.replace(partial, dest)
+    _fsync_dir(dest.parent)
 
 
 def _copy(db_path: Path, target: Path) -> tuple[int, dict[str, int]]:
@@ -128,7 +144,7 @@ def restore_database(
     `force`; then `on_forced()` is called before the restore goes ahead.
     Returns where the previous database was kept, if there was one.
     """
-    _check_backup(backup)
+    check_backup(backup)
     db_path.parent.mkdir(parents=True, exist_ok=True)
     # Whoever runs this (often root), the gateway's user must own the result.
     owner = (db_path if db_path.exists() else db_path.parent).stat()
@@ -162,7 +178,8 @@ def _chown_like(path: Path, owner: os.stat_result) -> None:
         os.chown(path, owner.st_uid, owner.st_gid)
 
 
-def _check_backup(backup: Path) -> None:
+def check_backup(backup: Path) -> None:
+    """Raise BackupError unless `backup` is a sound SQLite file this picobot can read."""
     if not backup.is_file():
         raise BackupError(f"{backup} does not exist")
     try:
