@@ -1,10 +1,12 @@
-"""Storage: everything the gateway keeps (docs/ARCHITECTURE.md).
+"""Storage: everything the gateway keeps (docs/ARCHITECTURE.md, docs/storage.md).
 
 What the runtime calls is at the top: `store.Store` and the units of work it
 hands out (`units/`: approvals, memories, retention, transcripts), the data
-types and errors they raise (`errors`, `clock`). The SQLite backend is
-`sqlite/`: the connection and its single writer (`db`), the migrations,
-backup and a read-only health look, and the SQL itself grouped by table
-family. A second backend is a sibling folder of `sqlite/`. storage/ imports
-only itself and the data types of gateway.bus and agent.messages.
+types and errors they raise (`errors`, `clock`), `database.Database` (what a
+backend is) and `backends.open_database(url)`. The SQL, written once for
+every backend, is `sql/`, grouped by table family. The backends: `sqlite/`
+(the default: a file) and `postgres/` (a server), each its connection and
+single writer, migrations, backup or copy, and a read-only health look.
+storage/ imports only itself and the data types of gateway.bus and
+agent.messages.
 """

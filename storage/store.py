@@ -1,10 +1,10 @@
 """`Store`: the runtime's storage, as named units of work.
 
 The gateway runtime calls these async methods and never writes SQL or sees a
-`sqlite3.Connection`. Each method is one transaction: writes go through
+connection. Each method is one transaction: writes go through
 `Database.write` (group-committed; a returned write is durable), reads through
-`Database.read`. The surface is what the runtime does, kept narrow so that
-another engine (PostgreSQL, DESIGN §11) could implement the same methods.
+`Database.read`, on whichever backend `storage.url` chose (storage.database):
+the same methods, the same SQL (storage/sql/), the same guarantees.
 """
 
 from __future__ import annotations

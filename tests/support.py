@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
 import os
 import signal
@@ -56,7 +57,7 @@ def make_config(home: Path, llm_base_url: str, **sections: Any) -> LoadedConfig:
             "typing_delay_secs": 0,
         },
     }
-    raw = deep_merge(raw, sections)
+    raw = deep_merge(_storage_override(), deep_merge(raw, sections))
     config, missing = parse_config(raw, {}, source="test config")
     return LoadedConfig(config, None, home, missing)
 
@@ -71,7 +72,27 @@ def process_config(llm_base_url: str, api_key: str = "test-key", **sections: Any
         "gateway": {"port": 0, "shutdown_timeout_secs": 10},
         "logging": {"format": "json"},
     }
-    return deep_merge(raw, sections)
+    return deep_merge(_storage_override(), deep_merge(raw, sections))
+
+
+def _storage_override() -> dict[str, Any]:
+    """With PICOBOT_TEST_SUITE_POSTGRES set to a server's URL (a role that may
+    create databases), every gateway a test builds keeps its data in a fresh
+    database there: the whole suite on PostgreSQL, for a local run. Tests that
+    open the SQLite file themselves then fail; the storage contract suite and
+    the PostgreSQL-marked tests are what CI runs on PostgreSQL."""
+    admin = os.environ.get("PICOBOT_TEST_SUITE_POSTGRES")
+    if not admin:
+        return {}
+    import psycopg  # only for this mode
+
+    name = f"suite_{os.getpid()}_{next(_suite_databases)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return {"storage": {"url": admin.rsplit("/", 1)[0] + "/" + name}}
+
+
+_suite_databases = itertools.count()
 
 
 @asynccontextmanager

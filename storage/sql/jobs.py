@@ -300,7 +300,7 @@ def next_due_at(conn: sqlite3.Connection) -> datetime | None:
     row = conn.execute(
         "SELECT MIN(t) FROM (SELECT run_requested_at AS t FROM scheduler_jobs "
         "WHERE run_requested_at IS NOT NULL UNION ALL SELECT next_run_at FROM scheduler_jobs "
-        "WHERE enabled = 1 AND paused = 0 AND next_run_at IS NOT NULL)"
+        "WHERE enabled = 1 AND paused = 0 AND next_run_at IS NOT NULL) AS due"
     ).fetchone()
     return _opt_time(row[0])
 
