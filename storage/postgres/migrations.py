@@ -3,7 +3,7 @@
 Append only, like storage/sqlite/migrations.py, and numbered on their own:
 PostgreSQL's version 1 is the schema SQLite reached at its version 16 (the
 same tables, columns, keys and indexes). A change to the schema is a new
-migration in both files, in the same commit; tests/storage/test_schema.py
+migration in both files, in the same commit; tests/storage/test_postgres_backend.py
 compares the two schemas column by column.
 
 The column types are those SQLite stores: TEXT (timestamps as ISO text,

@@ -1,4 +1,5 @@
-"""storage/sql/jobs.py and storage/sql/conversations/cleanup.py on real SQLite, and the session_cleanup event."""
+"""storage/sql/jobs.py and storage/sql/conversations/cleanup.py on every backend
+(SQLite and PostgreSQL), and the session_cleanup event."""
 
 from __future__ import annotations
 
@@ -12,19 +13,27 @@ import pytest
 from scheduler.builtin import builtin_jobs, register_builtin_events
 from scheduler.clock import ManualClock
 from scheduler.events import EventRegistry, InternalEvent
+from storage.backends import open_database
+from storage.database import Database as StorageDatabase
 from storage.sql import jobs as store
 from storage.sql.conversations.cleanup import archive_idle_sessions
 from storage.sql.jobs import JobOwner, JobRecord, JobSource, RunCause, RunStatus
 from storage.sqlite.db import Database
 from storage.sqlite.migrations import MIGRATIONS
 from tests.scheduler.conftest import START, Harness
+from tests.storage.conftest import parametrize_backend
 
 T0 = datetime(2026, 2, 1, 8, 0, tzinfo=UTC)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The tests on `storage_url` run on every backend, as tests/storage/ does."""
+    parametrize_backend(metafunc)
+
+
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database(tmp_path / "s.db").open()
+async def db(storage_url: str) -> AsyncIterator[StorageDatabase]:
+    database = await open_database(storage_url).open()
     yield database
     await database.close()
 
@@ -47,7 +56,7 @@ def job(job_id: str, next_run_at: datetime | None, **kw: object) -> JobRecord:
     return JobRecord(**fields)  # type: ignore[arg-type]
 
 
-async def test_job_rows_round_trip_and_due_jobs_respect_state(db: Database) -> None:
+async def test_job_rows_round_trip_and_due_jobs_respect_state(db: StorageDatabase) -> None:
     records = [
         job("late", T0 + timedelta(minutes=1)),
         job("early", T0),
@@ -72,7 +81,7 @@ async def test_job_rows_round_trip_and_due_jobs_respect_state(db: Database) -> N
     assert await db.read(store.next_due_at) == T0 - timedelta(seconds=1)
 
 
-async def test_a_fire_time_can_be_claimed_only_once(db: Database) -> None:
+async def test_a_fire_time_can_be_claimed_only_once(db: StorageDatabase) -> None:
     await db.write(lambda c: store.save_job(c, job("j", T0)))
     first = await db.write(
         lambda c: store.insert_run(c, "j", T0, RunCause.SCHEDULE, RunStatus.CLAIMED, T0)
@@ -85,7 +94,7 @@ async def test_a_fire_time_can_be_claimed_only_once(db: Database) -> None:
     assert await db.read(lambda c: store.has_unfinished_run(c, "j"))
 
 
-async def test_finishing_a_run_prunes_old_history_and_delete_cascades(db: Database) -> None:
+async def test_finishing_a_run_prunes_old_history_and_delete_cascades(db: StorageDatabase) -> None:
     await db.write(lambda c: store.save_job(c, job("j", T0)))
 
     def run_many(conn: sqlite3.Connection) -> None:
@@ -113,7 +122,7 @@ def _add_session(conn: sqlite3.Connection, sid: str, status: str, updated: str) 
 
 
 async def test_archive_idle_sessions_only_touches_active_sessions_idle_past_the_cutoff(
-    db: Database,
+    db: StorageDatabase,
 ) -> None:
     def seed(conn: sqlite3.Connection) -> None:
         _add_session(conn, "old", "active", "2026-01-01T00:00:00+00:00")
@@ -149,9 +158,11 @@ async def test_session_cleanup_job_uses_max_idle_secs(harness: Harness) -> None:
     assert {r[0]: r[1] for r in rows} == {"idle": "archived", "busy": "active"}
 
 
-async def test_memory_maintenance_builtin_job_exists_only_with_a_handler(tmp_path: Path) -> None:
+async def test_memory_maintenance_builtin_job_exists_only_with_a_handler(
+    storage_url: str,
+) -> None:
     events = EventRegistry()
-    async with Database(tmp_path / "b.db") as database:
+    async with open_database(storage_url) as database:
         register_builtin_events(events, database, ManualClock(START))
     assert "session_cleanup" in events
     assert builtin_jobs(events) == []
@@ -169,7 +180,9 @@ async def test_memory_maintenance_builtin_job_exists_only_with_a_handler(tmp_pat
     }
 
 
-async def test_a_jobs_owner_round_trips_and_lists_only_that_owners_jobs(db: Database) -> None:
+async def test_a_jobs_owner_round_trips_and_lists_only_that_owners_jobs(
+    db: StorageDatabase,
+) -> None:
     alice, bob = JobOwner("telegram", "1"), JobOwner("telegram", "2")
     records = [job("a", T0, owner=alice), job("b", T0, owner=bob), job("c", T0)]
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from pathlib import Path
 
 from gateway.bus import InboundMessage
-from storage.sqlite.db import Database
 from storage.store import Store
+from tests.storage.conftest import OpenStorage
 
 
 class Legacy:
@@ -25,20 +24,22 @@ class Legacy:
         return self.owner
 
 
-async def test_the_first_claim_owns_a_new_chat_and_it_survives_a_reopen(tmp_path: Path) -> None:
+async def test_the_first_claim_owns_a_new_chat_and_it_survives_a_reopen(
+    open_storage: OpenStorage,
+) -> None:
     legacy = Legacy()
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         store = Store(db)
         assert await store.claim_chat("websocket", "X", "token:alice", legacy) == "token:alice"
         assert await store.claim_chat("websocket", "X", "token:bob", legacy) == "token:alice"
         assert await store.claim_chat("other", "X", "token:bob", legacy) == "token:bob"
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         assert await Store(db).claim_chat("websocket", "X", "token:bob", legacy) == "token:alice"
     assert legacy.asked == []  # new chats are never legacy ones
 
 
-async def test_racing_claims_of_a_new_chat_have_one_owner(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_racing_claims_of_a_new_chat_have_one_owner(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         store = Store(db)
         claims = [
             store.claim_chat("websocket", f"chat-{n}", principal, Legacy())
@@ -54,8 +55,10 @@ async def test_racing_claims_of_a_new_chat_have_one_owner(tmp_path: Path) -> Non
         assert rows[0] == 20
 
 
-async def test_a_chat_from_before_owners_goes_to_whom_its_senders_say(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_a_chat_from_before_owners_goes_to_whom_its_senders_say(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
         store = Store(db)
         inbound = [
             InboundMessage("websocket", "alone", "alice", "hi", message_id="alone/1"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +12,10 @@ from agent.compaction import compact
 from agent.messages import ChatMessage, Marker, Role, ToolCall
 from agent.providers.base import ProviderSettings
 from agent.providers.openai import OpenAIProvider
+from storage.database import Database
 from storage.sql.conversations.compaction import CompactionConflict, commit_compaction
-from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
+from tests.storage.conftest import OpenStorage
 
 SESSION = "telegram:42"
 T0 = "2026-11-29T10:00:00+00:00"
@@ -23,8 +23,8 @@ COMPACTED_AT = "2026-11-29T12:00:00+00:00"
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    async with Database(tmp_path / "sessions.db") as database:
+async def db(open_storage: OpenStorage) -> AsyncIterator[Database]:
+    async with open_storage() as database:
         yield database
 
 

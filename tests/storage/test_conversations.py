@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from agent.messages import ChatMessage, Marker, Role, ToolCall, Usage
+from storage.database import Connection
 from storage.sql.conversations import commands as conversations
 from storage.sql.conversations import messages, sessions
 from storage.sql.conversations.compaction import commit_compaction
-from storage.sqlite.db import Connection, Database
+from tests.storage.conftest import OpenStorage
 
 
-async def test_session_stats_count_what_the_history_holds(tmp_path: Path) -> None:
+async def test_session_stats_count_what_the_history_holds(open_storage: OpenStorage) -> None:
     call = ToolCall("t1", "read", '{"path": "a.txt"}')
     history = [
         ChatMessage.user("hello"),
@@ -24,7 +23,7 @@ async def test_session_stats_count_what_the_history_holds(tmp_path: Path) -> Non
         sessions.create_session(c, "websocket", "c", "c")
         messages.append_messages(c, "c", history)
 
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         assert await db.read(lambda c: conversations.session_stats(c, "websocket", "c")) is None
         await db.write(fill)
         stats = await db.read(lambda c: conversations.session_stats(c, "websocket", "c"))
@@ -36,7 +35,7 @@ async def test_session_stats_count_what_the_history_holds(tmp_path: Path) -> Non
     assert stats.record.user_turns == 1
 
 
-async def test_session_tokens_count_every_segment_once(tmp_path: Path) -> None:
+async def test_session_tokens_count_every_segment_once(open_storage: OpenStorage) -> None:
     """Tokens of the whole session: a compaction's copies of kept messages
     are not counted again, its summary call is, older rows without cache
     counts read as zero."""
@@ -57,7 +56,7 @@ async def test_session_tokens_count_every_segment_once(tmp_path: Path) -> None:
         messages.append_messages(c, "c", [ChatMessage.user("three")])
         c.execute("UPDATE messages SET usage = ? WHERE content = 'three'", (legacy,))
 
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         await db.write(fill)
         stats = await db.read(lambda c: conversations.session_stats(c, "websocket", "c"))
     assert stats is not None

@@ -12,6 +12,7 @@ import pytest
 
 from storage.sqlite.db import Database, SchemaTooNew, StorageClosed
 from storage.sqlite.migrations import MIGRATIONS
+from tests.storage.conftest import OpenStorage
 
 
 def _insert(conn: sqlite3.Connection, key: str) -> None:
@@ -25,8 +26,10 @@ def _keys(conn: sqlite3.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT key FROM channel_state ORDER BY key")]
 
 
-async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_concurrent_writes_share_commits_and_a_failure_stays_alone(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
 
         def failing(conn: sqlite3.Connection) -> None:
             _insert(conn, "half-done")
@@ -91,27 +94,23 @@ async def test_under_load_the_next_writes_gather_until_the_spacing(tmp_path: Pat
     assert statements.count("COMMIT") == 2, statements
 
 
-async def test_a_lone_write_is_never_held_back(tmp_path: Path) -> None:
+async def test_a_lone_write_is_never_held_back(open_storage: OpenStorage) -> None:
     """One chat's writes come one at a time: each commits at once, whatever
     the spacing (an hour here: holding one back would time the test out)."""
-    async with Database(tmp_path / "db.sqlite", commit_spacing_secs=3600) as db:
+    async with open_storage(commit_spacing_secs=3600) as db:
         for key in ("a", "b", "c"):
             await asyncio.wait_for(db.write(lambda c, k=key: _insert(c, k)), 10)
         assert await db.read(_keys) == ["a", "b", "c"]
 
 
-async def test_submit_queues_without_waiting_and_commits(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite"
-    async with Database(path, write_queue_capacity=2) as db:
+async def test_submit_queues_without_waiting_and_commits(open_storage: OpenStorage) -> None:
+    async with open_storage(write_queue_capacity=2) as db:
         futures = [db.submit(lambda c, k=f"s{i}": _insert(c, k)) for i in range(3)]
         assert futures[2] is None  # the bounded queue was full: the caller must `write`
         await asyncio.gather(*(f for f in futures if f is not None))
     # committed: visible to a separate connection after close
-    conn = sqlite3.connect(path)
-    try:
-        assert _keys(conn) == ["s0", "s1"]
-    finally:
-        conn.close()
+    async with open_storage() as other:
+        assert await other.read(_keys) == ["s0", "s1"]
     with pytest.raises(StorageClosed):
         await db.write(lambda c: _insert(c, "late"))
 
@@ -204,8 +203,10 @@ async def test_without_a_checkpoint_connection_the_writer_checkpoints_itself(
         await db.write(lambda c: _insert(c, "still writable"))
 
 
-async def test_write_each_shares_a_commit_and_a_failure_stays_alone(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_write_each_shares_a_commit_and_a_failure_stays_alone(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
 
         def failing(conn: sqlite3.Connection) -> str:
             _insert(conn, "half-done")
@@ -225,8 +226,10 @@ async def test_write_each_shares_a_commit_and_a_failure_stays_alone(tmp_path: Pa
         assert await db.read(_keys) == ["a", "b"]
 
 
-async def test_on_commit_runs_even_when_the_caller_is_cancelled(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_on_commit_runs_even_when_the_caller_is_cancelled(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
         committed: list[str] = []
 
         def slow_insert(conn: sqlite3.Connection) -> str:

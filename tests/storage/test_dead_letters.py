@@ -8,8 +8,8 @@ from pathlib import Path
 from gateway.bus import InboundMessage, storable
 from storage.sql.delivery import dead_letters
 from storage.sql.delivery.inbox import record_inbound
-from storage.sqlite.db import Database
 from storage.sqlite.migrations import MIGRATIONS
+from tests.storage.conftest import OpenStorage
 
 
 def test_lone_surrogates_are_replaced_and_pairs_joined() -> None:
@@ -19,8 +19,8 @@ def test_lone_surrogates_are_replaced_and_pairs_joined() -> None:
     storable("x\udfff\ud800").encode("utf-8")  # never raises afterwards
 
 
-async def test_dead_letters_are_kept_capped_and_listed(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_dead_letters_are_kept_capped_and_listed(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         big = "x" * (dead_letters.PAYLOAD_MAX_CHARS + 10)
 
         def write(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -40,11 +40,11 @@ async def test_dead_letters_are_kept_capped_and_listed(tmp_path: Path) -> None:
     assert letters[0].payload == "\ufffd\ufffd raw"
 
 
-async def test_inbox_keys_cannot_collide_across_chats(tmp_path: Path) -> None:
+async def test_inbox_keys_cannot_collide_across_chats(open_storage: OpenStorage) -> None:
     # the WebSocket's platform id is "chat/client-id": chat a/b + c and chat a + b/c
     one = InboundMessage("websocket", "a/b", "s", "one", "a/b/c")
     two = InboundMessage("websocket", "a", "s", "two", "a/b/c")
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         ids = await db.write(lambda c: (record_inbound(c, one), record_inbound(c, two)))
         again = await db.write(lambda c: record_inbound(c, one))
     assert None not in ids

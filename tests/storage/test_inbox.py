@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 from gateway.bus import (
     CHAT_REQUEST,
@@ -22,7 +21,7 @@ from gateway.bus import (
 )
 from storage.sql.conversations import turns
 from storage.sql.delivery import inbox
-from storage.sqlite.db import Database
+from tests.storage.conftest import OpenStorage
 
 
 def _message(**overrides: object) -> InboundMessage:
@@ -46,8 +45,8 @@ def _message(**overrides: object) -> InboundMessage:
     return InboundMessage(**fields)  # type: ignore[arg-type]
 
 
-async def test_record_is_unique_and_round_trips(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_record_is_unique_and_round_trips(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         first = await db.write(lambda c: inbox.record_inbound(c, _message()))
         again = await db.write(lambda c: inbox.record_inbound(c, _message(text="changed")))
         other = await db.write(lambda c: inbox.record_inbound(c, _message(channel="telegram")))
@@ -80,7 +79,7 @@ async def test_record_is_unique_and_round_trips(tmp_path: Path) -> None:
     assert reply_handle(_message(reply_ref=None)) == "evt-1"
 
 
-async def test_the_turn_request_is_stored_with_the_row(tmp_path: Path) -> None:
+async def test_the_turn_request_is_stored_with_the_row(open_storage: OpenStorage) -> None:
     request = TurnRequest(
         origin=Origin.SCHEDULER,
         agent="other",
@@ -90,7 +89,7 @@ async def test_the_turn_request_is_stored_with_the_row(tmp_path: Path) -> None:
         system_prompt="be brief",
         job_id="daily",
     )
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         await db.write(lambda c: inbox.record_inbound(c, _message(request=request)))
         await db.write(lambda c: inbox.record_inbound(c, _message(message_id="evt-2")))
         entries = await db.read(inbox.unfinished_entries)
@@ -149,11 +148,11 @@ def test_a_row_from_before_access_control_counts_as_addressed() -> None:
     assert inbox.inbound_from_json(json.dumps(row)).addressed is True
 
 
-async def test_a_broken_turn_closes_only_rows_not_yet_answered(tmp_path: Path) -> None:
+async def test_a_broken_turn_closes_only_rows_not_yet_answered(open_storage: OpenStorage) -> None:
     """`turns.close_broken` after the turn's own answer was committed queues
     nothing more: one reply, not a failure notice besides it."""
     failure = OutboundMessage("feishu", "oc_1", "Something went wrong.")
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         answered = await db.write(lambda c: inbox.record_inbound(c, _message()))
         waiting = await db.write(lambda c: inbox.record_inbound(c, _message(message_id="evt-2")))
         assert answered is not None

@@ -5,14 +5,14 @@ stays right when its budget makes it drop scopes."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
+from storage.database import Database
 from storage.sql.memory.index import MemoryIndex, ScopeIndex
 from storage.sql.memory.memories import Provenance, Scope
-from storage.sqlite.db import Database
 from storage.units.memories import MemoryStore
+from tests.storage.conftest import OpenStorage
 
 U1 = Scope("user", "feishu:u1")
 U2 = Scope("user", "feishu:u2")
@@ -20,8 +20,8 @@ SOURCE = Provenance("agent", "s1", "m1", 1)
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    async with Database(tmp_path / "m.db") as opened:
+async def db(open_storage: OpenStorage) -> AsyncIterator[Database]:
+    async with open_storage() as opened:
         yield opened
 
 
@@ -42,11 +42,13 @@ async def test_forgetting_then_writing_again_never_finds_the_forgotten(db: Datab
     assert await store.summary(U1) is None
 
 
-async def test_a_write_through_another_connection_is_seen(tmp_path: Path, db: Database) -> None:
+async def test_a_write_through_another_connection_is_seen(
+    open_storage: OpenStorage, db: Database
+) -> None:
     store = MemoryStore(db)
     await store.put(U1, "profile", "hobby", "plays the piano", SOURCE, cap=None)
     assert await keys(store, U1, "piano") == ["hobby"]
-    async with Database(tmp_path / "m.db") as other:  # e.g. `picobot memory` in a shell
+    async with open_storage() as other:  # e.g. `picobot memory` in a shell
         cli = MemoryStore(other)
         await cli.update(U1, "profile", "hobby", "plays chess", SOURCE)
         await cli.put(U1, "tasks", "lesson", "piano lesson on friday", SOURCE, cap=None)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from storage.backends import open_database
 from storage.sql.memory.memories import Provenance, Scope
 from storage.sql.memory.search import query_terms
-from storage.sqlite.db import Database
 from storage.units.memories import MemoryStore
+from tests.storage.conftest import OpenStorage
 from tests.storage.memory_fixture import QUERIES, memories
 
 U1 = Scope("user", "feishu:u1")
@@ -19,8 +20,8 @@ SOURCE = Provenance("agent", "s1", "m1", 1)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    async with Database(tmp_path / "m.db") as db:
+async def store(open_storage: OpenStorage) -> AsyncIterator[MemoryStore]:
+    async with open_storage() as db:
         yield MemoryStore(db)
 
 
@@ -35,6 +36,31 @@ async def test_recall_at_5_over_the_fixture(store: MemoryStore) -> None:
     recall = 1 - len(missed) / len(QUERIES)
     print(f"memory search recall@5 = {recall:.3f} over {len(QUERIES)} queries")
     assert recall >= 0.9, missed
+
+
+@pytest.mark.postgres
+async def test_postgresql_ranks_the_fixture_as_sqlite_does(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Issue 53: the same data gives the same results on both backends, proved
+    on the fixture: every query's ranked keys (top 10, order included)."""
+    ranked: dict[str, list[list[str]]] = {}
+    for name, url in (("sqlite", f"sqlite:///{tmp_path / 'm.db'}"), ("postgres", postgres_url)):
+        async with open_database(url) as db:
+            store = MemoryStore(db)
+            for namespace, key, content in memories():
+                await store.put(U1, namespace, key, content, SOURCE, cap=None)
+            ranked[name] = [
+                [r.memory_key for r in await store.search(U1, query, None, 10)]
+                for query, _ in QUERIES
+            ]
+    assert any(ranked["sqlite"])  # not two empty lists
+    differing = [
+        (query, lite, pg)
+        for (query, _), lite, pg in zip(QUERIES, ranked["sqlite"], ranked["postgres"], strict=True)
+        if lite != pg
+    ]
+    assert differing == []
 
 
 async def test_search_stays_in_its_scope_and_namespace(store: MemoryStore) -> None:

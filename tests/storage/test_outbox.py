@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gateway.bus import OutboundMessage
 from storage.sql.delivery import outbox
-from storage.sqlite.db import Database
+from tests.storage.conftest import OpenStorage
 
 
 async def test_the_run_id_and_locale_are_fields_of_their_own_and_survive_the_row(
-    tmp_path: Path,
+    open_storage: OpenStorage,
 ) -> None:
     message = OutboundMessage(
         "telegram", "42", "hi", run_id="run-7", metadata={"k": "v"}, locale="zh-CN"
     )
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         await db.write(lambda c: outbox.enqueue(c, message))
         [row] = (await db.read(lambda c: outbox.scan(c, "telegram", "9999"))).due
     assert row.to_message().run_id == "run-7"

@@ -7,15 +7,16 @@ from pathlib import Path
 
 from gateway.bus import OutboundMessage
 from storage.sql.delivery import outbox
-from storage.sqlite.db import Database
+from storage.sqlite.db import SqliteDatabase
 from storage.sqlite.migrations import MIGRATIONS
+from tests.storage.conftest import OpenStorage
 
 
-async def test_each_row_keeps_its_own_key_across_reads(tmp_path: Path) -> None:
+async def test_each_row_keeps_its_own_key_across_reads(open_storage: OpenStorage) -> None:
     first = OutboundMessage("telegram", "1", "a")
     second = OutboundMessage("telegram", "1", "b")
     assert first.idempotency_key != second.idempotency_key
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         ids = await db.write(lambda c: [outbox.enqueue(c, first), outbox.enqueue(c, second)])
         rows = await db.read(lambda c: outbox.list_rows(c))
     assert [r.id for r in rows] == ids
@@ -27,9 +28,11 @@ async def test_each_row_keeps_its_own_key_across_reads(tmp_path: Path) -> None:
     assert outbox.OutboxRow.new(first, ids[0]).idempotency_key == first.idempotency_key
 
 
-async def test_a_message_queued_twice_makes_two_rows_with_distinct_keys(tmp_path: Path) -> None:
+async def test_a_message_queued_twice_makes_two_rows_with_distinct_keys(
+    open_storage: OpenStorage,
+) -> None:
     message = OutboundMessage("feishu", "oc_1", "twice")
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         await db.write(lambda c: [outbox.enqueue(c, message), outbox.enqueue(c, message)])
         rows = await db.read(lambda c: outbox.list_rows(c))
     keys = [r.idempotency_key for r in rows]
@@ -55,7 +58,7 @@ async def test_rows_written_before_the_key_column_get_random_keys_of_their_own(
     conn.execute(f"PRAGMA user_version={before}")
     conn.commit()
     conn.close()
-    async with Database(path) as db:
+    async with SqliteDatabase(path) as db:
         rows = await db.read(lambda c: outbox.list_rows(c))
     keys = {r.to_message().idempotency_key for r in rows}
     assert len(keys) == 3

@@ -5,13 +5,13 @@ give-up clock starts again."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from gateway.bus import OutboundMessage
+from storage.database import Database
 from storage.sql.delivery import outbox
-from storage.sqlite.db import Database
+from tests.storage.conftest import OpenStorage
 
 T_PAST = "2000-01-01T00:00:00.000000+00:00"
 T_NOW = "2026-01-01T12:00:00.000000+00:00"
@@ -20,8 +20,8 @@ T_LATER = "2026-01-01T13:00:00.000000+00:00"
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    async with Database(tmp_path / "outbox.db") as database:
+async def db(open_storage: OpenStorage) -> AsyncIterator[Database]:
+    async with open_storage() as database:
         yield database
 
 

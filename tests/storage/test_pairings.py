@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from storage.sql.access.pairings import ApproveOutcome, CodeRules, IssueOutcome, PairingState
-from storage.sqlite.db import Database
 from storage.store import Store
+from tests.storage.conftest import OpenStorage
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 RULES = CodeRules(ttl=timedelta(minutes=10), reissue_after=timedelta(hours=1), max_pending=3)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def store(open_storage: OpenStorage) -> AsyncIterator[Store]:
+    async with open_storage() as db:
         yield Store(db)
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
+from storage.database import Database
 from storage.sql.access.rate_events import RateLimit
-from storage.sqlite.db import Database
 from storage.store import Store
+from tests.storage.conftest import OpenStorage
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TWO_A_MINUTE = RateLimit("test", 2, timedelta(minutes=1))
@@ -24,8 +24,10 @@ async def rows(db: Database) -> list[tuple[str, str]]:
     return [(r["kind"], r["key"]) for r in found]
 
 
-async def test_a_key_is_full_until_its_oldest_event_leaves_the_window(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_a_key_is_full_until_its_oldest_event_leaves_the_window(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
         rates = Store(db).rates
         assert await rates.take(TWO_A_MINUTE, ["a"], T0) is None
         assert await rates.take(TWO_A_MINUTE, ["a"], T0 + timedelta(seconds=20)) is None
@@ -35,8 +37,10 @@ async def test_a_key_is_full_until_its_oldest_event_leaves_the_window(tmp_path: 
         assert await rates.take(TWO_A_MINUTE, ["a"], T0 + timedelta(seconds=60)) is None
 
 
-async def test_every_key_must_have_room_and_a_refusal_records_nothing(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_every_key_must_have_room_and_a_refusal_records_nothing(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
         rates = Store(db).rates
         await rates.take(TWO_A_MINUTE, ["from:x", "to:c"], T0)
         await rates.take(TWO_A_MINUTE, ["from:y", "to:c"], T0)
@@ -44,25 +48,26 @@ async def test_every_key_must_have_room_and_a_refusal_records_nothing(tmp_path: 
         assert await rows(db) == [("test", k) for k in ("from:x", "to:c", "from:y", "to:c")]
 
 
-async def test_concurrent_takes_never_pass_the_limit_together(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_concurrent_takes_never_pass_the_limit_together(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         rates = Store(db).rates
         outcomes = await asyncio.gather(*(rates.take(TWO_A_MINUTE, ["k"], T0) for _ in range(8)))
     assert outcomes.count(None) == 2
 
 
-async def test_the_count_survives_reopening_the_database(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite"
-    async with Database(path) as db:
+async def test_the_count_survives_reopening_the_database(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         await Store(db).rates.take(TWO_A_MINUTE, ["k"], T0)
         await Store(db).rates.take(TWO_A_MINUTE, ["k"], T0)
-    async with Database(path) as db:
+    async with open_storage() as db:
         assert await Store(db).rates.take(TWO_A_MINUTE, ["k"], T0) is not None
 
 
-async def test_old_events_are_pruned_and_a_give_back_undoes_one_take(tmp_path: Path) -> None:
+async def test_old_events_are_pruned_and_a_give_back_undoes_one_take(
+    open_storage: OpenStorage,
+) -> None:
     hourly = RateLimit("other", 1, timedelta(hours=1))
-    async with Database(tmp_path / "db.sqlite") as db:
+    async with open_storage() as db:
         rates = Store(db).rates
         for n in range(5):
             await rates.take(TWO_A_MINUTE, [f"k{n}"], T0)

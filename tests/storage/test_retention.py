@@ -8,11 +8,11 @@ import asyncio
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from gateway.bus import InboundMessage, MediaKind, MediaRef, OutboundMessage
+from storage.backends import open_database
 from storage.clock import iso
 from storage.sql import skill_events
 from storage.sql.delivery import channel_state, dead_letters, inbox, outbox
@@ -26,7 +26,7 @@ from storage.sql.retention import (
     unfinished_media,
 )
 from storage.sql.skill_events import SkillEventRow
-from storage.sqlite.db import Database
+from storage.url import sqlite_path_of
 
 NOW = datetime.now(UTC)
 CUTOFF = NOW - timedelta(days=30)
@@ -35,19 +35,30 @@ KEY = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    """The real schema, on a plain connection: these are synchronous functions."""
-    db = tmp_path / "db.sqlite"
+def conn(storage_url: str) -> Iterator[sqlite3.Connection]:
+    """The real schema, on a plain connection in autocommit (each statement its
+    own transaction): these are synchronous functions."""
 
     async def migrate() -> None:
-        async with Database(db):
+        async with open_database(storage_url):
             pass
 
     asyncio.run(migrate())
-    connection = sqlite3.connect(db, isolation_level=None)
-    connection.row_factory = sqlite3.Row
+    connection = _plain_connection(storage_url)
     yield connection
     connection.close()
+
+
+def _plain_connection(url: str) -> sqlite3.Connection:
+    """sqlite3's own, or the PostgreSQL connection storage/sql/ runs on."""
+    if url.startswith("postgresql://"):
+        from storage.postgres.connection import PgConnection
+        from storage.postgres.db import connect
+
+        return PgConnection(connect(url))  # type: ignore[return-value]  # the sqlite3 subset
+    connection = sqlite3.connect(sqlite_path_of(url), isolation_level=None)
+    connection.row_factory = sqlite3.Row
+    return connection
 
 
 def prune_all(conn: sqlite3.Connection, table: RetainedTable, limit: int = 2) -> int:
@@ -149,14 +160,14 @@ def test_old_dead_letters_and_skill_events_go(conn: sqlite3.Connection) -> None:
 
 
 def approval(conn: sqlite3.Connection, state: str, updated: str) -> int:
-    cursor = conn.execute(
+    row = conn.execute(
         "INSERT INTO approvals (session_id, channel, chat_id, requester, message, inbox_ids, "
         "calls, held, state, created_at, expires_at, updated_at) "
-        "VALUES ('s', 'telegram', '42', '7', '{}', '[]', '[]', '[]', ?, ?, ?, ?)",
+        "VALUES ('s', 'telegram', '42', '7', '{}', '[]', '[]', '[]', ?, ?, ?, ?) RETURNING id",
         (state, OLD, OLD, updated),
-    )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def test_only_approvals_done_before_the_cutoff_go(conn: sqlite3.Connection) -> None:

@@ -5,15 +5,15 @@ stored, neither the outbox row nor the history note."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from gateway.bus import OutboundMessage
+from storage.database import Database
 from storage.sql.access.rate_events import RateLimit
 from storage.sql.conversations.sent_messages import Limited, Queued
-from storage.sqlite.db import Database
 from storage.store import Store
+from tests.storage.conftest import OpenStorage
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LIMIT = RateLimit("session_message", 2, timedelta(minutes=1))
@@ -35,8 +35,8 @@ async def outbox_chats(db: Database) -> list[str]:
     return [r["chat_id"] for r in found]
 
 
-async def test_a_send_over_the_senders_limit_stores_nothing(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_a_send_over_the_senders_limit_stores_nothing(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         store = Store(db)
         first = await send(store, "1", "ws:alice", T0)
         await send(store, "2", "ws:alice", T0)
@@ -50,8 +50,8 @@ async def test_a_send_over_the_senders_limit_stores_nothing(tmp_path: Path) -> N
         assert await store.active_session("telegram", "3") is not None  # bob's went in
 
 
-async def test_a_send_over_the_targets_limit_stores_nothing(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_a_send_over_the_targets_limit_stores_nothing(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         store = Store(db)
         await send(store, "1", "ws:alice", T0)
         await send(store, "1", "ws:bob", T0)

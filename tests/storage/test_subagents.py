@@ -3,17 +3,15 @@ resumed from what they stored, closed without a dangling call."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from agent.messages import CANCELLED_RESULT, INTERRUPTED_RESULT, ChatMessage, Marker, Role, ToolCall
-from storage.sqlite.db import Database
 from storage.store import Store
+from tests.storage.conftest import OpenStorage
 
 FIRST = [ChatMessage.system("t", Marker.SUBAGENT_PROMPT), ChatMessage.user("d")]
 
 
-async def test_a_child_is_resumed_or_found_finished(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_a_child_is_resumed_or_found_finished(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         store = Store(db)
         opened = await store.transcripts.open_child("task:p:c", "p", "d", FIRST, "r1")
         assert (opened.resumed, opened.finished, len(opened.history)) == (False, None, 2)
@@ -39,8 +37,10 @@ async def test_a_child_is_resumed_or_found_finished(tmp_path: Path) -> None:
         assert await store.active_session("subagent", "p") is None  # bound to no chat
 
 
-async def test_closing_answers_dangling_calls_and_says_how_it_ended(tmp_path: Path) -> None:
-    async with Database(tmp_path / "db.sqlite") as db:
+async def test_closing_answers_dangling_calls_and_says_how_it_ended(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
         store = Store(db)
         await store.transcripts.open_child("task:p:c", "p", "d", FIRST, "r1")
         call = ToolCall("x", "bash", "{}")

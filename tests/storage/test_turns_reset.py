@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 from agent.messages import ChatMessage, Role
 from gateway.bus import InboundMessage
+from storage.database import Connection
 from storage.sql.conversations import messages, sessions
 from storage.sql.conversations.turns import Begun, Opening, SessionReset, begin_turn
 from storage.sql.delivery import inbox
-from storage.sqlite.db import Connection, Database
+from tests.storage.conftest import OpenStorage
 
 NOTICE = "New session."
 OLD = "2025-06-01T03:00:00.000000+00:00"
@@ -33,8 +33,10 @@ def seed(c: Connection) -> int:
     return row
 
 
-async def test_an_idle_session_is_archived_and_replaced_with_a_notice(tmp_path: Path) -> None:
-    async with Database(tmp_path / "t.db") as db:
+async def test_an_idle_session_is_archived_and_replaced_with_a_notice(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
         inbox_id = await db.write(seed)
         begun: Begun = await db.write(lambda c: begin_turn(c, opening(inbox_id, RESET)))
         rows = await db.read(
@@ -61,8 +63,8 @@ async def test_an_idle_session_is_archived_and_replaced_with_a_notice(tmp_path: 
     assert (started["state"], started["session_id"]) == ("started", "telegram:42#2")
 
 
-async def test_a_session_active_since_the_cutoff_goes_on(tmp_path: Path) -> None:
-    async with Database(tmp_path / "t.db") as db:
+async def test_a_session_active_since_the_cutoff_goes_on(open_storage: OpenStorage) -> None:
+    async with open_storage() as db:
         inbox_id = await db.write(seed)
         early = SessionReset(datetime(2025, 6, 1, 2, 0, tzinfo=UTC), NOTICE)
         begun: Begun = await db.write(lambda c: begin_turn(c, opening(inbox_id, early)))
@@ -72,9 +74,9 @@ async def test_a_session_active_since_the_cutoff_goes_on(tmp_path: Path) -> None
 
 
 async def test_a_session_without_messages_and_a_resumed_turn_are_never_replaced(
-    tmp_path: Path,
+    open_storage: OpenStorage,
 ) -> None:
-    async with Database(tmp_path / "t.db") as db:
+    async with open_storage() as db:
         inbox_id = await db.write(seed)
         resumed: Begun = await db.write(
             lambda c: begin_turn(c, opening(inbox_id, RESET, session_id="telegram:42"))
