@@ -104,6 +104,8 @@ import json, sys
 from gateway.cli.program import _import_structlog_without_rich
 _import_structlog_without_rich()
 import gateway.app
+from storage.backends import open_database
+open_database("sqlite:///unused.db")  # the default backend, imported when the gateway opens it
 print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 """
 
