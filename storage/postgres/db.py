@@ -2,7 +2,7 @@
 
 The same shape as the SQLite backend (storage.database): one psycopg
 connection (psycopg 3, its sync API, autocommit) lives in one worker
-thread; reads and the writer's group commits run there, a whole transaction
+thread (storage/postgres/worker.py); reads and the writer's group commits run there, a whole transaction
 per thread hop, so the transaction functions of storage/sql/ run unchanged
 (storage/postgres/connection.py).
 
@@ -21,7 +21,6 @@ per thread hop, so the transaction functions of storage/sql/ run unchanged
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -30,9 +29,10 @@ import psycopg
 import structlog
 
 from storage.database import Connection, Database
-from storage.errors import SchemaTooNew, StorageClosed, StorageUnavailable, StorageUnusable
+from storage.errors import SchemaTooNew, StorageUnavailable, StorageUnusable
 from storage.postgres.connection import PgConnection, as_storage_error
 from storage.postgres.migrations import MIGRATIONS, SCHEMA_TABLE
+from storage.postgres.worker import WorkerThread
 from storage.url import redact_url
 
 __all__ = ["MIN_SERVER_VERSION", "PostgresDatabase", "connect", "schema_version_of"]
@@ -59,7 +59,7 @@ class PostgresDatabase(Database):
         )
         self.url = url
         self._conn: PgConnection | None = None
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="storage-pg")
+        self._thread = WorkerThread("storage-pg")
         self._opened = False
         self._probe_interval = probe_interval_secs
         self._prober: asyncio.Task[None] | None = None
@@ -81,7 +81,7 @@ class PostgresDatabase(Database):
             self.schema_version = await self._in_thread(self._connect_and_migrate)
         except BaseException:
             await self._in_thread(self._drop_connection)
-            self._thread.shutdown(wait=False)
+            await self._thread.stop()
             raise
         self._start_writer()
         self._prober = asyncio.create_task(self._probe_loop(), name="storage-pg-prober")
@@ -95,7 +95,7 @@ class PostgresDatabase(Database):
     async def _close_connections(self) -> None:
         if self._opened:
             await self._in_thread(self._drop_connection)
-        self._thread.shutdown(wait=False)
+        await self._thread.stop()
 
     async def __aenter__(self) -> PostgresDatabase:
         return await self.open()
@@ -112,11 +112,7 @@ class PostgresDatabase(Database):
         conn.execute(f"SELECT version FROM {SCHEMA_TABLE}").fetchone()
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._thread, fn, *args)
-        except RuntimeError as exc:  # the executor was shut down
-            raise StorageClosed("storage is closed") from exc
+        return await self._thread.call(fn, *args)  # StorageClosed once stopped
 
     async def _probe_loop(self) -> None:
         """While writes fail, try one every round: it reconnects, and clears

@@ -15,8 +15,8 @@ import pytest
 
 from storage.backends import open_database
 from storage.database import Connection, Database
-from storage.errors import SchemaTooNew, StorageUnavailable
-from storage.postgres.connection import PgConnection, Row, translate
+from storage.errors import DatabaseError, SchemaTooNew, StorageUnavailable
+from storage.postgres.connection import PgConnection, Row, numbered, translate
 from storage.postgres.db import PostgresDatabase, connect
 from storage.postgres.migrations import MIGRATIONS, SCHEMA_TABLE
 from storage.sqlite.db import SqliteDatabase
@@ -104,6 +104,105 @@ def test_rows_from_the_server_and_plain_tuples_without_a_row_factory(
     cursor.row_factory = None
     assert cursor.execute("SELECT ?::int, ?", (3, True)).fetchall() == [(3, 1)]  # bool as 0/1
     assert [tuple(r) for r in conn.execute("SELECT generate_series(1, 3)")] == [(1,), (2,), (3,)]
+
+
+def test_a_statement_leaves_the_unread_rows_of_the_one_before_readable(
+    raw: psycopg.Connection[tuple[Any, ...]],
+) -> None:
+    """Each result is read on its own, so reading two results interleaved works
+    as on sqlite3 (as a loop that writes while it reads does)."""
+    conn = PgConnection(raw)
+    first = conn.execute("SELECT generate_series(1, 5) AS n")
+    assert first.fetchone()["n"] == 1
+    second = conn.execute("SELECT 'x' AS letter, generate_series(1, 2)")
+    assert [r["letter"] for r in second.fetchmany(1)] == ["x"]
+    assert [r["n"] for r in first.fetchmany(2)] == [2, 3]
+    third = conn.execute("SELECT 7")
+    assert [tuple(r) for r in second] == [("x", 2)]
+    assert [r["n"] for r in first.fetchall()] == [4, 5]
+    assert third.fetchall() == [Row((7,), {"?column?": 0})]
+    assert first.fetchone() is None
+
+
+def test_executemany_counts_the_rows_it_changed(
+    raw: psycopg.Connection[tuple[Any, ...]],
+) -> None:
+    rows = 20
+    conn = PgConnection(raw)
+    conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, n BIGINT)")
+    conn.executemany("INSERT INTO t VALUES (?, 0)", [(i,) for i in range(rows)])
+    changed = conn.executemany("UPDATE t SET n = n + 1 WHERE id >= ?", [(0,), (rows - 1,)])
+    assert changed.rowcount == rows + 1
+    assert conn.execute("SELECT sum(n) FROM t").fetchone()[0] == rows + 1
+
+
+@pytest.mark.parametrize(
+    ("sqlite", "libpq", "names", "count"),
+    [
+        ("SELECT a FROM t WHERE b = ? AND c = ?", "SELECT a FROM t WHERE b = $1 AND c = $2",
+         None, 2),
+        ("UPDATE t SET a = :v, b = :w WHERE a = :v", "UPDATE t SET a = $1, b = $2 WHERE a = $1",
+         ("v", "w"), 2),
+        ("SELECT '100%', '?' FROM t WHERE a LIKE 'x%' AND b = ?",
+         "SELECT '100%', '?' FROM t WHERE a LIKE 'x%' AND b = $1", None, 1),
+    ],
+)  # fmt: skip
+def test_numbered_gives_libpq_placeholders(
+    sqlite: str, libpq: str, names: tuple[str, ...] | None, count: int
+) -> None:
+    assert numbered(sqlite) == (libpq.encode(), names, count)
+
+
+def test_a_statement_run_again_is_prepared_and_answers_the_same(
+    raw: psycopg.Connection[tuple[Any, ...]],
+) -> None:
+    """The second run of a statement prepares it on the server; the answers do
+    not change, a ROLLBACK keeps it prepared, and values of another type make
+    a statement of their own."""
+    conn = PgConnection(raw)
+    sql = "SELECT CAST(? AS text) || '-' AS v"
+    answers = [conn.execute(sql, (f"run{n}",)).fetchone()["v"] for n in range(3)]
+    assert answers == ["run0-", "run1-", "run2-"]
+    conn.execute("BEGIN")
+    conn.execute("ROLLBACK")
+    assert conn.execute(sql, ("after",)).fetchone()["v"] == "after-"
+    assert conn.execute(sql, (7,)).fetchone()["v"] == "7-"
+    prepared = raw.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+    assert prepared == (1,)  # one for text; the int8 variant ran once, unprepared
+
+
+def test_parameters_that_do_not_fit_the_statement_are_refused(
+    raw: psycopg.Connection[tuple[Any, ...]],
+) -> None:
+    conn = PgConnection(raw)
+    with pytest.raises(DatabaseError, match="takes 2 parameters, 1 given"):
+        conn.execute("SELECT ?, ?", (1,))
+    with pytest.raises(DatabaseError, match=":y"):
+        conn.execute("SELECT :x::int, :y::int", {"x": 1})
+    assert conn.execute("SELECT :x::int + 1", {"x": 1}).fetchone()[0] == 2
+
+
+def test_transaction_control_keeps_the_transaction_and_reports_errors(
+    raw: psycopg.Connection[tuple[Any, ...]],
+) -> None:
+    """BEGIN, savepoints and COMMIT go straight through libpq: the transaction
+    state follows, work rolled back to a savepoint is gone, and a refused
+    command is the project's DatabaseError, not a lost connection."""
+    conn = PgConnection(raw)
+    conn.execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+    conn.execute("BEGIN")
+    assert conn.in_transaction
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.execute("SAVEPOINT job")
+    conn.execute("INSERT INTO t VALUES (2)")
+    conn.execute("ROLLBACK TO SAVEPOINT job")
+    conn.execute("RELEASE SAVEPOINT job")
+    conn.execute("COMMIT")
+    assert not conn.in_transaction
+    assert [tuple(r) for r in conn.execute("SELECT id FROM t")] == [(1,)]
+    with pytest.raises(DatabaseError, match="only be used in transaction blocks") as refused:
+        conn.execute("ROLLBACK TO SAVEPOINT job")  # outside a transaction
+    assert not isinstance(refused.value, StorageUnavailable)
 
 
 # --- migrations --------------------------------------------------------------------------
