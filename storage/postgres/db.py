@@ -7,7 +7,7 @@ per thread hop, so the transaction functions of storage/sql/ run unchanged
 (storage/postgres/connection.py).
 
 - `open` connects (10 s connect timeout unless the URL sets one), refuses a
-  server older than PostgreSQL 14, and applies the migrations of
+  server older than PostgreSQL 14 and a database not in UTF8, and applies the migrations of
   storage/postgres/migrations.py under a transaction-scoped advisory lock,
   so that two gateways starting at once against an empty database migrate it
   once; the second waits, then finds the schema current.
@@ -41,6 +41,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 MIN_SERVER_VERSION: Final = 140000  # PostgreSQL 14
+REQUIRED_ENCODING: Final = "UTF8"  # chats hold any character
 # pg_advisory_xact_lock key for migrations: "picobot" in ASCII, as a bigint
 _MIGRATION_LOCK: Final = 0x7069636F626F74
 
@@ -153,6 +154,13 @@ class PostgresDatabase(Database):
             raise StorageUnusable(
                 f"{self.describe}: PostgreSQL {version!s} is too old; "
                 "picobot needs PostgreSQL 14 or newer"
+            )
+        encoding = raw.info.parameter_status("server_encoding") or "?"
+        if encoding != REQUIRED_ENCODING:
+            raw.close()
+            raise StorageUnusable(
+                f"{self.describe}: the database's encoding is {encoding}; picobot needs "
+                f"{REQUIRED_ENCODING} (CREATE DATABASE … ENCODING 'UTF8', docs/storage.md)"
             )
         return raw
 

@@ -17,7 +17,7 @@ import psycopg
 
 from storage.errors import DatabaseError, StorageUnavailable
 from storage.postgres.connection import PgConnection
-from storage.postgres.db import MIN_SERVER_VERSION, schema_version_of
+from storage.postgres.db import MIN_SERVER_VERSION, REQUIRED_ENCODING, schema_version_of
 from storage.postgres.migrations import MIGRATIONS
 from storage.sql.delivery.outbox import OutboxState, unsent_counts
 from storage.url import redact_url
@@ -41,10 +41,15 @@ class ServerHealth:
     schema_version: int  # 0: picobot never used this database
     latest_schema: int  # what this picobot migrates to
     failed_outbox: int  # outbox rows that gave up (0 without an outbox table)
+    encoding: str  # the database's, e.g. "UTF8"
 
     @property
     def too_old(self) -> bool:
         return self.server_version < MIN_SERVER_VERSION
+
+    @property
+    def wrong_encoding(self) -> bool:
+        return self.encoding != REQUIRED_ENCODING
 
 
 def inspect_server(url: str, *, timeout_secs: float = 5.0) -> ServerHealth:
@@ -63,7 +68,10 @@ def inspect_server(url: str, *, timeout_secs: float = 5.0) -> ServerHealth:
         failed = _failed_outbox(conn) if version else 0
         info = raw.info
         text = info.parameter_status("server_version") or str(info.server_version)
-        return ServerHealth(where, info.server_version, text, version, len(MIGRATIONS), failed)
+        encoding = info.parameter_status("server_encoding") or "?"
+        return ServerHealth(
+            where, info.server_version, text, version, len(MIGRATIONS), failed, encoding
+        )
     except (psycopg.Error, DatabaseError, StorageUnavailable) as exc:
         reason = _reason(exc, url)
         raise ServerUnreachable(f"{where}: cannot read the schema: {reason}") from None

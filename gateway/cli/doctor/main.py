@@ -165,6 +165,10 @@ def _check_server(url: str) -> list[Finding]:
     if health.too_old:
         message = f"{where}: {server} is too old; picobot needs PostgreSQL 14 or newer"
         return [problem("storage", message, "upgrade the server (docs/storage.md)")]
+    if health.wrong_encoding:
+        message = f"{where}: the database's encoding is {health.encoding}; picobot needs UTF8"
+        fix = "create the database with ENCODING 'UTF8' and point storage.url at it"
+        return [problem("storage", message, f"{fix} (docs/storage.md)")]
     version, latest = health.schema_version, health.latest_schema
     findings: list[Finding] = []
     if version > latest:

@@ -13,9 +13,11 @@ import psycopg
 import pytest
 
 from gateway.cli.doctor.main import run_doctor
+from storage.errors import StorageUnusable
 from storage.postgres.db import PostgresDatabase
 from storage.postgres.health import ServerUnreachable, inspect_server
 from storage.postgres.migrations import MIGRATIONS, SCHEMA_TABLE
+from tests.pgcluster import PostgresServer
 
 PASSWORD = "s3cret-Pa55word"
 API_KEY = "sk-doctor-test-key-0123456789"
@@ -143,3 +145,30 @@ async def test_doctor_reports_a_missing_database(tmp_path: Path, postgres_url: s
     line = storage_line(text)
     assert line.startswith("problem")
     assert 'database "h2_no_such_database" does not exist' in line
+
+
+@pytest.mark.postgres
+async def test_a_database_not_in_utf8_is_refused_by_doctor_and_the_gateway(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    """Chats hold any character: a LATIN1 database would fail on the first
+    emoji, so doctor says so and the gateway's storage will not open it."""
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE DATABASE latin1_db ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+            "TEMPLATE template0"
+        )
+    url = postgres_server.database_url("latin1_db")
+
+    code, text = await doctor(tmp_path, url)
+    assert code == 1
+    line = storage_line(text)
+    assert line.startswith("problem")
+    assert "encoding is LATIN1; picobot needs UTF8" in line
+    assert "ENCODING 'UTF8'" in text
+
+    with pytest.raises(StorageUnusable, match="encoding is LATIN1"):
+        await PostgresDatabase(url).open()
+    with psycopg.connect(url) as conn:  # left as it was: no table created
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        assert tables.fetchone() == (0,)
