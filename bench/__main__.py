@@ -20,7 +20,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import fanout, history, memory_search, providers, real_path, startup, sustained
+from bench import (
+    fanout,
+    history,
+    memory_search,
+    providers,
+    real_path,
+    real_postgres,
+    startup,
+    sustained,
+)
 from bench.harness import calibration_ms, machine, quiet_logs
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -29,6 +38,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SCENARIOS = (
     "real_sustained",
     "real_fanout",
+    "real_sustained_postgres",
     "history_scaling",
     "big_session",
     "startup",
@@ -66,6 +76,14 @@ def per_calibration(result: dict[str, Any], calibration_ms: float) -> dict[str, 
     return out
 
 
+def _summary(result: dict[str, Any]) -> str:
+    """A human line for the scenarios that compare things (empty for the rest:
+    their JSON line is their summary)."""
+    if result["scenario"] == real_postgres.SCENARIO:
+        return real_postgres.summary(result)
+    return ""
+
+
 Run = Callable[[], Awaitable[dict[str, Any]]]
 
 
@@ -74,6 +92,9 @@ def _runs(name: str, args: argparse.Namespace) -> list[Run]:
     if name == "real_sustained":
         return [functools.partial(real_path.sustained, clients=c, seconds=args.seconds)
                 for c in args.clients]  # fmt: skip
+    if name == "real_sustained_postgres":  # one client count: the issue's 8 by default
+        return [functools.partial(real_postgres.run, clients=max(args.clients),
+                                  seconds=args.seconds)]  # fmt: skip
     if name == "real_fanout":
         return [functools.partial(real_path.fanout, chats=args.fanout_chats)]
     if name == "history_scaling":
@@ -97,6 +118,7 @@ async def main(args: argparse.Namespace) -> None:
     RESULTS.mkdir(exist_ok=True)
     names = SCENARIOS if args.scenario == "all" else (args.scenario,)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    summaries: list[str] = []
     for name in names:
         for run in _runs(name, args):
             # The machine's speed drifts within minutes: each run is divided
@@ -117,6 +139,8 @@ async def main(args: argparse.Namespace) -> None:
                 json.dumps(result, indent=2) + "\n"
             )
             print(json.dumps(result))
+            summaries.append(_summary(result))
+    print("\n".join(line for line in summaries if line))
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     return {
         "p50_ms": round(q[49] * 1000, 3),
         "p90_ms": round(q[89] * 1000, 3),
+        "p95_ms": round(q[94] * 1000, 3),
         "p99_ms": round(q[98] * 1000, 3),
         "max_ms": round(ordered[-1] * 1000, 3),
     }

@@ -27,6 +27,7 @@ from bench import (
     providers,
     ready_floor,
     real_path,
+    real_postgres,
     startup,
     sustained,
 )
@@ -67,6 +68,31 @@ async def test_real_sustained_scenario_measures_the_gateway_process_and_its_floo
     assert 0 < result["hello_request_bytes"] <= 8_000
     assert result["hello_tools"] >= 16
     assert result["prefix_byte_stable"] is True
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+async def test_real_sustained_postgres_runs_both_backends_in_one_run() -> None:
+    result = await real_postgres.run(clients=2, seconds=0.5)
+    for backend in ("sqlite", "postgres"):
+        figures = result[backend]
+        assert figures["answered_in_all"] >= figures["messages"] > 0, backend
+        assert figures["cpu_ms_per_message"] > 0, backend
+    assert result["postgres"]["postgres_server_cpu_ms_per_message"] > 0
+    ratio = result["postgres"]["cpu_ms_per_message"] / result["sqlite"]["cpu_ms_per_message"]
+    assert result["gateway_cpu_ratio"] == round(ratio, 3)
+    assert result["meets_target"] == (ratio <= result["target_gateway_cpu_ratio"] == 1.5)
+    assert "gateway CPU PostgreSQL ÷ SQLite = " in real_postgres.summary(result)
+
+
+async def test_real_sustained_postgres_says_it_skipped_without_postgresql(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PICOBOT_TEST_NO_POSTGRES", "1")
+    result = await real_postgres.run(clients=2, seconds=0.5)
+    assert result["skipped"] == "skipped: PostgreSQL not installed"
+    assert "sqlite" not in result
+    assert real_postgres.summary(result).endswith("skipped: PostgreSQL not installed")
 
 
 async def test_real_fanout_scenario_runs_two_bursts_at_both_caps() -> None:
