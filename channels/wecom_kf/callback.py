@@ -82,7 +82,9 @@ class CallbackEndpoint:
             log.warning("wecom_kf callback: decrypted body is not XML")
             return _error(400, "decrypted body is not XML")
         if fields["Event"] != KF_EVENT or not fields["OpenKfId"]:
-            log.info("wecom_kf callback: event ignored", event=fields["Event"] or fields["MsgType"])
+            # `event` is structlog's own argument (the message): the type goes as `kind`
+            kind = fields["Event"] or fields["MsgType"]
+            log.info("wecom_kf callback: acknowledged and ignored", kind=kind)
             return _success()
         notice = CallbackNotice(fields["Event"], fields["Token"], fields["OpenKfId"])
         try:

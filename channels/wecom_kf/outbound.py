@@ -17,7 +17,6 @@ from channels.base import (
     PermanentSendError,
     RateLimited,
     TransientSendError,
-    split_text,
 )
 from channels.wecom_kf.api import KfApiError, KfError, KfHttpError
 
@@ -29,22 +28,34 @@ SYSTEM_BUSY = -1
 
 
 def split_bytes(text: str, max_bytes: int) -> list[str]:
-    """Like `split_text`, but every part is at most `max_bytes` of UTF-8."""
-    return _split(text, max_bytes, max_bytes)
-
-
-def _split(text: str, char_limit: int, max_bytes: int) -> list[str]:
+    """`text` in parts of at most `max_bytes` of UTF-8, in one pass: each part
+    takes as much as fits, cut at the last paragraph, line or word break in
+    its second half, else at the byte limit (between characters). So parts
+    come out full, and a customer's five-message allowance goes as far as it
+    can (8,100 bytes of Chinese: 4 parts, not 5)."""
     parts: list[str] = []
-    for chunk in split_text(text, char_limit):
-        encoded = chunk.encode("utf-8")
-        if len(encoded) <= max_bytes:
-            parts.append(chunk)
+    rest = text
+    while len(encoded := rest.encode("utf-8")) > max_bytes:
+        # whole characters only; one character at least, even one wider than the limit
+        window = encoded[:max_bytes].decode("utf-8", errors="ignore") or rest[0]
+        cut = _break_in_second_half(window, max_bytes)
+        if cut is None:
+            parts.append(window)
+            rest = rest[len(window) :]
             continue
-        # As many characters as fit from the start; fewer than the chunk has
-        # (it is too long), so the recursion ends.
-        fits = max(1, len(encoded[:max_bytes].decode("utf-8", errors="ignore")))
-        parts.extend(_split(chunk, fits, max_bytes))
-    return parts
+        parts.append(window[:cut].rstrip())
+        rest = rest[cut:].lstrip("\n ")
+    if rest or not parts:
+        parts.append(rest)
+    return [p for p in parts if p] or [""]
+
+
+def _break_in_second_half(window: str, max_bytes: int) -> int | None:
+    for sep in ("\n\n", "\n", " "):
+        at = window.rfind(sep)
+        if at > 0 and len(window[:at].encode("utf-8")) * 2 >= max_bytes:
+            return at
+    return None
 
 
 def send_error(exc: KfError, rate_limit_retry_secs: float) -> ChannelError:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from channels.base import PermanentSendError, RateLimited
 from channels.wecom_kf import WecomKfChannel, WecomKfConfig
@@ -99,6 +100,23 @@ async def test_forged_callbacks_are_refused_and_record_nothing(
         assert await fake.notify(url) == (200, "success")  # nothing lost: a good one pulls it
         [msg] = await rt.wait_for_messages(1)
     assert msg.text == "hello"
+
+
+async def test_a_callback_of_another_event_type_is_acknowledged_and_ignored(
+    fake: FakeWecomKf, tmp_path: Path
+) -> None:
+    """The callback URL also receives the corp's other events, encrypted the
+    same way: 200 "success" (WeCom stops retrying), no pull, nothing at error
+    level (it was a TypeError, a 500 and a traceback on every retry)."""
+    async with channel_runtime(make_channel(fake), tmp_path) as rt:
+        with capture_logs() as logs:
+            status = await fake.notify(rt.base_url + PATH, event="change_external_contact")
+        assert status == (200, "success")
+        assert rt.received == []
+        assert fake.sync_requests == []
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+    [ignored] = [e for e in logs if e["event"] == "wecom_kf callback: acknowledged and ignored"]
+    assert ignored["kind"] == "change_external_contact"
 
 
 async def test_media_is_downloaded_with_its_name(fake: FakeWecomKf, tmp_path: Path) -> None:

@@ -71,6 +71,29 @@ def test_split_bytes_keeps_every_part_under_the_limit(text: str) -> None:
     assert len(parts) > 1
 
 
+def test_a_long_chinese_reply_takes_the_fewest_full_parts() -> None:
+    """8,100 bytes of CJK: 4 parts, none under 1,000 bytes but the last (it
+    went out as 2046, 2046, 2046, 6 and 1956 bytes, a fifth of the allowance
+    spent on two characters)."""
+    text = "汉字测试" * 675  # 2,700 characters, 8,100 bytes
+    parts = split_bytes(text, 2048)
+    sizes = [len(p.encode()) for p in parts]
+    assert sum(sizes) == 8100
+    assert "".join(parts) == text
+    assert len(parts) == 4, sizes
+    assert all(1000 <= size <= 2048 for size in sizes[:-1]), sizes
+
+
+def test_split_bytes_cuts_at_a_break_only_in_the_second_half() -> None:
+    early_break = "短句。\n" + "长" * 1000  # a line break 10 bytes in: not worth a part
+    parts = split_bytes(early_break, 2048)
+    assert parts[0].startswith("短句。\n")  # 10 + 679 × 3 bytes, the break kept inside
+    assert [len(p.encode()) for p in parts] == [2047, 3010 - 2047]
+    late = "词" * 500 + " " + "词" * 500  # a space at 1,500 bytes: cut there
+    assert split_bytes(late, 2048) == ["词" * 500, "词" * 500]
+    assert split_bytes("😀", 3) == ["😀"]  # wider than the limit: alone, not lost
+
+
 def test_split_bytes_leaves_short_text_alone() -> None:
     assert split_bytes("你好", 2048) == ["你好"]
 

@@ -257,15 +257,26 @@ class FakeWecomKf:
         bad_ciphertext: bool = False,
         receive_id: str | None = None,
         timestamp: float | None = None,
+        event: str = "kf_msg_or_event",
     ) -> tuple[int, str]:
-        """POST a `kf_msg_or_event` notice as WeCom does; (status, body text)."""
+        """POST a `kf_msg_or_event` notice as WeCom does; (status, body text).
+        Another `event` (e.g. "change_external_contact", which the same
+        callback URL receives for the corp's contacts) carries that event's
+        fields instead of a token."""
         token = token or f"ENC{secrets.token_hex(8)}"
         self._callback_tokens.add(token)
         now = str(int(time.time() if timestamp is None else timestamp))
+        if event == "kf_msg_or_event":
+            fields = f"<Token>{_cdata(token)}</Token><OpenKfId>{_cdata(open_kfid)}</OpenKfId>"
+        else:
+            fields = (
+                f"<ChangeType>{_cdata('add_external_contact')}</ChangeType>"
+                f"<UserID>{_cdata('zhangsan')}</UserID>"
+                f"<ExternalUserID>{_cdata('wmExternal')}</ExternalUserID>"
+            )
         inner = (
             f"<xml><ToUserName>{_cdata(self.corp_id)}</ToUserName><CreateTime>{now}</CreateTime>"
-            f"<MsgType>{_cdata('event')}</MsgType><Event>{_cdata('kf_msg_or_event')}</Event>"
-            f"<Token>{_cdata(token)}</Token><OpenKfId>{_cdata(open_kfid)}</OpenKfId></xml>"
+            f"<MsgType>{_cdata('event')}</MsgType><Event>{_cdata(event)}</Event>{fields}</xml>"
         )
         encrypt = wx_encrypt(inner, receive_id=receive_id or self.corp_id)
         if bad_ciphertext:
