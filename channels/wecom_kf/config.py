@@ -33,6 +33,10 @@ class WecomKfConfig(ChannelSettings):
     max_callback_body_bytes: int = Field(64 * 1024, ge=1024)
     sync_limit: int = Field(1000, ge=1, le=1000)
     http_timeout_secs: float = Field(15.0, gt=0)
+    # At an account's first pull (no stored cursor) messages sent more than this
+    # long before the channel started are skipped, not answered: WeCom's stream
+    # starts with the last 3 days, which staff may have handled (0 = none).
+    backlog_secs: float = Field(0.0, ge=0, le=3 * 86400)
     # A failed sync_msg is retried after this long (the callback also triggers one).
     sync_retry_secs: float = Field(5.0, gt=0)
     # errcode 45009/45033 (API frequency limits): wait at least this long.

@@ -9,12 +9,20 @@ pull (or a bug while recording) is logged and retried after `sync_retry_secs`;
 a token WeCom no longer accepts (it lives ~10 minutes) is dropped and the pull
 goes on without one.
 At start every known account is pulled once: what arrived while we were down.
+
+An account's first pull (no stored cursor) starts at the oldest message of the
+last 3 days. Those were sent before picobot answered this account, and staff
+may have handled them: items sent before the channel started (less
+`backlog_secs`) are skipped until the stream's end is reached, and how many is
+logged. The cut-off is stored before the first page, so a drain interrupted by
+a crash or a failed pull resumes with the same one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,6 +40,7 @@ log = structlog.get_logger("channels.wecom_kf")
 
 _KFIDS_KEY = "open_kfids"
 _TOKEN_TTL_SECS = 600.0  # a callback token is valid for about 10 minutes
+_DRAINED = "drained"  # an account's first pull reached the stream's end
 
 
 def cursor_key(open_kfid: str) -> str:
@@ -40,6 +49,10 @@ def cursor_key(open_kfid: str) -> str:
 
 def _token_key(open_kfid: str) -> str:
     return f"callback_token:{open_kfid}"
+
+
+def _backlog_key(open_kfid: str) -> str:
+    return f"backlog_before:{open_kfid}"
 
 
 class KfSyncer:
@@ -61,6 +74,7 @@ class KfSyncer:
         self._pending: dict[str, str | None] = {}
         self._wake = asyncio.Event()
         self._known: set[str] = set(config.open_kfids)
+        self._started_at = time.time()
 
     async def load(self) -> None:
         """Mark every known account pending, with its stored token if still fresh."""
@@ -113,7 +127,10 @@ class KfSyncer:
         await asyncio.sleep(self._config.sync_retry_secs)
 
     async def _sync(self, kfid: str, token: str | None) -> None:
-        cursor = await self._state.get(cursor_key(kfid)) or ""
+        stored = await self._state.get(cursor_key(kfid))
+        cursor = stored or ""
+        before = await self._backlog_cutoff(kfid, first=stored is None)
+        skipped = 0
         while True:
             try:
                 page = await self._api.sync_msg(
@@ -127,12 +144,35 @@ class KfSyncer:
                 continue
             self._set_status(None)
             for item in page.msgs:
+                if before is not None and _sent_before(item, before):
+                    skipped += 1
+                    continue
                 await self._handle(item)
             if page.next_cursor and page.next_cursor != cursor:
                 cursor = page.next_cursor
                 await self._state.set(cursor_key(kfid), cursor)
             if not page.has_more:
+                if before is not None:
+                    await self._state.set(_backlog_key(kfid), _DRAINED)  # answer all from now
+                    log.info(
+                        "wecom_kf: first pull of an account; older messages skipped",
+                        skipped=skipped,
+                        backlog_secs=self._config.backlog_secs,
+                    )
                 return
+
+    async def _backlog_cutoff(self, kfid: str, *, first: bool) -> int | None:
+        """The send time before which items are skipped while this account's
+        first drain lasts; None once it is over (or for an account whose
+        cursor predates this rule)."""
+        stored = await self._state.get(_backlog_key(kfid))
+        if stored == _DRAINED or (stored is None and not first):
+            return None
+        if stored:
+            return int(stored)
+        cutoff = math.floor(self._started_at - self._config.backlog_secs)
+        await self._state.set(_backlog_key(kfid), str(cutoff))
+        return cutoff
 
     async def _stored_token(self, kfid: str) -> str | None:
         raw = await self._state.get(_token_key(kfid))
@@ -143,3 +183,12 @@ class KfSyncer:
         except (ValueError, KeyError, TypeError):
             pass
         return None
+
+
+def _sent_before(item: dict[str, Any], cutoff: int) -> bool:
+    """An item whose send_time is before `cutoff`; one without a readable
+    send_time is not skipped (the handler dead-letters what it cannot read)."""
+    try:
+        return int(item.get("send_time") or cutoff) < cutoff
+    except (TypeError, ValueError):
+        return False

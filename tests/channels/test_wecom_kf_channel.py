@@ -17,6 +17,7 @@ from channels.wecom_kf.sync import cursor_key
 from gateway.bus import MediaKind, OutboundMessage
 from tests.channel_runtime import channel_runtime
 from tests.fakes.wecom_kf_server import CORP_ID, OPEN_KFID, FakeWecomKf
+from tests.support import wait_until
 
 PATH = "/webhooks/wecom_kf"
 ALICE = "wmAliceExternal"
@@ -252,3 +253,48 @@ async def test_a_failed_pull_is_retried_and_an_unreadable_item_does_not_stall(
         [msg] = await rt.wait_for_messages(1)
     assert msg.text == "fine"
     assert [r["cursor"] for r in fake.sync_requests] == ["", ""]  # refused, then again
+
+
+async def test_the_first_pull_skips_the_backlog_and_a_restart_answers_nothing_again(
+    fake: FakeWecomKf, tmp_path: Path
+) -> None:
+    """WeCom's stream begins with the last 3 days: at an account's first pull
+    a 2-day-old backlog is skipped (staff may have answered it), a message
+    sent after the start is answered once, and a restart answers nothing again."""
+    two_days_ago = time.time() - 2 * 86400
+    old = [fake.add_message(ALICE, f"old {n}", send_time=two_days_ago) for n in range(3)]
+    state: dict[str, str] = {}
+    channel = make_channel(fake, backlog_secs=0)
+    async with channel_runtime(channel, tmp_path) as rt:
+        with capture_logs() as logs:
+            assert await fake.notify(rt.base_url + PATH) == (200, "success")
+            values = rt.state.values
+            await wait_until(lambda: values.get(f"backlog_before:{OPEN_KFID}") == "drained")
+            drained = values[cursor_key(OPEN_KFID)]
+            new = fake.add_message(ALICE, "new")
+            assert await fake.notify(rt.base_url + PATH) == (200, "success")
+            [msg] = await rt.wait_for_messages(1)
+            await wait_until(lambda: values[cursor_key(OPEN_KFID)] != drained)
+        state.update(rt.state.values)
+    assert (msg.message_id, msg.text) == (new, "new")
+    [skipped] = [e for e in logs if e["event"].startswith("wecom_kf: first pull")]
+    assert skipped["skipped"] == len(old)
+
+    requests = len(fake.sync_requests)
+    async with channel_runtime(make_channel(fake, open_kfids=[OPEN_KFID]), tmp_path, state) as rt:
+        await fake.wait_for(lambda: len(fake.sync_requests) > requests)  # start pulls
+        assert await fake.notify(rt.base_url + PATH) == (200, "success")
+        await fake.wait_for(lambda: len(fake.sync_requests) > requests + 1)
+        assert rt.received == []
+
+
+async def test_backlog_secs_keeps_the_recent_part_of_the_backlog(
+    fake: FakeWecomKf, tmp_path: Path
+) -> None:
+    fake.add_message(ALICE, "a day ago", send_time=time.time() - 86400)
+    recent = fake.add_message(ALICE, "ten minutes ago", send_time=time.time() - 600)
+    async with channel_runtime(make_channel(fake, backlog_secs=3600), tmp_path) as rt:
+        assert await fake.notify(rt.base_url + PATH) == (200, "success")
+        [msg] = await rt.wait_for_messages(1)
+        await fake.wait_for(lambda: len(fake.sync_requests) >= 1)
+    assert msg.message_id == recent

@@ -127,8 +127,11 @@ async def test_a_closed_48_hour_window_fails_the_row_with_the_reason(
 ) -> None:
     async with FakeWecomKf() as fake:
         loaded = kf_config(home, llm, fake)
-        fake.add_message(ALICE, "written three days ago", send_time=0)
         async with running_gateway(loaded) as gw:
+            # the account's first pull finds nothing; what comes after it is answered
+            await fake.notify(f"{gw.base_url}/webhooks/wecom_kf")
+            await fake.wait_for(lambda: len(fake.sync_requests) >= 1)
+            fake.add_message(ALICE, "written three days ago", send_time=0)
             await fake.notify(f"{gw.base_url}/webhooks/wecom_kf")
             await fake.wait_for(lambda: len(fake.refused_sends) >= 1)
             await _until_failed(loaded)

@@ -157,6 +157,9 @@ class FakeWecomKf:
             "encoding_aes_key": ENCODING_AES_KEY,
             "api_base": self.base_url,
             "sync_retry_secs": 0.05,
+            # the tests write messages just before the channel starts, and expect
+            # them answered; a test of the first pull's backlog sets its own
+            "backlog_secs": 60,
             **extra,
         }
 
