@@ -24,6 +24,7 @@ from channels.base import (
     SendResult,
     TransientSendError,
 )
+from channels.wecom_kf.allowance import Allowance, cut_to_allowance
 from channels.wecom_kf.api import KfApi, KfError
 from channels.wecom_kf.callback import CallbackEndpoint
 from channels.wecom_kf.config import WecomKfConfig
@@ -59,6 +60,7 @@ class WecomKfChannel(Channel):
         )
         self._api: KfApi | None = None
         self._syncer: KfSyncer | None = None
+        self._allowance: Allowance | None = None
         self._task: asyncio.Task[None] | None = None
         # msgid of parts already delivered (skipped when the outbox retries a row)
         self._sent: OrderedDict[str, str] = OrderedDict()
@@ -72,7 +74,8 @@ class WecomKfChannel(Channel):
             timeout_secs=self.config.http_timeout_secs,
             on_token=runtime.register_secret,
         )
-        inbound = InboundHandler(self.config, self._api, runtime)
+        self._allowance = Allowance(runtime.state)
+        inbound = InboundHandler(self.config, self._api, runtime, self._allowance)
         self._syncer = KfSyncer(
             self.config, self._api, runtime.state, inbound.handle, self._set_status
         )
@@ -113,7 +116,7 @@ class WecomKfChannel(Channel):
         await self._syncer.notice(notice.open_kfid, notice.token)
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        if self._api is None or self._task is None:
+        if self._api is None or self._task is None or self._allowance is None:
             raise TransientSendError("the wecom_kf channel is not running")
         if not message.text.strip():
             return SendResult()
@@ -122,8 +125,18 @@ class WecomKfChannel(Channel):
         except ValueError as exc:
             raise PermanentSendError(str(exc)) from None
         base = message.idempotency_key[:28]  # with "_<part>": within the 32-byte msgid limit
+        limit = self.config.max_message_bytes
+        parts = split_bytes(message.text, limit)
+        # this row's parts sent before a retry were counted already: the cut stays put
+        already = sum(f"{base}_{index}" in self._sent for index in range(len(parts)))
+        left = await self._allowance.left(open_kfid, user) + already
+        if len(parts) > left > 0:
+            log.warning(
+                "wecom_kf: reply cut to the customer's allowance", parts=len(parts), sent=left
+            )
+        parts = cut_to_allowance(parts, left, limit)
         ids: list[str] = []
-        for index, part in enumerate(split_bytes(message.text, self.config.max_message_bytes)):
+        for index, part in enumerate(parts):
             # ≤ 32 bytes of [0-9a-zA-Z_-]; stable across the outbox's retries
             msgid = f"{base}_{index}"
             done = self._sent.get(msgid)
@@ -137,6 +150,7 @@ class WecomKfChannel(Channel):
             except KfError as exc:
                 raise send_error(exc, self.config.rate_limit_retry_secs) from None
             self._sent[msgid] = sent
+            await self._allowance.spent_one(open_kfid, user)
             while len(self._sent) > _SENT_MEMORY:
                 self._sent.popitem(last=False)
             ids.append(sent)

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from channels.base import ChannelRuntime
+from channels.wecom_kf.allowance import Allowance
 from channels.wecom_kf.api import KfApi, KfError, KfMediaTooLarge
 from channels.wecom_kf.config import WecomKfConfig
 from channels.wecom_kf.parse import KfEvent, KfMessage, MalformedItem, Origin, parse_item
@@ -51,10 +52,13 @@ def split_chat_id(chat_id: str) -> tuple[str, str]:
 
 
 class InboundHandler:
-    def __init__(self, config: WecomKfConfig, api: KfApi, runtime: ChannelRuntime) -> None:
+    def __init__(
+        self, config: WecomKfConfig, api: KfApi, runtime: ChannelRuntime, allowance: Allowance
+    ) -> None:
         self._config = config
         self._api = api
         self._runtime = runtime
+        self._allowance = allowance
         self._kfids = frozenset(config.open_kfids)
         # msgids recorded by this process: a re-served item is not downloaded again
         self._recorded: OrderedDict[str, None] = OrderedDict()
@@ -83,6 +87,9 @@ class InboundHandler:
             return
         message = await self._build(parsed)
         await self._runtime.bus.submit(message)
+        await self._allowance.customer_wrote(
+            parsed.open_kfid, parsed.external_userid, parsed.send_time
+        )
         self._recorded[parsed.msgid] = None
         while len(self._recorded) > _RECORDED_MAX:
             self._recorded.popitem(last=False)

@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 
 from channels.base import PermanentSendError, RateLimited
 from channels.wecom_kf import WecomKfChannel, WecomKfConfig
+from channels.wecom_kf.allowance import CUT_MARKER
 from channels.wecom_kf.sync import cursor_key
 from gateway.bus import MediaKind, OutboundMessage
 from tests.channel_runtime import channel_runtime
@@ -298,3 +299,32 @@ async def test_backlog_secs_keeps_the_recent_part_of_the_backlog(
         [msg] = await rt.wait_for_messages(1)
         await fake.wait_for(lambda: len(fake.sync_requests) >= 1)
     assert msg.message_id == recent
+
+
+async def test_a_reply_past_the_allowance_is_cut_with_a_marker_not_lost(
+    fake: FakeWecomKf, tmp_path: Path
+) -> None:
+    """One customer message allows 5 replies: after a 4-part reply, a 3-part
+    one goes out as 1 part ending with the marker (no refusal, nothing silently
+    missing); the customer's next message allows 5 again."""
+    fake.add_message(ALICE, "hi")
+    channel = make_channel(fake)
+    async with channel_runtime(channel, tmp_path) as rt:
+        assert await fake.notify(rt.base_url + PATH) == (200, "success")
+        await rt.wait_for_messages(1)
+        await channel.send(reply("一" * 2700, outbox_id=1))  # 8,100 bytes: 4 parts
+        cut = await channel.send(reply("二" * 2000, outbox_id=2))  # 3 parts, 1 left
+        assert len(cut.platform_message_ids) == 1
+        last = fake.sent_texts[-1]
+        assert last.endswith(CUT_MARKER)
+        assert last.startswith("二")
+        assert len(last.encode()) <= 2048
+        assert fake.refused_sends == []
+
+        fake.add_message(ALICE, "more please")
+        assert await fake.notify(rt.base_url + PATH) == (200, "success")
+        await rt.wait_for_messages(2)
+        await channel.send(reply("三" * 1000, outbox_id=3))  # 2 parts, both sent
+    assert len(fake.sent) == 7
+    assert fake.sent_texts[-2:] == ["三" * 682, "三" * 318]
+    assert fake.refused_sends == []
