@@ -11,6 +11,7 @@ never a credential.
 from __future__ import annotations
 
 import asyncio
+import io
 import json as json_lib  # `json` is the name of a request body below
 import mimetypes
 import random
@@ -205,7 +206,8 @@ class FeishuApi:
             body = aiohttp.FormData()
             for field_name, value in fields.items():
                 body.add_field(field_name, value)
-            body.add_field(part, data, filename=name)
+            # BytesIO, not bytes: aiohttp sends it in chunks (and warns on raw bytes over 1 MB)
+            body.add_field(part, io.BytesIO(data), filename=name)
             return body
 
         answer = await self._call("POST", f"/open-apis/im/v1/{endpoint}", form=form)

@@ -29,13 +29,14 @@ from channels.base import (
 from channels.feishu.api import FeishuApi, FeishuApiError
 from channels.feishu.config import FeishuConfig, FeishuMode
 from channels.feishu.inbound import InboundHandler, MessageIdMap
+from channels.feishu.limits import preview
 from channels.feishu.longconn import LongConnection
 from channels.feishu.outbound import markdown_card, receive_id_type, send_reply
 from channels.feishu.parse import Envelope, EventFormatError, parse_envelope
 from channels.feishu.progress import tool_progress
 from channels.feishu.webhook import WEBHOOK_PATH, FeishuWebhook
 from channels.stream_preview import PreviewStreams
-from gateway.bus import ChannelEvent, EventKind, MediaKind, OutboundMessage
+from gateway.bus import ChannelEvent, EventKind, MediaKind, MediaRef, OutboundMessage
 
 __all__ = ["FeishuChannel"]
 
@@ -212,6 +213,11 @@ class FeishuChannel(Channel):
             streaming=self.config.streaming,
             stream_card=await self._streams.take(message.chat_id, message.run_id),
         )
+
+    def preview_media(self, media: MediaRef, size: int) -> str:
+        """How `media` will go out, for the `send_file` tool's answer (raises
+        PermanentSendError when it will not: channels/feishu/limits.py)."""
+        return preview(media.kind, size)
 
     async def _post_stream(self, chat_id: str, target: str | None, text: str) -> str:
         card = markdown_card(text)

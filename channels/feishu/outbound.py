@@ -13,8 +13,9 @@ message's random idempotency key (stored with its outbox row) plus the part
 index, and the plain-text fallback has a key of its own: a retried reply is
 never shown twice and a new reply never looks like an old one.
 
-Files (`OutboundMessage.media`) are uploaded (`im/v1/images` for images,
-`im/v1/files` otherwise) and sent as `image` / `file` messages after the text.
+Files (`OutboundMessage.media`) are uploaded (`im/v1/images` for images up to
+10 MB, `im/v1/files` otherwise: channels/feishu/limits.py) and sent as `image` /
+`file` messages after the text; a file over every limit becomes a text note.
 The key an upload returns is stored in the channel state before the send, so
 a retry, also after a crash between the two, sends that upload rather than
 uploading again, under the same `uuid`.
@@ -33,6 +34,7 @@ import structlog
 from channels.base import PermanentSendError, SendResult, StateStore, split_text
 from channels.feishu.api import FeishuApi, FeishuApiError
 from channels.feishu.cards import approval_card
+from channels.feishu.limits import SendAs, plan, too_large_note
 from gateway.bus import ApprovalAsk, MediaKind, MediaRef, OutboundMessage
 
 __all__ = ["Rendering", "idempotency_key", "receive_id_type", "render", "renderings", "send_reply"]
@@ -162,23 +164,30 @@ class _Delivery:
 
     async def media(self, index: int, media: MediaRef, state: StateStore) -> str:
         """Upload (once: the key is kept in the channel state before the send, so
-        a retry after a crash sends what was uploaded) and send one file."""
+        a retry after a crash sends what was uploaded) and send one file; a file
+        over every limit (channels/feishu/limits.py) becomes a note instead."""
         slot = f"{_UPLOAD_KEY}{self.message.idempotency_key}:{index}"
         stored = await state.get(slot)
-        image = media.kind is MediaKind.IMAGE
         if stored:
-            file_key = stored
+            msg_type, _, file_key = stored.rpartition(":")
+            # a key stored before the type was (an image went to im/v1/images then)
+            msg_type = msg_type or ("image" if media.kind is MediaKind.IMAGE else "file")
         else:
             try:
                 data = await asyncio.to_thread(Path(media.path).read_bytes)
             except OSError as exc:
                 raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
             name = media.name or Path(media.path).name
-            upload = self.api.upload_image if image else self.api.upload_file
+            send_as = plan(media.kind, len(data))
+            if send_as is SendAs.NOTHING:
+                log.info("feishu: file not sent, too large", size=len(data))
+                return await self.part(index, too_large_note(name, len(data)), cards=False)
+            msg_type = send_as.value
+            upload = self.api.upload_image if send_as is SendAs.IMAGE else self.api.upload_file
             file_key = await upload(data, name)
-            await state.set(slot, file_key)
-        content = {"image_key": file_key} if image else {"file_key": file_key}
-        rendering = Rendering("image" if image else "file", json.dumps(content))
+            await state.set(slot, f"{msg_type}:{file_key}")
+        content = {"image_key": file_key} if msg_type == "image" else {"file_key": file_key}
+        rendering = Rendering(msg_type, json.dumps(content))
         key = idempotency_key(self.message.idempotency_key, index)
         return await self._post(rendering, key, last=True)
 

@@ -40,6 +40,7 @@ from channels.tasks import cancel_and_wait
 from channels.telegram.buttons import answer_press, approval_keyboard, button_press
 from channels.telegram.config import WEBHOOK_PATH, TelegramConfig, TelegramMode
 from channels.telegram.inbound import BotIdentity, ParsedMessage, parse_update
+from channels.telegram.limits import SendAs, image_size, plan, preview, too_large_note
 from channels.telegram.live import TypingLoops, live_streams, tool_progress
 from channels.telegram.media import MediaFetcher
 from channels.telegram.outbound import TelegramSender
@@ -62,7 +63,7 @@ __all__ = ["TelegramChannel"]
 log = structlog.get_logger("channels.telegram")
 TEXT_LIMIT = 4096
 CAPTION_LIMIT = 1024
-PHOTO_MAX_BYTES = 10_000_000  # Bot API: larger images go as documents
+HEADER_BYTES = 256 * 1024  # enough for a PNG IHDR, and a JPEG SOF behind most EXIF blocks
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _MAX_BACKOFF = 60.0
 
@@ -396,11 +397,29 @@ class TelegramChannel(Channel):
             data = await asyncio.to_thread(Path(media.path).read_bytes)
         except OSError as exc:
             raise PermanentSendError(f"the file to send is gone: {exc.strerror}") from None
-        photo = media.kind is MediaKind.IMAGE and len(data) <= PHOTO_MAX_BYTES
         name = media.name or Path(media.path).name
+        send_as = plan(media.kind, len(data), image_size(data))
+        if send_as is SendAs.NOTHING:
+            log.info("telegram file not sent: too large", size=len(data), chat_id=chat_id)
+            note = too_large_note(name, len(data))
+            text = f"{note}\n\n{caption}" if caption else note
+            return await sender.send_plain(chat_id, text, thread_id=thread_id)
         return await sender.send_file(
-            chat_id, data, name=name, photo=photo, caption=caption, thread_id=thread_id
+            chat_id,
+            data,
+            name=name,
+            photo=send_as is SendAs.PHOTO,
+            caption=caption,
+            thread_id=thread_id,
         )
+
+    def preview_media(self, media: MediaRef, size: int) -> str:
+        """How `media` (`size` bytes) will go out, for the `send_file` tool's
+        answer; raises PermanentSendError when it will not. Reads the file's
+        header: call it off the event loop."""
+        with Path(media.path).open("rb") as file:
+            head = file.read(HEADER_BYTES)
+        return preview(media.kind, size, image_size(head))
 
     async def _replace_stream(
         self, chat_id: str, message_id: int, part: str, thread_id: int | None

@@ -37,6 +37,7 @@ from channels.base import (
     StateStore,
     TransientSendError,
 )
+from channels.telegram.limits import is_photo_refusal
 from channels.telegram.redaction import Redactor
 from channels.telegram.render import markdown_to_html
 
@@ -145,17 +146,27 @@ class TelegramSender:
         caption: str | None = None,
         thread_id: int | None = None,
     ) -> int:
-        """One upload: sendPhoto (shown as a picture) or sendDocument (any file)."""
+        """One upload: sendPhoto (shown as a picture) or sendDocument (any file).
+        A photo Telegram refuses for its dimensions or size goes as a document."""
 
         async def op(target: str) -> int:
             if photo:
-                sent = await self._bot.send_photo(
-                    target, data, caption=caption, filename=name, message_thread_id=thread_id
-                )
-            else:
-                sent = await self._bot.send_document(
-                    target, data, caption=caption, filename=name, message_thread_id=thread_id
-                )
+                try:
+                    sent = await self._bot.send_photo(
+                        target, data, caption=caption, filename=name, message_thread_id=thread_id
+                    )
+                    return sent.message_id
+                except BadRequest as exc:
+                    if not is_photo_refusal(exc.message):
+                        raise
+                    log.info(
+                        "telegram refused the photo; sending it as a document",
+                        chat_id=chat_id,
+                        reason=self._redact(exc.message),
+                    )
+            sent = await self._bot.send_document(
+                target, data, caption=caption, filename=name, message_thread_id=thread_id
+            )
             return sent.message_id
 
         return await self._call(chat_id, op)

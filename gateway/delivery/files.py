@@ -6,23 +6,41 @@ restart, whatever the agent does to the workspace meanwhile. Then one
 `OutboundMessage` with the file as `media` and the caption as text is queued
 durably; the channel uploads and sends it (exactly once: see each channel's
 docs). A channel that cannot send files is refused before anything is queued.
+
+The tool's answer says how the file will go out when the channel can tell
+(`MediaPreview`: Telegram "as a document", Feishu "as a file", from each
+channel's media limits); a file the channel will not take at all is refused
+here, its copy deleted, nothing queued. The send itself happens later, from the outbox:
+the answer says "queued", never "delivered".
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mimetypes
 import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from agent.tools.base import ToolError
-from channels.base import Channel
+from channels.base import Channel, PermanentSendError
 from gateway.bus import MediaKind, MediaRef, OutboundMessage, new_idempotency_key
 from gateway.delivery.outbound import OutboundDispatcher
 
-__all__ = ["OutboxFileSender", "copy_for_outbox", "media_kind"]
+__all__ = ["MediaPreview", "OutboxFileSender", "copy_for_outbox", "media_kind"]
+
+
+@runtime_checkable
+class MediaPreview(Protocol):
+    """A channel that can say, before the send, how a file will go out."""
+
+    def preview_media(self, media: MediaRef, size: int) -> str:
+        """A short phrase ("as a document: …"); raises PermanentSendError when
+        the channel will not send the file at all. Blocking (reads the file)."""
+        ...
 
 
 def media_kind(mime_type: str | None) -> MediaKind:
@@ -96,13 +114,28 @@ class OutboxFileSender:
             )
         key = new_idempotency_key()
         copy = await asyncio.to_thread(copy_for_outbox, path, self._dir / key, self._max_bytes)
+        ref = MediaRef(kind, str(copy), mime_type, path.name)
+        how = ""
+        if isinstance(target, MediaPreview):
+            try:
+                size = await asyncio.to_thread(lambda: copy.stat().st_size)
+                how = " " + await asyncio.to_thread(target.preview_media, ref, size)
+            except PermanentSendError as exc:
+                await asyncio.to_thread(_discard, copy)
+                raise ToolError(f"{path.name}: {exc}") from None
         message = OutboundMessage(
             channel,
             chat_id,
             caption,
             reply_to_message_id=reply_to,
             idempotency_key=key,
-            media=(MediaRef(kind, str(copy), mime_type, path.name),),
+            media=(ref,),
         )
         await self._dispatcher.enqueue(message)
-        return f"{path.name} ({kind.value}) queued for delivery to this chat"
+        return f"{path.name} ({kind.value}) queued for delivery to this chat{how}"
+
+
+def _discard(copy: Path) -> None:
+    copy.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        copy.parent.rmdir()

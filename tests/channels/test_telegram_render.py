@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from pydantic import ValidationError
 
 from channels.telegram import TelegramConfig
 from channels.telegram.config import TelegramMode
 from channels.telegram.render import markdown_to_html
+from tests.fakes.telegram_server import check_html
 
 
 @pytest.mark.parametrize(
@@ -27,6 +30,44 @@ from channels.telegram.render import markdown_to_html
 )
 def test_markdown_renders_to_telegram_html(markdown: str, html: str) -> None:
     assert markdown_to_html(markdown) == html
+
+
+@pytest.mark.parametrize(
+    ("markdown", "html"),
+    [
+        ("**bold _both** italic_", "<b>bold <i>both</i></b><i> italic</i>"),
+        ("**bold *both** italic*", "<b>bold <i>both</i></b><i> italic</i>"),
+        ("_a **b_ c**", "<i>a <b>b</b></i><b> c</b>"),
+        ("~~x **y~~ z**", "<s>x <b>y</b></s><b> z</b>"),
+        ("[a **b](https://e.x) c**", '<a href="https://e.x">a <b>b</b></a><b> c</b>'),
+        ("a * b ** c", "a * b ** c"),
+    ],
+)
+def test_crossing_emphasis_is_nested_as_telegram_wants(markdown: str, html: str) -> None:
+    rendered = markdown_to_html(markdown)
+    assert rendered == html
+    _, error = check_html(rendered)
+    assert error is None
+
+
+def test_every_mix_of_markers_renders_to_html_telegram_takes() -> None:
+    """Every sequence of up to four of these pieces: none may be refused, so no
+    part ever falls back to plain text for its emphasis."""
+    pieces = ["**", "*", "_", "__", "~~", "`", "a", " ", "b c", "[l](https://e.x)", "\n"]
+    for size in range(1, 5):
+        for combo in itertools.product(pieces, repeat=size):
+            markdown = "".join(combo)
+            rendered = markdown_to_html(markdown)
+            visible, error = check_html(rendered)
+            assert error is None, (markdown, rendered, error)
+            assert len(visible) <= len(markdown)
+
+
+def test_a_crossing_span_keeps_the_formatting_of_the_rest() -> None:
+    rendered = markdown_to_html("**ok** then **bold _both** italic_ and `code`")
+    assert check_html(rendered) == ("ok then bold both italic and code", None)
+    assert rendered.startswith("<b>ok</b> then ")
+    assert rendered.endswith(" and <code>code</code>")
 
 
 def test_code_blocks_are_escaped_and_not_formatted() -> None:

@@ -40,6 +40,10 @@ APP_SECRET = "fake-app-secret"
 BOT_OPEN_ID = "ou_bot"
 VERIFICATION_TOKEN = "verify-token"
 ENCRYPT_KEY = "fake encrypt key"
+# upload caps, code 234006 past them (https://open.feishu.cn/document/server-docs/im-v1/image/create,
+# …/im-v1/file/create)
+IMAGE_MAX = 10 * 1024 * 1024
+FILE_MAX = 30 * 1024 * 1024
 
 
 @dataclass
@@ -102,6 +106,7 @@ class FakeFeishu:
         self.forwarded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self.uploads: dict[str, tuple[str, bytes]] = {}  # image_key / file_key -> (name, bytes)
         self.upload_requests: list[str] = []  # "image" / "file", one per upload made
+        self.oversize_uploads: list[str] = []  # "image" / "file" uploads refused for their size
         # image/file sends are taken and never answered (the sender is killed meanwhile)
         self.swallow_media_sends = False
         self.swallowed: list[str] = []
@@ -116,7 +121,7 @@ class FakeFeishu:
 
     async def __aenter__(self) -> Self:
         self._frame = await load_frame_class()
-        app = web.Application()
+        app = web.Application(client_max_size=FILE_MAX + (1 << 20))
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._send)
@@ -302,6 +307,13 @@ class FakeFeishu:
         if part is None or isinstance(part, str):
             return web.json_response({"code": 234001, "msg": f"no {kind} part"}, status=400)
         data = part.file.read()
+        if not data:
+            return web.json_response({"code": 234010, "msg": "File's size can't be 0."}, status=400)
+        if len(data) > (IMAGE_MAX if kind == "image" else FILE_MAX):
+            self.oversize_uploads.append(kind)
+            return web.json_response(
+                {"code": 234006, "msg": "The file size exceed the max value."}, status=400
+            )
         key = f"{'img_v3' if kind == 'image' else 'file_v3'}_{next(self._ids)}"
         self.uploads[key] = (str(part.filename), data)
         self.upload_requests.append(kind)

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -33,11 +34,24 @@ from aiohttp import web
 
 from tests.fakes.streamed import StreamedBody, stream_body
 
-__all__ = ["BOT_ID", "BOT_USERNAME", "TOKEN", "Call", "FakeTelegram", "StreamedFile"]
+__all__ = [
+    "BOT_ID",
+    "BOT_USERNAME",
+    "TOKEN",
+    "Call",
+    "FakeTelegram",
+    "StreamedFile",
+    "check_html",
+    "picture_size",
+]
 
 TOKEN = "123456:TEST-token_secret"
 BOT_ID = 123456
 BOT_USERNAME = "picotest_bot"
+PHOTO_MAX = 10 * 1024 * 1024  # sendPhoto
+UPLOAD_MAX = (
+    50 * 1024 * 1024
+)  # any multipart upload (https://core.telegram.org/bots/api#sending-files)
 _HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a"}
 _HTML_TAGS |= {"tg-spoiler", "span", "blockquote", "tg-emoji"}
 
@@ -95,7 +109,8 @@ class _EntityChecker(HTMLParser):
         self.text.append(data)
 
 
-def _check_html(text: str) -> tuple[str, str | None]:
+def check_html(text: str) -> tuple[str, str | None]:
+    """The visible text of Telegram HTML, and why Telegram would refuse it (or None)."""
     checker = _EntityChecker()
     checker.feed(text)
     checker.close()
@@ -133,7 +148,7 @@ class FakeTelegram:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> FakeTelegram:
-        app = web.Application()
+        app = web.Application(client_max_size=UPLOAD_MAX + (1 << 20))  # 413 past it, as Telegram
         app.router.add_post("/bot{token}/{method}", self._method)
         app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
@@ -444,7 +459,7 @@ class FakeTelegram:
             await self._record(call)
             return refused
         if call.params.get("parse_mode") == "HTML":
-            visible, error = _check_html(text)
+            visible, error = check_html(text)
             if error is not None:
                 await self._record(call)
                 return _error(400, f"Bad Request: can't parse entities: {error}")
@@ -482,7 +497,7 @@ class FakeTelegram:
     async def _m_editMessageText(self, call: Call) -> web.Response:
         text = call.params.get("text", "")
         if call.params.get("parse_mode") == "HTML":
-            visible, error = _check_html(text)
+            visible, error = check_html(text)
             if error is not None:
                 await self._record(call)
                 return _error(400, f"Bad Request: can't parse entities: {error}")
@@ -527,6 +542,14 @@ class FakeTelegram:
             await self._record(call)
             return _error(400, "Bad Request: message caption is too long")
         content = call.uploads[field_name]
+        if len(content) > UPLOAD_MAX:
+            await self._record(call)
+            return _error(413, "Request Entity Too Large")
+        dims = picture_size(content) if field_name == "photo" else None
+        if field_name == "photo" and (refusal := _photo_refusal(len(content), dims)):
+            call.error_code = 400
+            await self._record(call)
+            return _error(400, f"Bad Request: {refusal}")
         file_id = self.add_file(content, f"{field_name}s/upload_{len(self.files)}")
         call.params["_ok"] = "1"
         await self._record(call)
@@ -541,7 +564,8 @@ class FakeTelegram:
             "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
         }
         if field_name == "photo":
-            message["photo"] = [{**described, "width": 1, "height": 1}]
+            width, height = dims or (1, 1)
+            message["photo"] = [{**described, "width": width, "height": height}]
         else:
             described["file_name"] = call.params[field_name].removeprefix("attach://")
             message["document"] = described
@@ -564,6 +588,40 @@ class FakeTelegram:
                 "file_path": file_path,
             }
         )
+
+
+def _photo_refusal(size: int, dims: tuple[int, int] | None) -> str | None:
+    """sendPhoto's checks (https://core.telegram.org/bots/api#sendphoto): at most
+    10 MB, width + height at most 10000, ratio at most 20. An image whose size
+    cannot be read here is taken (the real API would try to decode it)."""
+    if size > PHOTO_MAX:
+        return "PHOTO_SAVE_FILE_INVALID"  # what the Bot API answers an oversize photo
+    if dims is None:
+        return None
+    width, height = dims
+    if width + height > 10_000 or max(width, height) > 20 * min(width, height):
+        return "PHOTO_INVALID_DIMENSIONS"
+    return None
+
+
+def picture_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of an intact PNG (IHDR with a good CRC) or a baseline /
+    progressive JPEG; written apart from the channel's reader on purpose."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+        if zlib.crc32(data[12:29]) != int.from_bytes(data[29:33], "big"):
+            return None
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:2] != b"\xff\xd8":
+        return None
+    at = 2
+    while at + 9 <= len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], int.from_bytes(data[at + 2 : at + 4], "big")
+        if marker in (0xC0, 0xC1, 0xC2):
+            return int.from_bytes(data[at + 7 : at + 9], "big"), int.from_bytes(
+                data[at + 5 : at + 7], "big"
+            )
+        at += 2 + length
+    return None
 
 
 def _valid_inline_keyboard(raw: str) -> bool:
