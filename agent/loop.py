@@ -11,6 +11,7 @@ around the history is `agent.context`'s business (`PreparedContext`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,7 +36,7 @@ from agent.providers.base import (
     ProviderContextOverflow,
     ToolSpec,
 )
-from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry
+from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry, ToolResult
 from agent.turn_control import APPROVAL_REFUSED, ApprovalRequired, TurnControl, TurnSteered
 from agent.window import request_budget
 
@@ -68,6 +69,7 @@ class LoopSettings:
     tool_result_max_chars: int = 20_000
     stream: bool = False
     context_window_tokens: int | None = None  # every request is fitted to it (agent.window)
+    supports_vision: bool = True  # tool results may carry images (ToolContext.accepts_images)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,12 @@ class _Window:
         if not self.prefix:
             return history, turn_start
         return [*self.prefix, *history[self.start :]], len(self.prefix) + turn_start - self.start
+
+
+def _result_message(result: ToolResult, limit: int) -> ChatMessage:
+    return ChatMessage.tool_result(
+        result.call, cut_tool_result(result.content, limit), result.media
+    )
 
 
 class AgentLoop:
@@ -145,6 +153,8 @@ class AgentLoop:
         )
         specs = self.tools.specs()
         s = self.settings
+        if ctx.accepts_images != s.supports_vision:
+            ctx = dataclasses.replace(ctx, accepts_images=s.supports_vision)
         on_delta = observer.on_delta if s.stream else None
         window = _Window(
             request_budget(s.context_window_tokens, s.max_tokens, specs)
@@ -212,12 +222,9 @@ class AgentLoop:
             raise
         limit = self.settings.tool_result_max_chars
         messages = [
-            ChatMessage.tool_result(
-                c,
-                APPROVAL_REFUSED
-                if id(c) in skip
-                else cut_tool_result(next(results).content, limit),
-            )
+            ChatMessage.tool_result(c, APPROVAL_REFUSED)
+            if id(c) in skip
+            else _result_message(next(results), limit)
             for c in calls
         ]
         history.extend(messages)

@@ -172,8 +172,9 @@ class ChatMessage:
         return cls(Role.USER, content, media=media)
 
     @classmethod
-    def tool_result(cls, call: ToolCall, content: str) -> ChatMessage:
-        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name)
+    def tool_result(cls, call: ToolCall, content: str, media: tuple[str, ...] = ()) -> ChatMessage:
+        """`media`: image files the result carries (an MCP tool's), for vision models."""
+        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name, media=media)
 
     def tool_calls_json(self) -> str | None:
         if not self.tool_calls:

@@ -8,29 +8,41 @@ goes down or lists new tools, so every turn offers exactly those. A name
 already taken — by a built-in tool or another server's tool — is skipped for
 the newcomer with one warning. `agent.mcp.status.McpStatusPart` tells the model
 which servers are not up.
+
+Images in a result reach a model that reads them (`ToolContext.accepts_images`)
+as files under `media_dir/mcp/` (aged out with the received files) named in
+the tool message's media; without a `media_dir` they stay placeholders.
+
+Input schemas are passed on as the server sent them, less the top-level
+`$schema` (the dialect tag: some OpenAI-compatible endpoints refuse it, and
+it tells the model nothing); `type: object` and `properties: {}` are added
+when missing, as function calling requires an object.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Final
 
 import structlog
 from mcp import types
 
 from agent.mcp.config import McpServerConfig
-from agent.mcp.content import result_text
+from agent.mcp.content import ResultImage, result_content
 from agent.mcp.errors import McpCallFailed, McpUnavailable
 from agent.mcp.naming import tool_name
 from agent.mcp.server import DEFAULT_BACKOFF, Backoff, McpServer, ServerState, ServerStatus
 from agent.providers.base import ToolSpec
-from agent.tools.base import ToolContext, ToolError
+from agent.providers.media import IMAGE_EXTENSIONS
+from agent.tools.base import ToolContext, ToolError, ToolOutput
 
-__all__ = ["CallOutcome", "McpManager"]
+__all__ = ["DROPPED_SCHEMA_KEYS", "CallOutcome", "McpManager", "tool_spec"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,9 +65,13 @@ class _Offer:
     spec: ToolSpec
 
 
-def _spec(name: str, server: McpServer, tool: types.Tool) -> ToolSpec:
+DROPPED_SCHEMA_KEYS: Final = ("$schema",)  # top level only (see the module docstring)
+
+
+def tool_spec(name: str, server: McpServer, tool: types.Tool) -> ToolSpec:
+    """The tool as the model is offered it."""
     schema: dict[str, Any] = {
-        k: v for k, v in tool.inputSchema.items() if k not in ("$schema", "title")
+        k: v for k, v in tool.inputSchema.items() if k not in DROPPED_SCHEMA_KEYS
     }
     schema.setdefault("type", "object")
     if schema["type"] == "object":
@@ -73,9 +89,11 @@ class McpManager:
         reserved: Iterable[str] = (),
         on_call: CallObserver | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
+        media_dir: Path | None = None,
     ) -> None:
         """`servers`: the `mcpServers` section (inactive ones are never started);
-        `disabled`: `tools.disabled` (final names); `reserved`: names other tools use."""
+        `disabled`: `tools.disabled` (final names); `reserved`: names other tools use;
+        `media_dir`: where images of results are kept for the model (None: not shown)."""
         self._servers = {
             key: McpServer(key, config, on_change=self._server_changed, backoff=backoff)
             for key, config in servers.items()
@@ -84,6 +102,7 @@ class McpManager:
         self._disabled = frozenset(disabled)
         self._reserved = frozenset(reserved)
         self._on_call = on_call
+        self._images_dir = media_dir / "mcp" if media_dir is not None else None
         self._offers: dict[str, _Offer] = {}
         self._specs: tuple[ToolSpec, ...] = ()
         self._known: dict[str, str] = {}  # every name a server offered → its key
@@ -118,6 +137,15 @@ class McpManager:
     # -- state -----------------------------------------------------------------------
     def statuses(self) -> list[ServerStatus]:
         return [s.status() for s in self._servers.values()]
+
+    def left_out(self) -> list[tuple[str, str]]:
+        """(name, why) of the tools up servers list but that are not offered
+        (task-only ones, agent.mcp.server.task_only)."""
+        return [
+            (tool_name(key, tool), why)
+            for key, server in self._servers.items()
+            for tool, why in server.left_out
+        ]
 
     def unavailable(self) -> list[str]:
         """Keys of the servers that are not up, in configuration order."""
@@ -160,7 +188,7 @@ class McpManager:
                 continue
             self._known[name] = key
             if name not in self._disabled:
-                self._offers[name] = _Offer(key, tool.name, _spec(name, server, tool))
+                self._offers[name] = _Offer(key, tool.name, tool_spec(name, server, tool))
 
     # -- ToolSource ------------------------------------------------------------------
     def specs(self) -> Sequence[ToolSpec]:
@@ -178,7 +206,9 @@ class McpManager:
         prefixes = [k for k in self._servers if name.startswith(tool_name(k, ""))]
         return max(prefixes, key=len, default=None)
 
-    async def call(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> str:
+    async def call(
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> str | ToolOutput:
         offer = self._offers.get(name)
         if offer is None:
             key = self._server_of(name)
@@ -192,7 +222,8 @@ class McpManager:
         outcome: CallOutcome | None = CallOutcome.UNAVAILABLE
         try:
             result = await self._servers[offer.server].call(offer.tool, arguments)
-            text = result_text(result)
+            shown = ctx.accepts_images and self._images_dir is not None and not result.isError
+            content = result_content(result, images=shown)
             outcome = CallOutcome.ERROR if result.isError else CallOutcome.OK
         except McpCallFailed:
             outcome = CallOutcome.ERROR
@@ -204,9 +235,23 @@ class McpManager:
             if outcome is not None:
                 self._observe(offer.server, outcome, time.monotonic() - started)
         if result.isError:
-            raise ToolError(text)
-        return text
+            raise ToolError(content.text)
+        if not content.images or self._images_dir is None:
+            return content.text
+        paths = await asyncio.to_thread(_save_images, self._images_dir, content.images)
+        return ToolOutput(content.text, paths)
 
     def _observe(self, server: str, outcome: CallOutcome, seconds: float) -> None:
         if self._on_call is not None:
             self._on_call(server, outcome, seconds)
+
+
+def _save_images(folder: Path, images: tuple[ResultImage, ...]) -> tuple[str, ...]:
+    """Each image as a new file in `folder` (the history names them by path)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: list[str] = []
+    for image in images:
+        path = folder / f"{uuid.uuid4().hex}{IMAGE_EXTENSIONS[image.mime_type]}"
+        path.write_bytes(image.data)
+        paths.append(str(path))
+    return tuple(paths)

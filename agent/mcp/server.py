@@ -10,7 +10,14 @@ connect and on `notifications/tools/list_changed`.
 
 Calls run in the caller's task and race the connection's `dead` event, so a
 server that drops mid-call ends the call at once with `McpUnavailable`
-instead of leaving it waiting for its timeout. The supervisor itself never
+instead of leaving it waiting for its timeout. A call given up — the turn
+was stopped (/stop, shutdown) or it timed out — is cancelled at the server
+too, with `notifications/cancelled` naming its request id: the SDK sends
+none of its own.
+
+Tools the server marks task-only (`execution.taskSupport: "required"`)
+cannot be called with a plain `tools/call`, which is all picobot sends; they
+are left out (`left_out`, logged once per change). The supervisor itself never
 raises out of `run` (a bug in one server's handling must not take the
 gateway's TaskGroup down) except for cancellation.
 """
@@ -21,6 +28,7 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -36,7 +44,15 @@ from agent.mcp.config import McpServerConfig, McpTransport
 from agent.mcp.errors import ConnectionLost, McpCallFailed, McpUnavailable, describe
 from agent.mcp.transport import StderrTail, open_transport
 
-__all__ = ["DEFAULT_BACKOFF", "Backoff", "McpServer", "ServerState", "ServerStatus"]
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "TASK_ONLY",
+    "Backoff",
+    "McpServer",
+    "ServerState",
+    "ServerStatus",
+    "task_only",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +62,10 @@ CLIENT_INFO: Final = types.Implementation(name="picobot", version="0.1.0")
 _MAX_PAGES: Final = 100  # of tools/list: a server that pages forever is cut off here
 _SESSION_GONE: Final = 32600  # what the SDK's HTTP transport answers for an expired session
 _REQUEST_TIMEOUT: Final = 408  # what the SDK raises when a request times out
+_CANCEL_SEND_SECS: Final = (
+    2.0  # a notifications/cancelled that cannot be written by then is dropped
+)
+TASK_ONLY: Final = "the server runs it only as a task (execution.taskSupport: required)"
 
 
 class ServerState(StrEnum):
@@ -139,6 +159,28 @@ class _Link:
         self.wake.set()
 
 
+# The request id of the call in progress, written by `_Session.send_request`
+# into the holder that `McpServer.call` set for its call's task.
+_REQUEST_IDS: ContextVar[list[types.RequestId] | None] = ContextVar("mcp_request_ids", default=None)
+
+
+class _Session(ClientSession):
+    """The SDK's session, telling a caller its request's id (the SDK keeps it
+    to itself, and a cancellation must name it)."""
+
+    async def send_request(self, *args: Any, **kwargs: Any) -> Any:
+        holder = _REQUEST_IDS.get()
+        if holder is not None:
+            holder.append(self._request_id)  # the id this request is about to get
+        return await super().send_request(*args, **kwargs)
+
+
+def task_only(tool: types.Tool) -> bool:
+    """Whether the tool can be called only as a task (task-augmented `tools/call`)."""
+    execution = tool.execution
+    return execution is not None and execution.taskSupport == types.TASK_REQUIRED
+
+
 async def _list_tools(session: ClientSession, config: McpServerConfig) -> tuple[types.Tool, ...]:
     tools: list[types.Tool] = []
     cursor: str | None = None
@@ -167,6 +209,8 @@ class McpServer:
         self._on_change = on_change
         self._state = ServerState.CONNECTING
         self._tools: tuple[types.Tool, ...] = ()
+        self._left_out: tuple[types.Tool, ...] = ()
+        self._logged_left_out: frozenset[str] = frozenset()
         self._session: ClientSession | None = None
         self._link: _Link | None = None
         self._error: str | None = None
@@ -187,6 +231,14 @@ class McpServer:
     def tools(self) -> tuple[types.Tool, ...]:
         """The server's tools while it is up (after enabled/disabled_tools); else ()."""
         return self._tools if self._state is ServerState.UP else ()
+
+    @property
+    def left_out(self) -> tuple[tuple[str, str], ...]:
+        """(tool, why) of the server's tools not offered although listed (and
+        wanted by enabled/disabled_tools), while it is up."""
+        if self._state is not ServerState.UP:
+            return ()
+        return tuple((t.name, TASK_ONLY) for t in self._left_out)
 
     def status(self) -> ServerStatus:
         retry = None
@@ -210,7 +262,14 @@ class McpServer:
     def _set(self, state: ServerState, tools: tuple[types.Tool, ...] | None = None) -> None:
         self._state = state
         if tools is not None:
-            self._tools = tools
+            self._left_out = tuple(t for t in tools if task_only(t))
+            self._tools = tuple(t for t in tools if not task_only(t))
+            names = frozenset(t.name for t in self._left_out)
+            if names - self._logged_left_out:  # once, not on every reconnect
+                self._logged_left_out |= names
+                log.warning(
+                    "mcp_tools_left_out", server=self.key, tools=sorted(names), reason=TASK_ONLY
+                )
         self._on_change(self)
 
     def _lost(self, reason: str) -> None:
@@ -272,7 +331,7 @@ class McpServer:
                 open_transport(self.key, config, link.lost, self._tail)
             )
             session = await stack.enter_async_context(
-                ClientSession(
+                _Session(
                     read,
                     write,
                     read_timeout_seconds=timedelta(seconds=config.timeout_secs),
@@ -361,20 +420,25 @@ class McpServer:
             "not have taken effect); the gateway is reconnecting, so do not count on its "
             "tools for now"
         )
+        sent: list[types.RequestId] = []
+        token = _REQUEST_IDS.set(sent)  # the call's task (made in _race) copies it
         try:
-            return await _race(
-                session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=timeout)),
-                (link.dead,),
-                f"mcp-call:{self.key}",
+            work = session.call_tool(
+                tool, arguments, read_timeout_seconds=timedelta(seconds=timeout)
             )
+            return await _race(work, (link.dead,), f"mcp-call:{self.key}")
         except _Interrupted:
             raise dropped from None
+        except asyncio.CancelledError:
+            await self._cancel_at_server(session, link, sent, "the client gave up the call")
+            raise
         except McpError as exc:
             code = exc.error.code
             if code in (types.CONNECTION_CLOSED, _SESSION_GONE):
                 link.lost(exc.error.message)
                 raise dropped from None
             if code == _REQUEST_TIMEOUT:
+                await self._cancel_at_server(session, link, sent, "timed out")
                 link.request(check=True)  # slow or hung? the ping tells
                 raise McpCallFailed(
                     f"MCP server `{self.key}` did not answer within {timeout:g}s"
@@ -387,3 +451,25 @@ class McpServer:
             raise dropped from None
         except RuntimeError as exc:  # the SDK's check of a result against the output schema
             raise McpCallFailed(f"MCP server `{self.key}` sent an invalid result: {exc}") from None
+        finally:
+            _REQUEST_IDS.reset(token)
+
+    async def _cancel_at_server(
+        self, session: ClientSession, link: _Link, sent: list[types.RequestId], reason: str
+    ) -> None:
+        """Tell the server to stop the call we gave up (`notifications/cancelled`).
+        Best effort and bounded: a connection that is gone or stuck is not waited for."""
+        if not sent or link.dead.is_set():
+            return
+        notice = types.ClientNotification(
+            types.CancelledNotification(
+                params=types.CancelledNotificationParams(requestId=sent[0], reason=reason)
+            )
+        )
+        try:
+            async with asyncio.timeout(_CANCEL_SEND_SECS):
+                await session.send_notification(notice)
+        except Exception as exc:  # the connection broke meanwhile: nothing left to cancel
+            log.debug("mcp_cancel_not_sent", server=self.key, error=describe(exc))
+        else:
+            log.debug("mcp_call_cancelled", server=self.key, request_id=sent[0], reason=reason)

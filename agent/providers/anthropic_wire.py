@@ -21,8 +21,9 @@ Breakpoints (`cache_control`), at most four as the API allows: the last tool
 definition, the AGENT.md block (or the last system block before the summary),
 the last system block (the summary), and the last block of the history.
 Tool calls map to `tool_use` blocks, tool results to `tool_result` blocks
-inside user turns, consecutive same-role messages are merged, images are
-base64 `image` blocks. Nothing here does I/O but reading media files.
+inside user turns (with a result's images as `image` blocks in its
+content), consecutive same-role messages are merged, images are base64
+`image` blocks. Nothing here does I/O but reading media files.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ async def _blocks(message: ChatMessage) -> tuple[str, list[Block]]:
         return "assistant", _assistant_blocks(message)
     if message.role is Role.TOOL:
         block = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+        if message.media:  # an MCP tool's images: inside the result, as the API allows
+            return "user", [{**block, "content": await _user_blocks(message)}]
         return "user", [{**block, "content": message.content}]
     return "user", await _user_blocks(message)
 

@@ -14,10 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["IMAGE_MAX_BYTES", "Image", "LoadedMedia", "load_media", "mention_files"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "IMAGE_MAX_BYTES",
+    "IMAGE_TYPES",
+    "Image",
+    "LoadedMedia",
+    "load_media",
+    "mention_files",
+]
 
 IMAGE_MAX_BYTES = 20 * 1024 * 1024
-_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+# what every vision API here takes (OpenAI, Anthropic, the compatible ones)
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _EXTENSIONS = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -25,6 +34,7 @@ _EXTENSIONS = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
+IMAGE_EXTENSIONS = {mime: ext for ext, mime in reversed(_EXTENSIONS.items())}  # .jpg, not .jpeg
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +57,7 @@ class LoadedMedia:
 def image_mime_type(path: str) -> str | None:
     suffix = Path(path).suffix.lower()
     mime = _EXTENSIONS.get(suffix) or mimetypes.guess_type(path)[0]
-    return mime if mime in _IMAGE_TYPES else None
+    return mime if mime in IMAGE_TYPES else None
 
 
 def _read_image(path: str, mime: str) -> Image | None:

@@ -54,6 +54,7 @@ __all__ = [
     "to_openai_message",
     "to_openai_messages",
     "to_openai_tools",
+    "tool_images_message",
 ]
 
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -104,8 +105,37 @@ async def to_openai_message(message: ChatMessage) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
 
 
+async def tool_images_message(messages: Sequence[ChatMessage], i: int) -> list[dict[str, Any]]:
+    """What follows message `i` besides itself: after the last tool message of
+    a run, a user message with the run's images. A tool message holds text
+    only, and no other message may come between an assistant's tool calls
+    and their results, so the images of all the run's results come after it."""
+    if messages[i].role is not Role.TOOL:
+        return []
+    if i + 1 < len(messages) and messages[i + 1].role is Role.TOOL:
+        return []
+    start = i
+    while start > 0 and messages[start - 1].role is Role.TOOL:
+        start -= 1
+    parts: list[dict[str, Any]] = []
+    for message in messages[start : i + 1]:
+        if not message.media:
+            continue
+        media = await load_media(message.media)
+        if not media.images:
+            continue
+        note = f"[images in the result of {message.name or 'a tool'} ({message.tool_call_id})]"
+        parts.append({"type": "text", "text": note})
+        parts += [{"type": "image_url", "image_url": {"url": im.data_uri}} for im in media.images]
+    return [{"role": "user", "content": parts}] if parts else []
+
+
 async def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    return [await to_openai_message(m) for m in messages]
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        out.append(await to_openai_message(message))
+        out += await tool_images_message(messages, i)
+    return out
 
 
 def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -298,7 +328,7 @@ class OpenAIProvider(SdkProvider[Route]):
     def __init__(self, settings: ProviderSettings, *, sleep: Sleep = asyncio.sleep) -> None:
         route = _route(settings) if settings.api_key else None
         super().__init__(settings, route, sleep=sleep)
-        self._bodies = BodyEncoder(to_openai_message)
+        self._bodies = BodyEncoder(to_openai_message, trailer=tool_images_message)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         route = self._client_for_call()

@@ -13,6 +13,12 @@ noted: joining 8,000 pieces anew took more CPU than the rest of the body
 (0.5–1.5 ms a turn on the bench machine), where cutting the joined bytes
 back to the shared prefix and appending the new pieces costs what the new
 pieces do.
+
+A `trailer` adds wire messages after a message that depend on the one that
+follows it (chat completions carry a tool result's images in a user message
+after the last tool message of the run, agent.providers.openai); the piece
+of the last shared message, when it is a tool result, is then converted
+again, as the run it ended may go on.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from typing import Any, Final
 
 import orjson
 
-from agent.messages import ChatMessage, shared_prefix
+from agent.messages import ChatMessage, Role, shared_prefix
 
-__all__ = ["BodyEncoder"]
+__all__ = ["BodyEncoder", "Trailer"]
 
 Convert = Callable[[ChatMessage], Awaitable[dict[str, Any]]]
+# (the request's messages, i) → the wire messages that follow message i's own
+Trailer = Callable[[Sequence[ChatMessage], int], Awaitable[list[dict[str, Any]]]]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -71,9 +79,12 @@ class _Sent:
 
 
 class BodyEncoder:
-    def __init__(self, convert: Convert, *, capacity: int = _CONVERSATIONS) -> None:
+    def __init__(
+        self, convert: Convert, *, capacity: int = _CONVERSATIONS, trailer: Trailer | None = None
+    ) -> None:
         """`convert`: one message → its wire dict (e.g. with its images loaded)."""
         self._convert = convert
+        self._trailer = trailer
         self._capacity = capacity
         self._sent: OrderedDict[str, _Sent] = OrderedDict()
         self._tools: tuple[tuple[object, ...], bytes] | None = None
@@ -91,9 +102,15 @@ class BodyEncoder:
         last = self._sent.pop(conversation, None) if conversation is not None else None
         sent = last or _Sent([], bytearray(), [])  # ours: it left the cache
         same = shared_prefix(messages, sent.messages)
+        if self._trailer is not None and same and messages[same - 1].role is Role.TOOL:
+            same -= 1  # its trailer depends on what follows it, which may have changed
         sent.keep(same)
-        for message in messages[same:]:
-            sent.add(_message_json(await self._convert(message)))
+        for i in range(same, len(messages)):
+            piece = _message_json(await self._convert(messages[i]))
+            if self._trailer is not None:
+                for extra in await self._trailer(messages, i):
+                    piece += b"," + _message_json(extra)
+            sent.add(piece)
         sent.messages = messages
         if conversation is not None:
             self._sent[conversation] = sent

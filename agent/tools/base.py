@@ -44,6 +44,7 @@ __all__ = [
     "ToolCallWatcher",
     "ToolContext",
     "ToolError",
+    "ToolOutput",
     "ToolRegistry",
     "ToolResult",
     "ToolServices",
@@ -202,6 +203,9 @@ class ToolContext:
     services: ToolServices = NO_SERVICES
     call_id: str | None = None  # the tool call being run (set by the registry per call)
     reply_to: str | None = None  # the platform handle a reply to this turn carries
+    # whether the model of this turn reads images (the agent loop sets it from
+    # `models.<name>.supports_vision`): a tool may then attach them to its result
+    accepts_images: bool = False
 
     @property
     def workspace(self) -> Path:
@@ -281,6 +285,15 @@ def compact_schema(node: Any) -> Any:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A result with images: its text, and image files (local paths) the
+    model is shown with it. Only returned when `ToolContext.accepts_images`."""
+
+    text: str
+    media: tuple[str, ...] = ()
+
+
 class ToolSource(Protocol):
     """Tools that come and go while the gateway runs (MCP servers). The registry
     asks for `specs()` on every turn; a call of a name the source `owns` goes
@@ -290,7 +303,9 @@ class ToolSource(Protocol):
 
     def owns(self, name: str) -> bool: ...
 
-    async def call(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> str: ...
+    async def call(
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> str | ToolOutput: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +313,7 @@ class ToolResult:
     call: ToolCall
     content: str
     ok: bool
+    media: tuple[str, ...] = ()  # image files shown to the model with the result
 
 
 class ToolCallWatcher(Protocol):
@@ -399,7 +415,10 @@ class ToolRegistry:
                     content = await tool.run(tool.Args.model_validate(raw), ctx)
                 else:
                     assert source is not None
-                    content = await source.call(call.name, raw, ctx)  # the source validates
+                    output = await source.call(call.name, raw, ctx)  # the source validates
+                    if isinstance(output, ToolOutput):
+                        return ToolResult(call, output.text, ok=True, media=output.media)
+                    content = output
             return ToolResult(call, content, ok=True)
         except ValidationError as exc:
             problems = "; ".join(

@@ -123,14 +123,17 @@ def _print_list(
 def _print_tools(manager: McpManager, as_json: bool, out: TextIO) -> int:
     specs = manager.specs()
     if as_json:
-        listed = [
+        listed: list[dict[str, object]] = [
             {"name": s.name, "description": s.description, "parameters": s.parameters}
             for s in specs
         ]
+        listed += [{"name": n, "offered": False, "why": why} for n, why in manager.left_out()]
         print(json.dumps(listed, indent=2, ensure_ascii=False), file=out)
     else:
         for spec in specs:
             print(f"{spec.name}  {spec.description}", file=out)
+        for name, why in manager.left_out():
+            print(f"{name}  (not offered: {why})", file=out)
     down = manager.unavailable()
     if down:
         print(f"not connected (no tools listed): {', '.join(down)}", file=sys.stderr)

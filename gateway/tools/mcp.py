@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.mcp.config import McpServerConfig
@@ -48,14 +49,22 @@ def build_mcp(
     disabled: Iterable[str],
     reserved: Iterable[str],
     metrics: Metrics,
+    media_dir: Path | None = None,
 ) -> McpManager | None:
-    """The manager of the active servers; None when there are none."""
+    """The manager of the active servers; None when there are none. Images in
+    tool results are kept under `media_dir` for models that read them."""
     if not any(s.is_active for s in servers.values()):
         return None
     from agent.mcp.manager import McpManager
 
     register_secrets(secret_values(servers))
-    return McpManager(servers, disabled=disabled, reserved=reserved, on_call=metrics.mcp_call)
+    return McpManager(
+        servers,
+        disabled=disabled,
+        reserved=reserved,
+        on_call=metrics.mcp_call,
+        media_dir=media_dir,
+    )
 
 
 def mcp_details(manager: McpManager | None) -> dict[str, object]:

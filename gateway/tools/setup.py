@@ -98,6 +98,7 @@ def build_tools(
         disabled=cfg.tools.disabled,
         reserved=registry.names(),
         metrics=metrics,
+        media_dir=loaded.media_dir,
     )
     if mcp is not None:
         registry.add_source(mcp)  # offered per turn: the tools of the servers up then

@@ -168,6 +168,7 @@ def build_profile(
         tool_result_max_chars=agent.tool_result_max_chars,
         stream=stream,
         context_window_tokens=model.context_window_tokens,
+        supports_vision=model.supports_vision,
     )
     context = ContextBuilder(
         ContextSettings(agent.system_prompt, agent.context_tool_result_trim_chars), parts

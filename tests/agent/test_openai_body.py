@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
 from typing import Any
 
-from agent.messages import ChatMessage, Role
-from agent.providers.openai import to_openai_message
+from agent.messages import ChatMessage, Role, ToolCall
+from agent.providers.openai import to_openai_message, to_openai_messages, tool_images_message
 from agent.providers.openai_body import BodyEncoder
 
 TOOLS = [{"type": "function", "function": {"name": "read", "description": "", "parameters": {}}}]
@@ -117,3 +119,30 @@ async def test_a_message_is_the_same_bytes_json_writes_and_what_orjson_refuses_s
 
     body = await BodyEncoder(huge).body(None, [ChatMessage.user("x")], [], list, {})
     assert json.loads(body)["messages"] == [{"role": "user", "content": "x", "n": 2**70}]
+
+
+async def test_a_tool_results_images_follow_the_whole_run_as_it_grows(tmp_path: Path) -> None:
+    """Chat completions carry a tool result's images in a user message after the
+    last tool message of the run; a run that grows moves them behind the newcomer."""
+    image = tmp_path / "a.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    calls = (ToolCall("c1", "mcp_fs_picture", "{}"), ToolCall("c2", "mcp_fs_echo", "{}"))
+    history = [
+        ChatMessage.user("look"),
+        ChatMessage(Role.ASSISTANT, "", tool_calls=calls),
+        ChatMessage.tool_result(calls[0], "[image attached]", (str(image),)),
+    ]
+    encoder = BodyEncoder(to_openai_message, trailer=tool_images_message)
+    first = json.loads(await encoder.body("chat", history, [], list, {}))["messages"]
+    assert [m["role"] for m in first] == ["user", "assistant", "tool", "user"]
+    history.append(ChatMessage.tool_result(calls[1], "text"))
+    grown = await encoder.body("chat", history, [], list, {})
+    messages = json.loads(grown)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "user"]
+    assert messages == await to_openai_messages(history)
+    url = messages[-1]["content"][1]["image_url"]["url"]
+    assert url == "data:image/png;base64," + base64.b64encode(image.read_bytes()).decode()
+    fresh = await BodyEncoder(to_openai_message, trailer=tool_images_message).body(
+        None, history, [], list, {}
+    )
+    assert grown == fresh

@@ -6,6 +6,7 @@ back is offered again without a gateway restart."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.mcp.server import ServerState
 from gateway.app import Gateway
 from storage.sqlite.db import Database
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp_servers.harness import HttpMcpServer, free_port, stdio_server
 from tests.support import make_config, newest, running_gateway, ws_client
@@ -216,3 +218,103 @@ async def test_a_tool_added_by_the_server_is_offered_from_the_next_turn(
         await until(gw, lambda: "mcp_fs_shout" in [s.name for s in mcp.specs()])
         assert await client.ask("next") == "echo: next"
     assert "mcp_fs_shout" in tool_names(llm.requests[-1])
+
+
+PNG_URI = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 24).decode()
+
+
+def check_tool_runs(messages: list[dict[str, Any]]) -> None:
+    """Chat completions' rules: an assistant's tool calls are answered by tool
+    messages right after it, one per call, and a tool message holds text only."""
+    for i, message in enumerate(messages):
+        if message["role"] == "tool":
+            assert isinstance(message["content"], str)
+        calls = message.get("tool_calls") or []
+        answers = messages[i + 1 : i + 1 + len(calls)]
+        assert [m["role"] for m in answers] == ["tool"] * len(calls)
+        assert [m["tool_call_id"] for m in answers] == [c["id"] for c in calls]
+
+
+async def test_an_image_result_reaches_a_vision_model_as_an_image(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = make_config(home, llm.base_url, mcpServers={"fs": stdio_server()})
+    llm.add_tool_calls([("mcp_fs_picture", {}), ("mcp_fs_echo", {"text": "and text"})])
+    llm.add_text("a black square")
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await until(gw, up(gw, "fs"))
+        assert await client.ask("show me the picture") == "a black square"
+    messages = llm.requests[1]["messages"]
+    check_tool_runs(messages)
+    at = next(i for i, m in enumerate(messages) if m["role"] == "tool")
+    picture, echo, shown = messages[at : at + 3]
+    assert picture["content"] == "[image image/png, 32 bytes: attached]"
+    assert echo["content"] == "and text"
+    assert shown["role"] == "user"  # after the whole run: nothing may come between
+    assert shown["content"][0]["type"] == "text"
+    assert picture["tool_call_id"] in shown["content"][0]["text"]
+    assert shown["content"][1] == {"type": "image_url", "image_url": {"url": PNG_URI}}
+    async with Database(loaded.storage_path) as db:
+        rows = await db.read(
+            lambda c: c.execute(
+                "SELECT media FROM messages WHERE role = 'tool' AND name = 'mcp_fs_picture'"
+            ).fetchall()
+        )
+    [path] = json.loads(rows[0]["media"])
+    assert Path(path).is_relative_to(loaded.media_dir)
+
+
+async def test_a_model_without_vision_gets_the_image_as_a_placeholder(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    loaded = make_config(
+        home,
+        llm.base_url,
+        mcpServers={"fs": stdio_server()},
+        models={"default": {"model_id": "fake-model", "supports_vision": False}},
+    )
+    llm.add_tool_call("mcp_fs_picture", {})
+    llm.add_text("I cannot see it")
+    async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        await until(gw, up(gw, "fs"))
+        assert await client.ask("show me the picture") == "I cannot see it"
+    messages = llm.requests[1]["messages"]
+    result = newest(llm.requests[1])
+    assert result["role"] == "tool"
+    assert result["content"] == "[image image/png, 32 bytes: not shown to the model]"
+    assert not [m for m in messages if m["role"] == "user" and not isinstance(m["content"], str)]
+
+
+async def test_an_image_result_reaches_claude_inside_its_tool_result(home: Path) -> None:
+    async with FakeAnthropic() as claude:
+        claude.add_tool_call("mcp_fs_picture", {}, call_id="toolu_pic")
+        claude.add_text("a black square")
+        loaded = make_config(
+            home,
+            "http://unused.invalid/v1",
+            providers={
+                "claude": {"type": "anthropic", "base_url": claude.base_url, "api_key": "ak"}
+            },
+            models={"sonnet": {"model_id": "claude-test", "max_tokens": 512}},
+            agents={"default": {"provider": "claude", "model": "sonnet"}},
+            mcpServers={"fs": stdio_server()},
+        )
+        async with running_gateway(loaded) as gw, ws_client(gw) as client:
+            await until(gw, up(gw, "fs"))
+            assert await client.ask("show me the picture") == "a black square"
+        second = claude.requests[1]
+    results = [
+        block
+        for message in second["messages"]
+        for block in message["content"]
+        if block["type"] == "tool_result"
+    ]
+    [result] = results
+    assert result["tool_use_id"] == "toolu_pic"
+    image, text = result["content"]
+    assert image == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PNG_URI.split(",")[1]},
+    }
+    assert text["type"] == "text"
+    assert text["text"] == "[image image/png, 32 bytes: attached]"

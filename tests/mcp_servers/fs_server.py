@@ -3,7 +3,10 @@
 Tools: `echo` (returns its text), `crash` (the process exits mid-call), `grow`
 (adds a `shout` tool and sends notifications/tools/list_changed), `quit`
 (answers, then exits while idle), `fail`
-(an isError result), `picture` (an image block). `--gate FIFO` makes the
+(an isError result), `picture` (an image block), `hang` (writes `started
+<request id>` to a file, then waits; on notifications/cancelled it writes
+`cancelled <request id>`), `batch_job` (listed as task-only:
+execution.taskSupport "required"). `--gate FIFO` makes the
 server wait, before it answers anything, until a line can be read from FIFO:
 a server that is still initialising for as long as the test wants.
 """
@@ -15,7 +18,9 @@ import os
 import threading
 from pathlib import Path
 
+import anyio
 from common_tools import add_common_tools  # this folder: the script runs as a file
+from mcp import types
 from mcp.server.fastmcp import Context, FastMCP, Image
 
 parser = argparse.ArgumentParser()
@@ -64,6 +69,38 @@ def fail() -> str:
 def picture() -> Image:
     """A tiny PNG."""
     return Image(data=b"\x89PNG\r\n\x1a\n" + b"\0" * 24, format="png")
+
+
+@server.tool()
+async def hang(path: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Wait until cancelled, noting the request id at the start and on cancellation."""
+    record = Path(path)
+    record.write_text(f"started {ctx.request_id}\n")
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        with record.open("a") as out:
+            out.write(f"cancelled {ctx.request_id}\n")
+        raise
+    return "woke up"
+
+
+@server.tool()
+def batch_job() -> str:
+    """A job the server runs only as a task."""
+    return "done"
+
+
+async def _list_tools() -> list[types.Tool]:
+    """FastMCP's list, with `batch_job` marked task-only (FastMCP has no switch for it)."""
+    required = types.ToolExecution(taskSupport=types.TASK_REQUIRED)
+    return [
+        t.model_copy(update={"execution": required}) if t.name == "batch_job" else t
+        for t in await server.list_tools()
+    ]
+
+
+server._mcp_server.list_tools()(_list_tools)
 
 
 @server.tool()

@@ -5,7 +5,7 @@ import base64
 from mcp import types
 from pydantic import AnyUrl
 
-from agent.mcp.content import result_text
+from agent.mcp.content import ResultImage, result_content, result_text
 
 
 def _result(*blocks: types.ContentBlock, structured: dict[str, object] | None = None) -> str:
@@ -48,3 +48,26 @@ def test_resources_become_text() -> None:
 def test_structured_content_alone_is_its_json_and_nothing_at_all_says_so() -> None:
     assert _result(structured={"n": 1}) == '{"n": 1}'
     assert _result() == "(no output)"
+
+
+def test_an_image_a_model_reads_is_kept_and_named_as_attached() -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
+    blocks = [
+        types.TextContent(type="text", text="here"),
+        types.ImageContent(type="image", data=base64.b64encode(png).decode(), mimeType="image/png"),
+        types.ImageContent(type="image", data="PHN2Zz4=", mimeType="image/svg+xml"),
+        types.ImageContent(type="image", data="not base64!", mimeType="image/jpeg"),
+        types.AudioContent(type="audio", data="AAAA", mimeType="audio/wav"),
+    ]
+    content = result_content(types.CallToolResult(content=blocks), images=True)
+    assert content.images == (ResultImage("image/png", png),)
+    assert content.text.splitlines() == [
+        "here",
+        "[image image/png, 16 bytes: attached]",
+        "[image image/svg+xml, 5 bytes: not shown to the model]",
+        "[image image/jpeg, 8 bytes: not shown to the model]",
+        "[audio audio/wav, 3 bytes: not shown to the model]",
+    ]
+    blind = result_content(types.CallToolResult(content=blocks), images=False)
+    assert blind.images == ()
+    assert "[image image/png, 16 bytes: not shown to the model]" in blind.text

@@ -4,6 +4,7 @@ and a streamable-HTTP server process that the tests kill and restart."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -11,18 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import types
 from structlog.testing import capture_logs
 
 from agent.mcp.config import McpServerConfig
 from agent.mcp.errors import McpUnavailable
 from agent.mcp.manager import CallOutcome, McpManager
-from agent.mcp.server import Backoff, ServerState
-from agent.tools.base import ToolContext, ToolError, ToolSettings
+from agent.mcp.manager import tool_spec as mcp_spec
+from agent.mcp.server import TASK_ONLY, Backoff, ServerState
+from agent.tools.base import ToolContext, ToolError, ToolOutput, ToolSettings
 from tests.mcp_servers.harness import HttpMcpServer, free_port, stdio_server
 
 FAST = Backoff(0.05, 0.5)
 TOKEN = "test-mcp-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 24  # what fs_server's `picture` returns
 
 
 @asynccontextmanager
@@ -263,3 +267,100 @@ async def test_an_inactive_server_is_never_started() -> None:
     async with running({"off": stdio_server(isActive=False)}) as mcp:
         assert mcp.servers == {}
         assert mcp.unavailable() == []
+
+
+async def test_task_only_tools_are_left_out_and_logged_once_per_server(ctx: ToolContext) -> None:
+    with capture_logs() as logs:
+        async with running({"fs": stdio_server()}) as mcp:
+            await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
+            assert "mcp_fs_echo" in offered(mcp)
+            assert "mcp_fs_batch_job" not in offered(mcp)
+            assert mcp.left_out() == [("mcp_fs_batch_job", TASK_ONLY)]
+            assert mcp.statuses()[0].tools == len(offered(mcp))
+            assert await mcp.call("mcp_fs_grow", {}, ctx) == "added shout"  # listed again
+            await until(mcp, lambda: "mcp_fs_shout" in offered(mcp))
+            with pytest.raises(ToolError, match="no longer offers"):
+                await mcp.call("mcp_fs_batch_job", {}, ctx)
+    left_out = [e for e in logs if e["event"] == "mcp_tools_left_out"]
+    assert len(left_out) == 1
+    assert left_out[0]["server"] == "fs"
+    assert left_out[0]["tools"] == ["batch_job"]
+    assert "taskSupport" in left_out[0]["reason"]
+
+
+async def _lines(path: Path, count: int, timeout: float = 20) -> list[str]:
+    """The first `count` lines the server wrote to `path` (it writes them itself)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            lines = path.read_text().splitlines() if path.exists() else []
+            if len(lines) >= count:
+                return lines
+            await asyncio.sleep(0.02)
+
+
+async def test_a_stopped_call_is_cancelled_at_the_server_by_its_request_id(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    record = tmp_path / "hang.txt"
+    async with running({"fs": stdio_server()}) as mcp:
+        await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
+        assert await mcp.call("mcp_fs_echo", {"text": "first"}, ctx) == "first"  # ids move on
+        call = asyncio.create_task(mcp.call("mcp_fs_hang", {"path": str(record)}, ctx))
+        [started] = await _lines(record, 1)
+        call.cancel()  # what /stop does to the turn's tool calls
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        started_line, cancelled_line = await _lines(record, 2)  # the server is still running
+        request_id = started.split()[1]
+        assert started_line == f"started {request_id}"
+        assert cancelled_line == f"cancelled {request_id}"
+        assert await mcp.call("mcp_fs_echo", {"text": "still up"}, ctx) == "still up"
+
+
+async def test_an_image_result_is_a_file_for_a_model_that_reads_images(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    media = tmp_path / "media"
+    seeing = dataclasses.replace(ctx, accepts_images=True)
+    async with running({"fs": stdio_server()}, media_dir=media) as mcp:
+        await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
+        shown = await mcp.call("mcp_fs_picture", {}, seeing)
+        blind = await mcp.call("mcp_fs_picture", {}, ctx)
+    assert isinstance(shown, ToolOutput)
+    assert shown.text == "[image image/png, 32 bytes: attached]"
+    [path] = shown.media
+    assert Path(path).parent == media / "mcp"
+    assert Path(path).suffix == ".png"
+    assert Path(path).read_bytes() == PNG
+    assert blind == "[image image/png, 32 bytes: not shown to the model]"
+
+
+async def test_without_a_media_dir_an_image_stays_a_placeholder(ctx: ToolContext) -> None:
+    seeing = dataclasses.replace(ctx, accepts_images=True)
+    async with running({"fs": stdio_server()}) as mcp:
+        await until(mcp, lambda: state(mcp, "fs") is ServerState.UP)
+        shown = await mcp.call("mcp_fs_picture", {}, seeing)
+    assert shown == "[image image/png, 32 bytes: not shown to the model]"
+
+
+def test_input_schemas_pass_as_sent_less_the_dialect_tag() -> None:
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "searchArguments",
+        "type": "object",
+        "properties": {
+            "q": {"title": "Q", "type": "string", "minLength": 1},
+            "where": {"$ref": "#/$defs/Place"},
+        },
+        "required": ["q"],
+        "additionalProperties": False,
+        "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    }
+    configs = {"web": McpServerConfig.model_validate({"type": "http", "url": "http://x.invalid"})}
+    manager = McpManager(configs)
+    server = manager.servers["web"]
+    tool = types.Tool(name="search", inputSchema=schema)
+    spec = mcp_spec("mcp_web_search", server, tool)
+    assert spec.parameters == {k: v for k, v in schema.items() if k != "$schema"}
+    bare = mcp_spec("mcp_web_now", server, types.Tool(name="now", inputSchema={}))
+    assert bare.parameters == {"type": "object", "properties": {}}

@@ -63,6 +63,19 @@ async def test_tools_lists_the_names_the_model_gets(tmp_path: Path) -> None:
     assert code == 2
 
 
+async def test_tools_shows_task_only_tools_as_not_offered(tmp_path: Path) -> None:
+    loaded = _loaded(tmp_path, fs=stdio_server())
+    code, out = await _run(loaded, "tools", "fs")
+    assert code == 0
+    [line] = [line for line in out.splitlines() if line.startswith("mcp_fs_batch_job ")]
+    assert "(not offered: the server runs it only as a task" in line
+    code, out = await _run(loaded, "tools", "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["mcp_fs_batch_job"]["offered"] is False
+    assert "taskSupport" in rows["mcp_fs_batch_job"]["why"]
+    assert "parameters" in rows["mcp_fs_echo"]
+
+
 async def test_call_runs_a_tool_and_reports_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
