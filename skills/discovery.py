@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SKILL_BYTES",
     "Fingerprint",
     "Invalid",
+    "Lenient",
     "Scan",
     "SkillRoots",
     "fingerprint",
@@ -46,6 +47,15 @@ class Invalid:
 
 
 @dataclass(frozen=True, slots=True)
+class Lenient:
+    """A SKILL.md loaded although it breaks a rule; `reason` says which."""
+
+    path: Path
+    source: SkillSource
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Scan:
     """The effective skills (winners of each name, disabled ones taken out)."""
 
@@ -56,6 +66,7 @@ class Scan:
     fingerprint: Fingerprint
     stamps: dict[Path, str]  # SKILL.md → its stat stamp, to tell a changed skill
     refused: tuple[str, ...] = ()  # roots not read (a link, unreadable), with why
+    lenient: tuple[Lenient, ...] = ()  # loaded with a warning (overridden ones too)
 
 
 def _stamp(info: os.stat_result) -> str:
@@ -135,7 +146,11 @@ def _read_skill(dir_fd: int, root: Path, name: str, source: SkillSource) -> Skil
 
 
 def _scan_root(
-    source: SkillSource, root: Path, found: dict[str, Skill], invalid: list[Invalid]
+    source: SkillSource,
+    root: Path,
+    found: dict[str, Skill],
+    invalid: list[Invalid],
+    lenient: list[Lenient],
 ) -> _Listing:
     opened = _open_root(root)
     if isinstance(opened, _Listing):
@@ -156,6 +171,8 @@ def _scan_root(
             except (OSError, UnicodeDecodeError) as exc:
                 invalid.append(Invalid(path, source, str(exc) or type(exc).__name__))
                 continue
+            if skill.warning is not None:
+                lenient.append(Lenient(path, source, skill.warning))
             found[skill.name] = skill  # a later source overrides
         return listing
     except OSError as exc:
@@ -168,10 +185,11 @@ def scan(roots: SkillRoots) -> Scan:
     fp = fingerprint(roots)
     found: dict[str, Skill] = {}
     invalid: list[Invalid] = []
+    lenient: list[Lenient] = []
     stamps: dict[Path, str] = {}
     refused: list[str] = []
     for source, root in roots.dirs:
-        listing = _scan_root(source, root, found, invalid)
+        listing = _scan_root(source, root, found, invalid, lenient)
         if listing.problem:
             refused.append(listing.problem)
         stamps |= {root / n / SKILL_FILE: s for n, s in listing.stamps.items()}
@@ -184,5 +202,12 @@ def scan(roots: SkillRoots) -> Scan:
             problems.append(str(exc))
     skills = {n: s for n, s in sorted(found.items()) if n not in disabled}
     return Scan(
-        skills, tuple(invalid), frozenset(disabled), tuple(problems), fp, stamps, tuple(refused)
+        skills,
+        tuple(invalid),
+        frozenset(disabled),
+        tuple(problems),
+        fp,
+        stamps,
+        tuple(refused),
+        tuple(lenient),
     )

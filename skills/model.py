@@ -48,6 +48,8 @@ class Skill:
     source: SkillSource
     # every front-matter field, unknown ones included (name and description too)
     metadata: Mapping[str, object] = field(default_factory=dict)
+    # what was forgiven to load it (a description cut, YAML read leniently)
+    warning: str | None = None
 
     @property
     def path(self) -> Path:

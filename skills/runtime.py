@@ -173,6 +173,12 @@ class SkillRuntime:
                         detail=bad.reason,
                     )
                 )
+        seen_lenient = {(i.path, old.stamps.get(i.path)) for i in old.lenient} if old else set()
+        for forgiven in new.lenient:
+            if (forgiven.path, new.stamps.get(forgiven.path)) not in seen_lenient:
+                log.warning(
+                    "skill_loaded_leniently", path=str(forgiven.path), reason=forgiven.reason
+                )
         for skill in new.skills.values():
             if old is None or old.stamps.get(skill.path) != new.stamps[skill.path]:
                 events.append(

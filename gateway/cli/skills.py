@@ -29,7 +29,11 @@ def add_skills_parser(
 ) -> None:
     parser = subparsers.add_parser("skills", help="the skills found, and their usage events")
     commands = parser.add_subparsers(dest="skills_command", required=True, metavar="COMMAND")
-    with_config(commands.add_parser("list", help="every skill: name, source, description"))
+    with_config(
+        commands.add_parser(
+            "list", help="every skill: name, source, description; skipped files and why"
+        )
+    )
     show = with_config(commands.add_parser("show", help="one skill's folder, fields and body"))
     show.add_argument("name")
     events = with_config(commands.add_parser("events", help="recent skill events"))
@@ -70,7 +74,9 @@ async def run_skills_command(
     for skill in found.skills.values():
         print(f"{skill.name:<24} {skill.source.value:<16} {skill.description}", file=out)
     for bad in found.invalid:
-        print(f"invalid: {bad.path}: {bad.reason}", file=out)
+        print(f"skipped: {bad.path}: {bad.reason}", file=out)
+    for forgiven in found.lenient:
+        print(f"warning: {forgiven.path}: {forgiven.reason} (loaded)", file=out)
     if found.disabled:
         print("disabled: " + ", ".join(sorted(found.disabled)), file=out)
     for problem in found.problems:
