@@ -76,7 +76,9 @@ class WechatChannel(Channel):
         self.capabilities = Capabilities(
             max_message_chars=config.max_message_chars,
             can_show_typing=config.typing,
-            media_kinds=frozenset({MediaKind.IMAGE, MediaKind.FILE}),
+            media_kinds=frozenset(
+                {MediaKind.IMAGE, MediaKind.FILE, MediaKind.VIDEO, MediaKind.AUDIO}
+            ),
             send_media=frozenset({MediaKind.IMAGE, MediaKind.FILE}),
         )
         self._runtime: ChannelRuntime | None = None

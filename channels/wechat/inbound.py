@@ -55,11 +55,27 @@ def _item_text(item: dict[str, Any]) -> str:
     if kind == ITEM_TEXT:
         return str((item.get("text_item") or {}).get("text") or "")
     if kind == ITEM_VOICE:
-        transcript = str((item.get("voice_item") or {}).get("text") or "")
-        return transcript or "[voice message without transcript]"
+        voice = item.get("voice_item") or {}
+        transcript = str(voice.get("text") or "").strip()
+        if transcript or _voice_audio(item):
+            return transcript  # no transcript: the audio goes to speech-to-text
+        return "[voice message without transcript]"
     if kind == ITEM_VIDEO:
         return "[video]"
     return ""
+
+
+def _voice_audio(item: dict[str, Any]) -> bool:
+    """A voice item to download: WeChat sent no transcript of its own, and the
+    audio is there (WeChat's transcript, when sent, is used instead)."""
+    voice = item.get("voice_item")
+    if item.get("type") != ITEM_VOICE or not isinstance(voice, dict):
+        return False
+    return not str(voice.get("text") or "").strip() and isinstance(voice.get("media"), dict)
+
+
+def _is_media(item: dict[str, Any]) -> bool:
+    return item.get("type") in (ITEM_IMAGE, ITEM_FILE, ITEM_VIDEO) or _voice_audio(item)
 
 
 def _quote(items: list[dict[str, Any]]) -> str | None:
@@ -105,7 +121,7 @@ def parse_message(msg: dict[str, Any]) -> ParsedMessage | None:
         create_time_ms=_int(msg.get("create_time_ms")),
         text=text,
         reply_to=_quote(items),
-        media_items=[i for i in items if i.get("type") in (ITEM_IMAGE, ITEM_FILE, ITEM_VIDEO)],
+        media_items=[i for i in items if _is_media(i)],
         metadata={
             k: msg[k]
             for k in ("seq", "message_id", "client_id", "session_id", "create_time_ms")

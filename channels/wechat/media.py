@@ -1,10 +1,12 @@
 """Inbound WeChat media: CDN download, AES-128-ECB decryption, a file on disk.
 
-Images, files and videos arrive as CDN references (`encrypt_query_param`, `aes_key`,
+Images, files, videos and voice notes arrive as CDN references (`encrypt_query_param`, `aes_key`,
 `full_url`); the bytes are AES-128-ECB with PKCS7 padding. The key is either
 base64 of 16 raw bytes or base64 of a 32-character hex string; image items may
 also carry a hex `aeskey`, which wins. Files land in the channel's media
 directory. Only the configured CDN host is ever fetched (no SSRF via full_url).
+A voice note's SILK is decoded to WAV (channels.wechat.voice) so that the
+gateway's speech-to-text can take it.
 """
 
 from __future__ import annotations
@@ -21,14 +23,21 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from channels.wechat.api import ILinkClient, ILinkError
+from channels.wechat.voice import VoiceError, voice_to_audio
 from gateway.bus import MediaKind, MediaRef
 
 __all__ = ["MediaError", "MediaFetcher", "decrypt_ecb", "parse_aes_key"]
 
 ITEM_IMAGE = 2
+ITEM_VOICE = 3
 ITEM_FILE = 4
 ITEM_VIDEO = 5
-_ITEM_FIELDS = {ITEM_IMAGE: "image_item", ITEM_FILE: "file_item", ITEM_VIDEO: "video_item"}
+_ITEM_FIELDS = {
+    ITEM_IMAGE: "image_item",
+    ITEM_VOICE: "voice_item",
+    ITEM_FILE: "file_item",
+    ITEM_VIDEO: "video_item",
+}
 
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png", ".png"),
@@ -118,7 +127,7 @@ class MediaFetcher:
         raise MediaError("media reference has no usable download address")
 
     async def fetch(self, item: dict[str, Any], stem: str) -> MediaRef:
-        """`item` is one entry of a message's item_list (type 2, 4 or 5)."""
+        """`item` is one entry of a message's item_list (type 2, 3, 4 or 5)."""
         kind_type = item.get("type")
         sub = item.get(_ITEM_FIELDS.get(kind_type if isinstance(kind_type, int) else 0, ""))
         media = sub.get("media") if isinstance(sub, dict) else None
@@ -137,6 +146,14 @@ class MediaFetcher:
             path = self._directory / f"{stem}{ext}"
             await asyncio.to_thread(_write, path, data)
             return MediaRef(MediaKind.IMAGE, str(path), mime, path.name)
+        if kind_type == ITEM_VOICE:
+            try:
+                audio = await asyncio.to_thread(voice_to_audio, data)
+            except VoiceError as exc:
+                raise MediaError(str(exc)) from exc
+            path = self._directory / f"{stem}{audio.suffix}"
+            await asyncio.to_thread(_write, path, audio.data)
+            return MediaRef(MediaKind.AUDIO, str(path), audio.mime_type, path.name)
         if kind_type == ITEM_VIDEO:
             path = self._directory / f"{stem}.mp4"
             await asyncio.to_thread(_write, path, data)

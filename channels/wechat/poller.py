@@ -203,7 +203,7 @@ class UpdatePoller:
             try:
                 refs.append(await self._media.fetch(item, f"{parsed.key}_{index}"))
             except MediaError as exc:
-                what = {2: "image", 5: "video"}.get(item.get("type") or 0, "file")
+                what = {2: "image", 3: "voice note", 5: "video"}.get(item.get("type") or 0, "file")
                 log.warning(
                     "wechat media download failed",
                     channel=self._name,

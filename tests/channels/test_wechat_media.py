@@ -1,9 +1,14 @@
-"""Inbound WeChat media and item kinds: CDN download + AES-128-ECB, voice, quotes."""
+"""Inbound WeChat media and item kinds: CDN download + AES-128-ECB, voice (SILK
+to WAV, or WeChat's own transcript), quotes."""
 
 from __future__ import annotations
 
+import array
 import base64
+import io
+import itertools
 import secrets
+import wave
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,7 @@ from channels.wechat import WechatChannel
 from channels.wechat.media import MediaError, decrypt_ecb, parse_aes_key
 from gateway.bus import MediaKind
 from tests.channels.test_wechat_support import make_config, wechat_runtime, write_credentials
-from tests.fakes.wechat_server import FakeWechat, aes_ecb_encrypt
+from tests.fakes.wechat_server import FakeWechat, aes_ecb_encrypt, silk_tone
 
 ALICE = "alice@im.wechat"
 PNG = b"\x89PNG\r\n\x1a\n" + secrets.token_bytes(300)
@@ -138,3 +143,70 @@ async def test_a_video_is_downloaded_and_attached(tmp_path: Path) -> None:
     assert (media.kind, media.mime_type) == (MediaKind.VIDEO, "video/mp4")
     assert Path(media.path).read_bytes() == mp4
     assert message.text == "[video]"
+
+
+def _wav_tone(data: bytes) -> tuple[int, int, float, int]:
+    """(channels, rate, seconds, zero crossings) of a 16-bit WAV."""
+    with wave.open(io.BytesIO(data)) as wav:
+        assert wav.getsampwidth() == 2
+        frames = wav.readframes(wav.getnframes())
+        samples = array.array("h", frames)
+        crossings = sum(1 for a, b in itertools.pairwise(samples) if (a < 0) != (b < 0))
+        return (
+            wav.getnchannels(),
+            wav.getframerate(),
+            wav.getnframes() / wav.getframerate(),
+            crossings,
+        )
+
+
+async def test_a_voice_note_without_transcript_is_downloaded_as_wav(tmp_path: Path) -> None:
+    silk = silk_tone(seconds=1.0, hz=440)
+    assert silk.startswith(b"\x02#!SILK_V3")  # WeChat's variant
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        channel = WechatChannel(make_config(fake))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            note = fake.add_voice_note(silk)
+            await fake.add_message(ALICE, items=[note])
+            [message] = await rt.wait_for_messages(1)
+    assert fake.cdn_requests == [note["voice_item"]["media"]["encrypt_query_param"]]
+    assert message.text == ""
+    [media] = message.media
+    assert (media.kind, media.mime_type) == (MediaKind.AUDIO, "audio/wav")
+    assert Path(media.path).suffix == ".wav"
+    channels, rate, seconds, crossings = _wav_tone(Path(media.path).read_bytes())
+    assert (channels, rate) == (1, 16_000)
+    assert 0.9 <= seconds <= 1.1
+    assert 800 <= crossings <= 960  # a 440 Hz tone crosses zero 880 times a second
+
+
+async def test_wechats_own_transcript_is_used_and_the_audio_left_alone(tmp_path: Path) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        channel = WechatChannel(make_config(fake))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            note = fake.add_voice_note(silk_tone(0.2), text="buy oat milk")
+            await fake.add_message(ALICE, items=[note])
+            [message] = await rt.wait_for_messages(1)
+    assert (message.text, message.media) == ("buy oat milk", ())
+    assert fake.cdn_requests == []
+
+
+async def test_a_voice_note_that_does_not_decode_keeps_the_message_with_a_note(
+    tmp_path: Path,
+) -> None:
+    async with FakeWechat() as fake:
+        write_credentials(tmp_path, fake)
+        channel = WechatChannel(make_config(fake))
+        async with wechat_runtime(channel, tmp_path) as rt:
+            for broken in (
+                b"\x02#!SILK_V3",  # a header and no sound
+                b"\x02#!SILK_V3\x05\x00abc",  # a frame cut short
+                b"not audio at all",
+            ):
+                await fake.add_message(ALICE, items=[fake.add_voice_note(broken)])
+            received = await rt.wait_for_messages(3)
+    for message in received:
+        assert message.media == ()
+        assert message.text == "[voice note could not be downloaded]"

@@ -6,7 +6,9 @@ redirect to), the getupdates long poll with an opaque cursor and deliberate
 replays, sendmessage with ret codes and context_token checks (a send without the
 user's latest token is "silently discarded": ret 0, recorded in `discarded`),
 getconfig/sendtyping, notifystart/stop, and CDN downloads encrypted with
-AES-128-ECB. Header or body violations are collected in `protocol_errors`.
+AES-128-ECB, voice notes among them as real SILK v3 (`silk_tone`, encoded by
+the same library the channel decodes with, in WeChat's variant with the 0x02
+byte). Header or body violations are collected in `protocol_errors`.
 """
 
 from __future__ import annotations
@@ -14,13 +16,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import io
 import json
+import math
 import secrets
+import struct
 import time
+import wave
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pysilk
 from aiohttp import web
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -43,6 +50,30 @@ def aes_ecb_encrypt(data: bytes, key: bytes) -> bytes:
     padded = padder.update(data) + padder.finalize()
     encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
     return encryptor.update(padded) + encryptor.finalize()
+
+
+def silk_tone(seconds: float = 1.0, hz: float = 440.0, rate: int = 24_000) -> bytes:
+    """A sine tone as WeChat sends voice notes: SILK v3, Tencent's variant."""
+    frames = int(seconds * rate)
+    pcm = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * hz * n / rate))) for n in range(frames)
+    )
+    out = io.BytesIO()
+    pysilk.encode(io.BytesIO(pcm), out, rate, 24_000, tencent=True)
+    return out.getvalue()
+
+
+def silk_as_wav(silk: bytes, rate: int = 16_000) -> bytes:
+    """What a speech-to-text endpoint should get for `silk`: 16-bit mono WAV."""
+    pcm = io.BytesIO()
+    pysilk.decode(io.BytesIO(silk), pcm, rate)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm.getvalue())
+    return out.getvalue()
 
 
 @dataclass
@@ -222,6 +253,22 @@ class FakeWechat:
             extra["aeskey"] = key.hex()
             media["aes_key"] = base64.b64encode(secrets.token_bytes(16)).decode()  # must lose
         return {"media": media, **extra}
+
+    def add_voice_note(
+        self, audio: bytes, *, text: str | None = None, encode_type: int = 6
+    ) -> dict[str, Any]:
+        """A voice item (type 3) whose audio is on the CDN; `text` is WeChat's
+        own transcript, which iLink sends with some notes."""
+        voice: dict[str, Any] = {
+            **self.add_cdn_file(audio),
+            "encode_type": encode_type,
+            "bits_per_sample": 16,
+            "sample_rate": 24_000,
+            "playtime": 1000,
+        }
+        if text is not None:
+            voice["text"] = text
+        return {"type": 3, "voice_item": voice}
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout), self._changed:
