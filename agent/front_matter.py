@@ -22,6 +22,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FRONT_MATTER_CHARS",
     "FrontMatterError",
+    "FrontMatterSyntaxError",
     "definition_folders",
     "parse_front_matter",
 ]
@@ -47,6 +48,11 @@ def definition_folders(root: Path) -> list[Path]:
 
 class FrontMatterError(ValueError):
     """A file whose front matter cannot be read (the message says why)."""
+
+
+class FrontMatterSyntaxError(FrontMatterError):
+    """Front matter that is not valid YAML (not a refusal: an alias, the depth,
+    the size); a lenient reader may try again (skills.parse)."""
 
 
 class _Refused(yaml.YAMLError):
@@ -94,7 +100,8 @@ def parse_front_matter(text: str) -> tuple[dict[str, object], str]:
     except _Refused as exc:
         raise FrontMatterError(str(exc)) from None
     except yaml.YAMLError as exc:
-        raise FrontMatterError(f"front matter is not valid YAML: {exc}".splitlines()[0]) from None
+        message = f"front matter is not valid YAML: {exc}".splitlines()[0]
+        raise FrontMatterSyntaxError(message) from None
     finally:
         loader.dispose()
     if meta is None:

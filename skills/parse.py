@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.front_matter import FrontMatterError, parse_front_matter
+from agent.front_matter import FrontMatterError, FrontMatterSyntaxError, parse_front_matter
 from skills.model import Skill, SkillSource
 
 __all__ = [
@@ -35,9 +35,6 @@ __all__ = [
 ]
 
 MAX_DESCRIPTION_CHARS = 1024
-# agent.front_matter's reason for a YAML syntax error (its other reasons —
-# aliases, depth, size, no `---` — must stay errors)
-_YAML_SYNTAX = "front matter is not valid YAML"
 _TOP_LEVEL_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?$")
 # a value starting with one of these is not a plain scalar: left to YAML
 _INDICATORS = frozenset("[]{}&*!|>'\"%@`#,?-")
@@ -103,7 +100,7 @@ def _front_matter(text: str) -> tuple[dict[str, object], str, list[str]]:
     try:
         meta, body = parse_front_matter(text)
     except FrontMatterError as exc:
-        if not str(exc).startswith(_YAML_SYNTAX):
+        if not isinstance(exc, FrontMatterSyntaxError):  # aliases, depth, size stay errors
             raise SkillFormatError(str(exc)) from None
         fixed = _quote_colon_values(_split(text)[0])
         if fixed is None:
@@ -111,7 +108,7 @@ def _front_matter(text: str) -> tuple[dict[str, object], str, list[str]]:
         try:
             meta, _ = parse_front_matter(f"---\n{fixed}---\n")
         except FrontMatterError as again:  # a refusal (an alias, say) says more
-            reason = exc if str(again).startswith(_YAML_SYNTAX) else again
+            reason = exc if isinstance(again, FrontMatterSyntaxError) else again
             raise SkillFormatError(str(reason)) from None
         body = _split(text)[1]
         note = f"{exc} — read leniently, values holding ': ' as plain text (quote them)"
