@@ -22,7 +22,7 @@ import websockets
 
 from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse
 from gateway.app import Gateway
-from gateway.config.core import LoadedConfig, parse_config
+from gateway.config.loading import LoadedConfig, parse_config
 
 
 class InstantProvider:

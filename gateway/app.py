@@ -34,7 +34,7 @@ from gateway.approvals.service import Approvals
 from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.delivery.setup import DeliveryFeature
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.i18n.locales import LocaleResolver

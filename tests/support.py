@@ -23,7 +23,7 @@ from channels.base import Channel
 from gateway.app import Gateway
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
-from gateway.config.core import LoadedConfig, parse_config
+from gateway.config.loading import LoadedConfig, parse_config
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

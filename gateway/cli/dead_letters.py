@@ -11,7 +11,7 @@ import argparse
 import functools
 from collections.abc import Callable
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.backends import open_database
 from storage.sql.delivery import dead_letters
 

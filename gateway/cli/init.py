@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from agent.prompt_file import AGENT_PROMPT_FILENAME, DEFAULT_AGENT_PROMPTS
-from gateway.config.core import ChannelsConfig, ConfigError, parse_config, picobot_home
+from gateway.config.core import ChannelsConfig, ConfigError
+from gateway.config.loading import parse_config, picobot_home
 
 __all__ = ["CHANNELS", "DEFAULT_MODELS", "add_init_arguments", "build_config", "run_init"]
 

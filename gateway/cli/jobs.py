@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import tzinfo
 from typing import Any
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.clock import SystemClock
 from scheduler.owners import OPERATOR

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from agent.mcp.config import McpServerConfig
 from agent.mcp.naming import tool_name
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.ops.logging import register_secrets
 from gateway.tools.mcp import secret_values
 

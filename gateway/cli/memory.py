@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.memory.service import entry_of
 from storage.backends import open_database
 from storage.sql.memory.memories import MemoryRow, Scope

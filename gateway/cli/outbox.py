@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.turns.replies import format_duration
 from storage.backends import open_database
 from storage.clock import parse_iso

@@ -21,7 +21,7 @@ from gateway.access.pairing import (
     parse_code,
     parse_who,
 )
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.i18n.locales import LocaleResolver
 from storage.backends import open_database
 from storage.sql.access.pairings import ApproveOutcome

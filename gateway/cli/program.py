@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 # Everything else is imported by the command that needs it: `picobot --help`
 # loads no config model, SDK or logging pipeline.
 if TYPE_CHECKING:
-    from gateway.config.core import Config, LoadedConfig
+    from gateway.config.core import Config
+    from gateway.config.loading import LoadedConfig
 
 __all__ = ["main"]
 
@@ -58,7 +59,7 @@ def _secret_values(config: Config) -> list[str]:
 
 
 def _load(args: argparse.Namespace) -> LoadedConfig:
-    from gateway.config.core import load_config
+    from gateway.config.loading import load_config
 
     return load_config(getattr(args, "config", None))
 
@@ -180,7 +181,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from gateway.cli.client.main import ClientState, run_client
-    from gateway.config.core import picobot_home
+    from gateway.config.loading import picobot_home
 
     home = picobot_home(os.environ)
     state = ClientState.load(home / "client.json")

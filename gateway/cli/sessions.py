@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 
 from agent.messages import ChatMessage
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.backends import open_database
 from storage.store import Store
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.tools.skills import skill_roots
 from skills.discovery import scan
 from storage.backends import open_database

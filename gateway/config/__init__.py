@@ -1,9 +1,9 @@
 """Configuration: the JSON file, its `${ENV}` placeholders and the frozen
-pydantic models of every section (`core`: `Config`, `load_config`,
-`ConfigError`; one module per section family: agents and providers,
+pydantic models of every section (`core`: `Config`, `ConfigError`;
+`loading`: `load_config`, `LoadedConfig`; one module per section family: agents and providers,
 approval, skills, sub-agents). Loaded once by the composition root and
 passed down; nothing reads it at run time. Every key is in docs/CONFIG.md.
 
-Public: gateway.config.core, gateway.config.agents, gateway.config.approval, gateway.config.skills, gateway.config.subagents
+Public: gateway.config.core, gateway.config.loading, gateway.config.agents, gateway.config.approval, gateway.config.skills, gateway.config.subagents
 May import: agent, channels, channels.base, scheduler.config, storage.url
 """

@@ -1,20 +1,17 @@
-"""Configuration: JSON file → environment placeholders → frozen pydantic models.
+"""The configuration's frozen pydantic models: `Config` and its sections.
 
-Loaded once by the composition root (`load_config`) and passed down; nothing
-calls it at run time. Unknown keys and wrong types fail start-up with the JSON
-path of the offending key and the reason (`ConfigError`).
+Read and validated by gateway.config.loading (`load_config`) once, in the
+composition root, and passed down; nothing reads it at run time. Unknown keys
+and wrong types fail start-up with the JSON path of the offending key and the
+reason (`ConfigError`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -23,13 +20,12 @@ from pydantic import (
     AfterValidator,
     Field,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from agent.mcp.config import McpServerConfig, unset_placeholders
+from agent.mcp.config import McpServerConfig
 from channels.base import ChannelSettings, DailyTime, LocaleSetting, ServedHosts
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig, TelegramMode
@@ -49,14 +45,13 @@ from gateway.config.approval import ApprovalConfig
 from gateway.config.skills import SkillsConfig
 from gateway.config.subagents import SessionMessageToolConfig, SubagentsConfig
 from scheduler.config import SchedulerConfig
-from storage.url import is_postgres_url, redact_url, sqlite_path_of
+from storage.url import redact_url, sqlite_path_of
 
 __all__ = [
     "AgentConfig",
     "CompactionConfig",
     "Config",
     "ConfigError",
-    "LoadedConfig",
     "ModelConfig",
     "ModelPrices",
     "ProviderConfig",
@@ -64,10 +59,6 @@ __all__ = [
     "SkillsConfig",
     "SubagentsConfig",
     "admins_from_env",
-    "find_config_file",
-    "load_config",
-    "parse_config",
-    "picobot_home",
 ]
 
 
@@ -89,7 +80,7 @@ def check_admin_entry(entry: str) -> str:
     return entry
 
 
-_RETIRED = "retired_key"  # a key that used to exist: its error names it and says why
+RETIRED_KEY = "retired_key"  # a key that used to exist: its error names it and says why
 
 
 class GatewayConfig(FrozenModel):
@@ -127,7 +118,7 @@ class GatewayConfig(FrozenModel):
     def _retired_keys(cls, data: Any) -> Any:
         if isinstance(data, dict) and "outbound_max_attempts" in data:
             raise PydanticCustomError(
-                _RETIRED,
+                RETIRED_KEY,
                 "retired: a reply is no longer given up after a number of attempts but "
                 "when gateway.outbound_give_up_after_secs (default 86400, one day) pass "
                 "without delivery; remove this key",
@@ -374,194 +365,3 @@ class Config(FrozenModel):
                     f"{low:g} to {high:g} (agents.{name} uses both)"
                 )
         return problems
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedConfig:
-    config: Config
-    path: Path | None  # None: built-in defaults, no file found
-    home: Path
-    # JSON path → environment variable named by a placeholder that was unset.
-    missing_env: Mapping[str, str]
-    env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
-    static_dir: Path | None = None  # $STATIC_DIR: serve the web UI from disk (development)
-
-    @property
-    def admins(self) -> frozenset[str]:
-        """gateway.admins and PICOBOT_ADMINS together."""
-        return frozenset((*self.config.gateway.admins, *self.env_admins))
-
-    @property
-    def storage_url(self) -> str:
-        """What `storage.backends.open_database` opens: `storage.url`, else the
-        SQLite file (`storage.path` or the default) as `sqlite:///…`. It may
-        hold a password: show it only through `storage.url.redact_url`."""
-        url = self.config.storage.url
-        if url and self.storage_is_postgres:
-            return url
-        path = self.sqlite_path
-        assert path is not None  # not PostgreSQL: a file
-        return f"sqlite:///{path}"
-
-    @property
-    def storage_is_postgres(self) -> bool:
-        url = self.config.storage.url
-        return bool(url) and is_postgres_url(url or "")
-
-    @property
-    def sqlite_path(self) -> Path | None:
-        """The SQLite file, None when storage is on a PostgreSQL server."""
-        storage = self.config.storage
-        if storage.url:
-            if self.storage_is_postgres:
-                return None
-            return Path(sqlite_path_of(storage.url)).expanduser()
-        if storage.path:
-            return Path(storage.path).expanduser()
-        return self.home / "storage" / "sessions.db"
-
-    @property
-    def storage_path(self) -> Path:
-        """The SQLite file. Code that serves both backends uses `storage_url`
-        (or `sqlite_path`); with a PostgreSQL `storage.url` there is no file,
-        and this raises ConfigError rather than name one that is not used."""
-        path = self.sqlite_path
-        if path is None:
-            raise ConfigError(
-                "storage.url names a PostgreSQL server: there is no SQLite file "
-                "(this command works on SQLite only; docs/storage.md)"
-            )
-        return path
-
-    @property
-    def skills_project_dir(self) -> Path:
-        """<project> of the project skill sources (docs/skills.md)."""
-        chosen = self.config.skills.project_dir
-        return Path(chosen).expanduser() if chosen else self.workspace
-
-    @property
-    def workspace(self) -> Path:
-        ws = self.config.tools.workspace
-        return Path(ws).expanduser() if ws else self.home / "workspace"
-
-    @property
-    def agent_dir(self) -> Path:
-        return self.home / "agent"
-
-    @property
-    def media_dir(self) -> Path:
-        return self.home / "media"
-
-
-def picobot_home(environ: Mapping[str, str]) -> Path:
-    home = environ.get("PICOBOT_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".picobot"
-
-
-def find_config_file(
-    explicit: str | Path | None, environ: Mapping[str, str], cwd: Path
-) -> Path | None:
-    """`--config`, else $PICOBOT_HOME/config.json, else ./config.json, else None."""
-    if explicit is not None:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        return path
-    for candidate in (picobot_home(environ) / "config.json", cwd / "config.json"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|<([A-Z_][A-Z0-9_]*)>")
-
-
-def _substitute(node: Any, environ: Mapping[str, str], path: str, missing: dict[str, str]) -> Any:
-    if isinstance(node, dict):
-        return {
-            k: _substitute(v, environ, f"{path}.{k}" if path else k, missing)
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [_substitute(v, environ, f"{path}[{i}]", missing) for i, v in enumerate(node)]
-    if not isinstance(node, str):
-        return node
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(3)
-        default = match.group(2)
-        value = environ.get(name)
-        if value:
-            return value
-        if default is not None:
-            return default
-        missing[path] = name
-        return ""
-
-    return _PLACEHOLDER.sub(replace, node)
-
-
-def _format_errors(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = list(err["loc"])
-        if err["type"] == _RETIRED:
-            loc.append(err.get("ctx", {}).get("key", "?"))
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"  {where}: {reason}")
-    return "\n".join(lines)
-
-
-def parse_config(
-    raw: Any, environ: Mapping[str, str], *, source: str = "config"
-) -> tuple[Config, dict[str, str]]:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the top level must be a JSON object")
-    missing: dict[str, str] = {}
-    substituted = _substitute(raw, environ, "", missing)
-    try:
-        config = Config.model_validate(substituted)
-    except ValidationError as exc:
-        raise ConfigError(f"{source} is invalid:\n{_format_errors(exc)}") from None
-    problems = config.check_references() + unset_placeholders(config.mcp_servers, missing)
-    if problems:
-        raise ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
-    return config, missing
-
-
-def load_config(
-    explicit: str | Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-) -> LoadedConfig:
-    env = os.environ if environ is None else environ
-    path = find_config_file(explicit, env, cwd or Path.cwd())
-    raw: Any = {}
-    if path is not None:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            ) from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
-            ) from None
-        except RecursionError:
-            raise ConfigError(f"{path}: nested too deeply to read") from None
-        except ValueError as exc:  # a number longer than int() takes
-            raise ConfigError(f"{path}: cannot read: {exc}") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    config, missing = parse_config(raw, env, source=str(path) if path else "default config")
-    static = env.get("STATIC_DIR")
-    return LoadedConfig(
-        config,
-        path,
-        picobot_home(env),
-        missing,
-        admins_from_env(env),
-        Path(static).expanduser() if static else None,
-    )

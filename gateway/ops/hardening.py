@@ -15,7 +15,7 @@ import sys
 import structlog
 
 from agent.tools.sandbox import Sandbox, SandboxMode, bwrap_path
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.lifecycle import StartupError
 
 __all__ = ["BWRAP_INSTALL_HINT", "make_non_dumpable", "resolve_sandbox"]

@@ -21,7 +21,7 @@ from agent.tools.scheduler_manage import SchedulerManageTool
 from agent.tools.session_message import SendSessionMessageTool
 from agent.tools.task import TaskTool
 from gateway.approvals.service import Approvals, TurnControls
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.config.subagents import SubagentsConfig
 from gateway.ops.hardening import resolve_sandbox
 from gateway.ops.metrics import Metrics

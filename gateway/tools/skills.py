@@ -14,7 +14,7 @@ from typing import Any
 from agent.context import TurnFacts
 from agent.messages import Marker
 from agent.tools.base import Tool
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from skills.discovery import SkillRoots
 from skills.events import SkillEvent
 from skills.index import IndexLimits

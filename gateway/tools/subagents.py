@@ -41,7 +41,7 @@ from agent.subagents.types import (
 )
 from agent.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 from agent.turn_control import TurnControl
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.turns.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.turns.run_slots import NoRunSlot, RunSlots
 from storage.store import Store

@@ -20,7 +20,8 @@ from agent.providers import deferred_provider
 from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
-from gateway.config.core import CompactionConfig, Config, LoadedConfig, ModelPrices, ProviderConfig
+from gateway.config.core import CompactionConfig, Config, ModelPrices, ProviderConfig
+from gateway.config.loading import LoadedConfig
 from gateway.turns.transcription import Transcriber, build_transcriber
 
 __all__ = [

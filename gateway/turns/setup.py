@@ -16,7 +16,8 @@ from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from channels.base import Channel
 from gateway.approvals.service import Approvals
 from gateway.clock import Clock
-from gateway.config.core import Config, LoadedConfig
+from gateway.config.core import Config
+from gateway.config.loading import LoadedConfig
 from gateway.i18n import Locale
 from gateway.turns.agents import AgentDirectory, AgentProfile, build_profile, build_providers
 from gateway.turns.chat_policy import build_chat_policies

@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from gateway.bus import InboundMessage
 from gateway.cli.pairing import add_pairing_parser, run_pairing_command
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.i18n import Locale, Msg, tr
 from storage.sql.delivery import inbox
 from storage.sqlite.db import Database

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.fakes.feishu_server import (
     FakeFeishu,
     Sent,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.turn_control import APPROVAL_REFUSED
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.sql.memory.memories import Scope
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import WsClient, conversation, make_config, newest, running_gateway, ws_client

@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.e2e.test_telegram import telegram_config
 from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
 from tests.fakes.telegram_server import FakeTelegram

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from channels.feishu.webhook import WEBHOOK_PATH
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.fakes.feishu_server import (
     BOT_OPEN_ID,
     ENCRYPT_KEY,

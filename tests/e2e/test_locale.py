@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.prompt_file import DEFAULT_AGENT_PROMPTS
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.i18n import Locale, Msg, tr
 from tests.channels.test_wechat_support import write_credentials
 from tests.e2e.test_wechat import wechat_config

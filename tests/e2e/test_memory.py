@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.sqlite.db import Database
 from tests.fakes.feishu_server import FakeFeishu, config_dict, message_event
 from tests.fakes.openai_server import FakeOpenAI

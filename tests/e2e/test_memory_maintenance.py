@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.app import Gateway
 from gateway.cli.jobs import add_jobs_parser, run_jobs_command
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.sql.memory.memories import Provenance, Scope
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support import make_config, running_gateway, ws_client

@@ -25,7 +25,7 @@ from structlog.testing import capture_logs
 from channels.base import TransientSendError
 from gateway.app import Gateway
 from gateway.cli import main as picobot_main
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.fakes.feishu_server import FakeFeishu, config_dict, message_event
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel

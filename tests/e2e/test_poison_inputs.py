@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from channels.feishu.webhook import WEBHOOK_PATH as FEISHU_PATH
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.channels.test_wechat_support import write_credentials
 from tests.e2e.test_attachments import send_voice_note, with_transcription
 from tests.e2e.test_feishu import feishu_config, webhook_overrides

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gateway.bus import OutboundMessage
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from gateway.ops.retention import RetentionService, RetentionSettings
 from storage.sql.retention import RowRef, row_of_state_key
 from storage.sqlite.db import Connection, Database

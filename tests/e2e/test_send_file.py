@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.channels.test_wechat_support import write_credentials
 from tests.e2e.test_feishu import feishu_config
 from tests.e2e.test_telegram import telegram_config

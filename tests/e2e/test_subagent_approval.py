@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.e2e.test_subagents import is_child, tool_results, transcript
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway, ws_client

@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.sql.delivery.outbox import OutboxRow, OutboxState
 from storage.sqlite.db import Database
 from tests.channels.test_wechat_support import write_credentials

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.wecom_kf_server import OPEN_KFID, FakeWecomKf

@@ -18,7 +18,7 @@ import websockets
 
 from channels.websocket import CLOSE_FORBIDDEN_CHAT
 from gateway.app import Gateway
-from gateway.config.core import LoadedConfig
+from gateway.config.loading import LoadedConfig
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import (
     GatewayProcess,

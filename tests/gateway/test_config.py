@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config.core import ConfigError, load_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import load_config
 
 
 def _write(path: Path, data: object) -> Path:

@@ -10,7 +10,8 @@ import pytest
 
 from agent.providers.base import CacheTTL
 from gateway.cli.program import main
-from gateway.config.core import ConfigError, load_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import load_config
 from gateway.turns.agents import provider_settings
 
 

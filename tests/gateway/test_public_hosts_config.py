@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config.core import Config, ConfigError, load_config
+from gateway.config.core import Config, ConfigError
+from gateway.config.loading import load_config
 
 
 def _load(tmp_path: Path, gateway: dict[str, object], **sections: object) -> Config:

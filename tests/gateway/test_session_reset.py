@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.config.core import parse_config
+from gateway.config.loading import parse_config
 from gateway.turns.session_reset import NEVER, ResetPolicy, reset_policy
 from storage.clock import iso
 from storage.sql.conversations.turns import SessionReset

@@ -125,7 +125,7 @@ async def test_off_or_without_calls_nothing_is_sent() -> None:
 def test_each_channel_gets_its_display_from_its_override_or_the_gateway() -> None:
     from channels.telegram import TelegramChannel
     from channels.websocket import WebSocketChannel
-    from gateway.config.core import parse_config
+    from gateway.config.loading import parse_config
     from gateway.turns.chat_policy import build_chat_policies
 
     config, _ = parse_config(

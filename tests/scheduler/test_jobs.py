@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gateway.config.core import ConfigError, parse_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import parse_config
 from scheduler.config import SchedulerConfig
 from scheduler.jobs import (
     AgentTaskJob,

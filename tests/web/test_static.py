@@ -99,7 +99,7 @@ async def test_static_dir_serves_from_disk_and_traversal_is_refused(
 
 
 async def test_the_packaged_page_is_served_without_static_dir(home: Path, llm: FakeOpenAI) -> None:
-    from gateway.config.core import load_config
+    from gateway.config.loading import load_config
 
     (home / "config.json").write_text(json.dumps({"gateway": {"port": 0}}))
     assert load_config(None, {"PICOBOT_HOME": str(home)}).static_dir is None

@@ -30,13 +30,8 @@ from channels.base import ChannelSettings
 from channels.feishu.config import FeishuMode
 from gateway.cli.doctor.findings import Finding, Status, ok, problem, secret_of, warn
 from gateway.cli.doctor.probe import DEFAULT_BASE, probe_all, used_providers
-from gateway.config.core import (
-    ConfigError,
-    LoadedConfig,
-    find_config_file,
-    load_config,
-    picobot_home,
-)
+from gateway.config.core import ConfigError
+from gateway.config.loading import LoadedConfig, find_config_file, load_config, picobot_home
 from gateway.ops.hardening import BWRAP_INSTALL_HINT
 from storage.sqlite.health import UnreadableDatabase, inspect_database
 from storage.sqlite.migrations import MIGRATIONS

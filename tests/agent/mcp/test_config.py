@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from agent.mcp.config import McpServerConfig, McpTransport
-from gateway.config.core import ConfigError, parse_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import parse_config
 
 
 def _server(**keys: Any) -> McpServerConfig:

@@ -18,7 +18,8 @@ from aiohttp import web
 
 from gateway.bus import OutboundMessage
 from gateway.cli.doctor.main import run_doctor
-from gateway.config.core import ConfigError, load_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import load_config
 from storage.sql.delivery import outbox
 from storage.sqlite.db import Database
 from storage.sqlite.migrations import MIGRATIONS

@@ -13,7 +13,7 @@ import pytest
 
 from agent.prompt_file import DEFAULT_AGENT_PROMPTS
 from gateway.cli.init import add_init_arguments, run_init
-from gateway.config.core import load_config
+from gateway.config.loading import load_config
 
 
 def parse(*argv: str) -> argparse.Namespace:

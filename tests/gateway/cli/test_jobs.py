@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.jobs import add_jobs_parser, run_jobs_command
-from gateway.config.core import Config, LoadedConfig
+from gateway.config.core import Config
+from gateway.config.loading import LoadedConfig
 from scheduler.admin import JobAdmin
 from scheduler.clock import SystemClock
 from scheduler.jobs import parse_job

@@ -12,7 +12,7 @@ import pytest
 
 from gateway.cli.mcp import run_mcp_command
 from gateway.cli.program import build_parser
-from gateway.config.core import LoadedConfig, parse_config
+from gateway.config.loading import LoadedConfig, parse_config
 from gateway.ops.logging import clear_secrets
 from tests.mcp_servers.harness import free_port, stdio_server
 

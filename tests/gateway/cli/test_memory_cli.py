@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.memory import add_memory_parser, run_memory_command
-from gateway.config.core import Config, LoadedConfig
+from gateway.config.core import Config
+from gateway.config.loading import LoadedConfig
 from storage.sql.memory.memories import Provenance, Scope
 from storage.sqlite.db import Database
 from storage.units.memories import MemoryStore

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.access.pairing import CODE_RULES
 from gateway.cli.program import main
-from gateway.config.core import load_config
+from gateway.config.loading import load_config
 from storage.sqlite.db import Database
 from storage.store import Store
 

@@ -10,7 +10,7 @@ import pytest
 
 from agent.messages import ChatMessage, Marker, Role
 from gateway.cli.program import main
-from gateway.config.core import load_config
+from gateway.config.loading import load_config
 from storage.sqlite.db import Database
 from storage.store import Store
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.config.core import ConfigError, load_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import load_config
 from storage.sql.skill_events import SkillEventRow
 from storage.sqlite.db import Database
 from storage.store import Store

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config.core import ConfigError, LoadedConfig, load_config, parse_config
+from gateway.config.core import ConfigError
+from gateway.config.loading import LoadedConfig, load_config, parse_config
 from gateway.ops.hardening import resolve_sandbox
 
 PASSWORD = "s3cret-Pa55word"
