@@ -77,7 +77,7 @@ async def hang(path: str, ctx: Context) -> str:  # type: ignore[type-arg]
     record = Path(path)
     record.write_text(f"started {ctx.request_id}\n")
     try:
-        await anyio.sleep(3600)
+        await anyio.Event().wait()  # set by nobody: until cancelled
     except anyio.get_cancelled_exc_class():
         with record.open("a") as out:
             out.write(f"cancelled {ctx.request_id}\n")

@@ -59,14 +59,21 @@ async def test_a_cancelled_caller_leaves_its_job_to_finish_and_the_next_call_wor
 
 async def test_stop_finishes_queued_jobs_and_then_refuses_calls() -> None:
     worker = WorkerThread("storage-test")
-    gate = threading.Event()
-    queued = [asyncio.create_task(worker.call(gate.wait, 10)) for _ in range(3)]
-    await asyncio.sleep(0)
+    entered, gate = threading.Event(), threading.Event()
+    finished: list[int] = []
+
+    def job(n: int) -> int:
+        entered.set()
+        gate.wait(10)
+        finished.append(n)
+        return n
+
+    queued = [asyncio.create_task(worker.call(job, n)) for n in range(3)]
+    await asyncio.to_thread(entered.wait, 10)  # the first runs; the others were queued first
     stopping = asyncio.create_task(worker.stop())
-    await asyncio.sleep(0.05)
-    assert not stopping.done()  # waits for the jobs already handed over
     gate.set()
     await stopping
-    assert [await q for q in queued] == [True, True, True]
+    assert finished == [0, 1, 2]  # stop returned after the jobs handed over, not before
+    assert [await q for q in queued] == [0, 1, 2]
     with pytest.raises(StorageClosed):
         await worker.call(lambda: None)

@@ -22,6 +22,7 @@ from agent.mcp.manager import tool_spec as mcp_spec
 from agent.mcp.server import TASK_ONLY, Backoff, ServerState
 from agent.tools.base import ToolContext, ToolError, ToolOutput, ToolSettings
 from tests.mcp_servers.harness import HttpMcpServer, free_port, stdio_server
+from tests.support import wait_until
 
 FAST = Backoff(0.05, 0.5)
 TOKEN = "test-mcp-token-0123456789"
@@ -289,13 +290,14 @@ async def test_task_only_tools_are_left_out_and_logged_once_per_server(ctx: Tool
 
 
 async def _lines(path: Path, count: int, timeout: float = 20) -> list[str]:
-    """The first `count` lines the server wrote to `path` (it writes them itself)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            lines = path.read_text().splitlines() if path.exists() else []
-            if len(lines) >= count:
-                return lines
-            await asyncio.sleep(0.02)
+    """The first `count` lines the server wrote to `path` (another process:
+    nothing to await but the file)."""
+
+    def written() -> list[str]:
+        return path.read_text().splitlines() if path.exists() else []
+
+    await wait_until(lambda: len(written()) >= count, timeout)
+    return written()
 
 
 async def test_a_stopped_call_is_cancelled_at_the_server_by_its_request_id(
