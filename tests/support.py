@@ -279,6 +279,26 @@ async def spawn_gateway(
     return GatewayProcess(proc, bound, lines, reader, changed)
 
 
+async def run_picobot(home: Path, *args: str, timeout: float = 60) -> tuple[int, str]:
+    """`picobot ARGS` as a real process with `home`'s environment, to its end:
+    its exit code and its output (stdout and stderr together)."""
+    proc = await asyncio.create_subprocess_exec(
+        PICOBOT,
+        *args,
+        env=child_env(home),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
+
+
 def conversation(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages of an LLM request without system messages (AGENT.md etc.)."""
     return [m for m in body["messages"] if m["role"] != "system"]

@@ -13,10 +13,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from channels.base import PermanentSendError
+from channels.too_large import Megabytes, TooLarge
 from gateway.bus import MediaKind
 
 __all__ = ["LIMITS", "MediaLimits", "SendAs", "plan", "preview", "too_large_note"]
+
+
+_mb = Megabytes(1024 * 1024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +52,7 @@ def preview(kind: MediaKind, size: int, limits: MediaLimits = LIMITS) -> str:
     """What `send_file` tells the model before the outbox sends the file."""
     send_as = plan(kind, size, limits)
     if send_as is SendAs.NOTHING:
-        raise PermanentSendError(
-            f"too large for Feishu ({_mb(size)}; files of at most "
-            f"{_mb(limits.file_bytes)} are taken): not sent"
-        )
+        raise TooLarge("Feishu", limits.file_bytes, _mb).refusal(size)
     if send_as is SendAs.IMAGE:
         return "as an image"
     if kind is MediaKind.IMAGE:
@@ -61,11 +61,4 @@ def preview(kind: MediaKind, size: int, limits: MediaLimits = LIMITS) -> str:
 
 
 def too_large_note(name: str, size: int, limits: MediaLimits = LIMITS) -> str:
-    return (
-        f"[{name} ({_mb(size)}) was not sent: Feishu takes files of at most "
-        f"{_mb(limits.file_bytes)}]"
-    )
-
-
-def _mb(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB"
+    return TooLarge("Feishu", limits.file_bytes, _mb).note(name, size)

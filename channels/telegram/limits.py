@@ -16,7 +16,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from channels.base import PermanentSendError
+from channels.too_large import Megabytes, TooLarge
 from gateway.bus import MediaKind
 
 __all__ = [
@@ -30,6 +30,9 @@ __all__ = [
     "preview",
     "too_large_note",
 ]
+
+
+_mb = Megabytes(1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +99,7 @@ def preview(
     """What `send_file` tells the model before the outbox sends the file."""
     send_as = plan(kind, size, dims, limits)
     if send_as is SendAs.NOTHING:
-        raise PermanentSendError(
-            f"too large for Telegram ({_mb(size)}; files of at most "
-            f"{_mb(limits.upload_bytes)} are taken): not sent"
-        )
+        raise TooLarge("Telegram", limits.upload_bytes, _mb).refusal(size)
     if send_as is SendAs.PHOTO:
         if dims is None:
             return "as a photo (as a document if Telegram refuses it as a photo)"
@@ -117,14 +117,7 @@ def is_photo_refusal(description: str) -> bool:
 
 
 def too_large_note(name: str, size: int, limits: MediaLimits = LIMITS) -> str:
-    return (
-        f"[{name} ({_mb(size)}) was not sent: Telegram takes files of at most "
-        f"{_mb(limits.upload_bytes)}]"
-    )
-
-
-def _mb(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB"
+    return TooLarge("Telegram", limits.upload_bytes, _mb).note(name, size)
 
 
 _PNG = b"\x89PNG\r\n\x1a\n"

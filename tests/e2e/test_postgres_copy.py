@@ -4,7 +4,6 @@ parked reply delivered once, the job listed, the memory found."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,11 @@ import websockets
 from storage.backends import open_database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import (
-    PICOBOT,
     WsClient,
     child_env,
     conversation,
     process_config,
+    run_picobot,
     spawn_gateway,
     wait_until,
 )
@@ -42,19 +41,6 @@ async def _connect(url: str, chat_id: str) -> tuple[websockets.ClientConnection,
     await ws.send(json.dumps({"type": "hello", "protocol": 1, "chat_id": chat_id}))
     assert json.loads(await ws.recv())["type"] == "welcome"
     return ws, WsClient(ws, chat_id)
-
-
-async def _cli(home: Path, *args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        PICOBOT,
-        *args,
-        env=child_env(home),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(errors="replace")
 
 
 async def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
@@ -105,7 +91,7 @@ async def test_a_copied_home_carries_on_on_postgresql(
     sqlite_config = process_config(llm.base_url, scheduler=scheduler)
     msg_id = await _live_on_sqlite(llm, home, sqlite_config)
 
-    code, out = await _cli(
+    code, out = await run_picobot(
         home, "storage", "copy", "--to", postgres_url, "--config", str(home / "config.json")
     )
     assert code == 0, out
@@ -141,7 +127,7 @@ async def test_a_copied_home_carries_on_on_postgresql(
             assert json.loads(tool_answers[-1]["content"])["content"] == FACT
 
         pg_config_file = home / "config.json"  # spawn_gateway wrote pg_config there
-        code, listed = await _cli(home, "jobs", "list", "--config", str(pg_config_file))
+        code, listed = await run_picobot(home, "jobs", "list", "--config", str(pg_config_file))
         assert code == 0, listed
         assert "morning.digest" in listed, listed
     finally:

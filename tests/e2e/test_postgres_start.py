@@ -17,7 +17,13 @@ import psycopg
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support import PICOBOT, GatewayProcess, child_env, process_config, spawn_gateway
+from tests.support import (
+    GatewayProcess,
+    child_env,
+    process_config,
+    run_picobot,
+    spawn_gateway,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -81,19 +87,9 @@ async def test_a_database_of_a_newer_picobot_is_refused_and_left_alone(
     await asyncio.to_thread(_pretend_a_newer_picobot_wrote, postgres_url)
     path = home / "config.json"
     path.write_text(json.dumps(_config(llm, postgres_url)))
-    proc = await asyncio.create_subprocess_exec(
-        PICOBOT,
-        "gateway",
-        "--config",
-        str(path),
-        env=child_env(home),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(proc.communicate(), 60)
-    text = output.decode(errors="replace")
+    code, text = await run_picobot(home, "gateway", "--config", str(path))
 
-    assert proc.returncode not in (0, None), text
+    assert code != 0, text
     assert "database schema version 99" in text, text
     assert "newer than this picobot understands (1)" in text, text
     assert "gateway_started" not in text
