@@ -35,6 +35,7 @@ __all__ = [
     "MediaKind",
     "MediaRef",
     "MessageBus",
+    "NoSuchChannel",
     "Origin",
     "OutboundMessage",
     "Receipt",
@@ -53,6 +54,11 @@ __all__ = [
 
 class BusClosed(Exception):
     """Raised by `submit` once the gateway has stopped taking messages."""
+
+
+class NoSuchChannel(ValueError):
+    """A message for a channel that is not enabled (e.g. a scheduled job's
+    target): a fact of the config, said in one line, never a traceback."""
 
 
 class ChatType(StrEnum):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt
+from gateway.bus import InboundMessage, MessageBus, NoSuchChannel, OutboundMessage, Receipt
 from gateway.delivery.outbound import OutboundDispatcher
 from gateway.i18n import Locale, Msg, tr
 from gateway.work import STOPPED_OUTCOME, TurnOutcome, WorkItem
@@ -50,7 +50,14 @@ class PipelineHost:
         self.dispatcher = dispatcher
         self.waiters = waiters
 
+    def _check_target(self, channel: str) -> None:
+        if channel not in self.dispatcher.channels:
+            raise NoSuchChannel(
+                f"channel {channel!r} is not enabled: enable it, or pause or delete the job"
+            )
+
     async def send_message(self, channel: str, chat_id: str, text: str) -> None:
+        self._check_target(channel)
         await self.dispatcher.enqueue(OutboundMessage(channel, chat_id, text))
 
     async def notify_failure(self, channel: str, chat_id: str, job_id: str) -> None:
@@ -58,8 +65,7 @@ class PipelineHost:
         await self.send_message(channel, chat_id, text)
 
     async def run_agent_task(self, message: InboundMessage) -> None:
-        if message.channel not in self.dispatcher.channels:
-            raise ValueError(f"no enabled channel named {message.channel!r}")
+        self._check_target(message.channel)
         future = self.waiters.expect(message)
         try:
             receipt = await self.bus.submit(message)

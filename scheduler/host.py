@@ -17,7 +17,8 @@ class SchedulerHost(Protocol):
     """What the scheduler needs from the gateway (implemented by the composition root)."""
 
     async def send_message(self, channel: str, chat_id: str, text: str) -> None:
-        """Queue `text` for `chat_id` durably (an outbox row) and return."""
+        """Queue `text` for `chat_id` durably (an outbox row) and return;
+        NoSuchChannel if `channel` is not enabled."""
         ...
 
     async def notify_failure(self, channel: str, chat_id: str, job_id: str) -> None:
@@ -28,7 +29,8 @@ class SchedulerHost(Protocol):
     async def run_agent_task(self, message: InboundMessage) -> None:
         """Run a synthetic message through the pipeline; return when its turn has finished.
 
-        Raises if the turn failed; for a silent task (`Delivery.FAILURES_ONLY`)
+        Raises NoSuchChannel if `message.channel` is not enabled, and
+        raises if the turn failed; for a silent task (`Delivery.FAILURES_ONLY`)
         the pipeline has sent the failure notice to `request.notify_chat_id` by then.
         """
         ...

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import structlog
 
+from gateway.bus import NoSuchChannel
 from scheduler.admin import JobAdmin, SchedulerError
 from scheduler.builtin import builtin_jobs, register_builtin_events
 from scheduler.claims import ClaimedRun, Claimer
@@ -268,6 +269,8 @@ class Scheduler:
                 status, error = RunStatus.TIMED_OUT, f"timed out after {timeout:g}s"
             else:
                 status, error = RunStatus.FAILED, _describe(exc)
+        except NoSuchChannel as exc:  # the config's doing: one line below, no traceback
+            status, error = RunStatus.FAILED, str(exc)
         except Exception as exc:
             status, error = RunStatus.FAILED, _describe(exc)
             bound.exception("scheduled_run_error")

@@ -1,4 +1,5 @@
-"""Docs stay true: every config key is in docs/CONFIG.md, every section in the example."""
+"""Docs stay true: every config key is in docs/CONFIG.md, every section in the
+example, every config example in the docs valid."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from agent.mcp.config import McpServerConfig
 from gateway.config.core import AgentConfig, Config, ModelConfig, ProviderConfig
+from gateway.config.loading import parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMED = {
@@ -48,6 +50,43 @@ def test_every_config_key_is_documented() -> None:
     assert len(keys) > 100
     missing = [k for k in keys if f"`{k}`" not in doc]
     assert missing == []
+
+
+def _config_examples() -> list[tuple[str, str]]:
+    """Every code block in README*.md and docs/ that is a config (or a run of its
+    top-level keys, shown without the outer braces): (where, the block)."""
+    top = {f.alias or name for name, f in Config.model_fields.items()}
+    found = []
+    for path in sorted([*ROOT.glob("README*.md"), *(ROOT / "docs").rglob("*.md")]):
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r"```\w*\n(.*?)```", text, re.S):
+            block = match.group(1)
+            for candidate in (block, "{" + block + "}"):
+                try:
+                    parsed = json.loads(candidate)
+                except ValueError:
+                    continue
+                if isinstance(parsed, dict) and parsed and set(parsed) <= top:
+                    line = text.count("\n", 0, match.start()) + 1
+                    found.append((f"{path.relative_to(ROOT)}:{line}", candidate))
+                break
+    return found
+
+
+CONFIG_EXAMPLES = _config_examples()
+
+
+def test_the_docs_show_config_examples() -> None:
+    assert len(CONFIG_EXAMPLES) >= 10  # the scan finds them (each is checked below)
+
+
+@pytest.mark.parametrize(("where", "block"), CONFIG_EXAMPLES, ids=[w for w, _ in CONFIG_EXAMPLES])
+def test_each_config_example_in_the_docs_validates(where: str, block: str) -> None:
+    """What a reader copies is a valid config once its `${VAR}`s are set."""
+    names = re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)|<([A-Z_][A-Z0-9_]*)>", block)
+    # 43 characters: as long as a WeCom EncodingAESKey, the one value with a length
+    env = dict.fromkeys((a or b for a, b in names), "k" * 43)
+    parse_config(json.loads(block), env, source=where)  # raises ConfigError, naming the key
 
 
 def test_example_config_has_every_section_and_channel() -> None:

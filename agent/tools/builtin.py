@@ -19,11 +19,25 @@ from agent.tools.send_file import SendFileTool
 from agent.tools.shell import ShellTool
 from agent.tools.web import HttpRequestTool, WebFetchTool
 
-__all__ = ["SHELL_ALIASES", "build_registry", "builtin_tools"]
+__all__ = ["BUILTIN_TOOL_NAMES", "SHELL_ALIASES", "build_registry", "builtin_tools"]
 
 # The spec names the shell tool `bash` on Unix and `shell` on Windows; a config
 # written on one platform must keep working on the other.
 SHELL_ALIASES = frozenset({"bash", "shell"})
+
+_BUILTIN_CLASSES: tuple[type[Tool[Any]], ...] = (
+    CalculatorTool,
+    GetTimeTool,
+    ReadTool,
+    WriteTool,
+    EditTool,
+    ShellTool,
+    HttpRequestTool,
+    WebFetchTool,
+    SendFileTool,
+)
+# What a config may name before any tool exists (gateway.config checks names at load)
+BUILTIN_TOOL_NAMES = frozenset(cls.name for cls in _BUILTIN_CLASSES)
 
 
 def builtin_tools(settings: ToolSettings, timezone: str) -> list[Tool[Any]]:

@@ -14,12 +14,9 @@ patterns that run without asking). Tools not named run without asking.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from pydantic import Field
 
 from agent.approval import ApprovalMode, ApprovalPolicy, ApprovalRule
-from agent.mcp.naming import PREFIX as MCP_PREFIX
 from agent.tools.builtin import SHELL_ALIASES
 from gateway.config.agents import FrozenModel
 
@@ -47,13 +44,3 @@ class ApprovalConfig(FrozenModel):
             for alias in SHELL_ALIASES if name in SHELL_ALIASES else (name,):
                 rules[alias] = rule
         return ApprovalPolicy(rules, self.timeout_secs)
-
-    def check_names(self, known: Iterable[str]) -> None:
-        """A misspelt tool name would silently never ask: refuse to start."""
-        offered = set(known) | SHELL_ALIASES
-        unknown = sorted(n for n in self.tools if n not in offered and not n.startswith(MCP_PREFIX))
-        if unknown:
-            raise ValueError(
-                f"unknown tool name(s) in tools.approval.tools: {', '.join(unknown)} "
-                f"(known tools: {', '.join(sorted(offered))})"
-            )

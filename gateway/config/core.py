@@ -44,6 +44,7 @@ from gateway.config.agents import (
 from gateway.config.approval import ApprovalConfig
 from gateway.config.skills import SkillsConfig
 from gateway.config.subagents import SessionMessageToolConfig, SubagentsConfig
+from gateway.config.tool_names import unknown_tool_names
 from scheduler.config import SchedulerConfig
 from storage.url import redact_url, sqlite_path_of
 
@@ -325,12 +326,21 @@ class Config(FrozenModel):
         for name, channel in self.channels.enabled().items():
             if channel.agent not in self.agents:
                 problems.append(f"channels.{name}.agent: no agent named {channel.agent!r}")
+        enabled = self.channels.enabled()
         for n, job in enumerate(self.scheduler.jobs):
             agent_name = getattr(job.payload, "agent", None)
             if agent_name is not None and agent_name not in self.agents:
                 problems.append(
                     f"scheduler.jobs[{n}] ({job.id}): payload.agent: no agent named {agent_name!r}"
                 )
+            target = getattr(job, "target", None)
+            if self.scheduler.enabled and job.enabled and target and target.channel not in enabled:
+                problems.append(
+                    f"scheduler.jobs[{n}] ({job.id}): target.channel: {target.channel!r} is not "
+                    "an enabled channel (enable it, or set the job's enabled to false)"
+                )
+        problems += unknown_tool_names("tools.disabled", self.tools.disabled)
+        problems += unknown_tool_names("tools.approval.tools", self.tools.approval.tools)
         problems.extend(
             "mcpServers: a server key must not be empty" for key in self.mcp_servers if not key
         )

@@ -18,10 +18,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.mcp.config import unset_placeholders
+from gateway.config.agents import AgentConfig
 from gateway.config.core import RETIRED_KEY, Config, ConfigError, admins_from_env
 from storage.url import is_postgres_url, sqlite_path_of
 
-__all__ = ["LoadedConfig", "find_config_file", "load_config", "parse_config", "picobot_home"]
+__all__ = [
+    "LoadedConfig",
+    "find_config_file",
+    "load_config",
+    "parse_config",
+    "picobot_home",
+    "unset_placeholders_in_use",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,18 @@ class LoadedConfig:
     missing_env: Mapping[str, str]
     env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
     static_dir: Path | None = None  # $STATIC_DIR: serve the web UI from disk (development)
+
+    @property
+    def missing_env_in_use(self) -> dict[str, str]:
+        """The unset placeholders that matter: not those of a disabled channel,
+        an inactive MCP server or a provider no agent uses."""
+        config = self.config
+        return _in_use(
+            self.missing_env,
+            channels=set(config.channels.enabled()),
+            servers={key for key, server in config.mcp_servers.items() if server.is_active},
+            providers={agent.provider for agent in config.agents.values()},
+        )
 
     @property
     def admins(self) -> frozenset[str]:
@@ -149,7 +169,51 @@ def _substitute(node: Any, environ: Mapping[str, str], path: str, missing: dict[
     return _PLACEHOLDER.sub(replace, node)
 
 
-def _format_errors(exc: ValidationError) -> str:
+def _in_use(
+    missing: Mapping[str, str], *, channels: set[str], servers: set[str], providers: set[str]
+) -> dict[str, str]:
+    in_use = {"channels": channels, "mcpServers": servers, "providers": providers}
+    kept: dict[str, str] = {}
+    for where, var in missing.items():
+        section, _, rest = where.partition(".")
+        if section in in_use and rest.split(".", 1)[0] not in in_use[section]:
+            continue
+        kept[where] = var
+    return kept
+
+
+def unset_placeholders_in_use(raw: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    """For a config that did not load: its unset placeholders that would matter,
+    judged from the raw JSON as `LoadedConfig.missing_env_in_use` judges a loaded
+    one (a channel without `"enabled": true` is off; a server with `"isActive":
+    false` is inactive; a provider counts when an agent names it)."""
+    if not isinstance(raw, dict):
+        return {}
+    missing: dict[str, str] = {}
+    _substitute(raw, environ, "", missing)
+
+    def section(key: str) -> dict[str, Any]:
+        value = raw.get(key)
+        return (
+            {k: v for k, v in value.items() if isinstance(v, dict)}
+            if isinstance(value, dict)
+            else {}
+        )
+
+    agents = section("agents") or {"default": {}}
+    default = AgentConfig.model_fields["provider"].default
+    providers = {a.get("provider", default) for a in agents.values()}
+    return _in_use(
+        missing,
+        channels={k for k, v in section("channels").items() if v.get("enabled") is True},
+        servers={
+            k for k, v in section("mcpServers").items() if v.get("isActive", True) is not False
+        },
+        providers={p for p in providers if isinstance(p, str)},
+    )
+
+
+def _format_errors(exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors():
         loc = list(err["loc"])
@@ -157,8 +221,16 @@ def _format_errors(exc: ValidationError) -> str:
             loc.append(err.get("ctx", {}).get("key", "?"))
         where = ".".join(str(p) for p in loc) or "(top level)"
         reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"  {where}: {reason}")
-    return "\n".join(lines)
+        lines.append(f"{where}: {reason}")
+    return lines
+
+
+def _invalid(source: str, problems: list[str]) -> ConfigError:
+    """One problem on one line (what start-up and `picobot doctor` both print);
+    several as a list."""
+    if len(problems) == 1:
+        return ConfigError(f"{source} is invalid: {problems[0]}")
+    return ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def parse_config(
@@ -171,10 +243,10 @@ def parse_config(
     try:
         config = Config.model_validate(substituted)
     except ValidationError as exc:
-        raise ConfigError(f"{source} is invalid:\n{_format_errors(exc)}") from None
+        raise _invalid(source, _format_errors(exc)) from None
     problems = config.check_references() + unset_placeholders(config.mcp_servers, missing)
     if problems:
-        raise ConfigError(f"{source} is invalid:\n" + "\n".join(f"  {p}" for p in problems))
+        raise _invalid(source, problems)
     return config, missing
 
 

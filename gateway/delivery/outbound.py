@@ -23,7 +23,7 @@ from typing import Protocol
 import structlog
 
 from channels.base import Channel
-from gateway.bus import ChannelEvent, OutboundMessage
+from gateway.bus import ChannelEvent, NoSuchChannel, OutboundMessage
 from gateway.delivery.health import ChannelHealth
 from gateway.delivery.policy import (
     Action,
@@ -187,7 +187,7 @@ class OutboundDispatcher:
     async def enqueue(self, message: OutboundMessage, inbox_id: int | None = None) -> int:
         """Durably queue a message that is not the reply to a turn (commands, jobs)."""
         if message.channel not in self.channels:
-            raise ValueError(f"no enabled channel named {message.channel!r}")
+            raise NoSuchChannel(f"no enabled channel named {message.channel!r}")
         row_id = await self.store.enqueue(message, inbox_id)
         self.wake(message.channel)
         return row_id

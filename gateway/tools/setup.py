@@ -1,7 +1,8 @@
 """The tools every agent is built from: their settings from the config, the
 built-in registry, the gateway's own tools (memory, scheduler, skills,
 send_session_message) where enabled, and the MCP servers as a per-turn source.
-`tools.disabled` and `tools.approval` names are checked against the result.
+`tools.disabled` and `tools.approval` names were checked when the config loaded
+(gateway/config/tool_names.py).
 `ToolsFeature.build` is the composition root's one call: the skill runtime,
 these tools, and `task` once the sub-agent types are known.
 """
@@ -102,8 +103,6 @@ def build_tools(
     )
     if mcp is not None:
         registry.add_source(mcp)  # offered per turn: the tools of the servers up then
-    # `task` is registered later (ToolsFeature.build) but may be held like any tool
-    cfg.tools.approval.check_names([*registry.names(), *cfg.tools.disabled, TASK_TOOL])
     return tool_settings, registry, mcp
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.turn_control import APPROVAL_REFUSED
+from gateway.config.core import ConfigError
 from gateway.config.loading import LoadedConfig
 from storage.sql.memory.memories import Scope
 from tests.fakes.openai_server import FakeOpenAI
@@ -172,11 +174,10 @@ async def test_only_the_asker_or_an_admin_may_answer(home: Path, llm: FakeOpenAI
     assert (home / "workspace" / "approved.txt").exists()
 
 
-async def test_a_misspelt_tool_name_stops_start_up(home: Path, llm: FakeOpenAI) -> None:
-    loaded = make_config(home, llm.base_url, tools={"approval": {"tools": {"bahs": "always"}}})
-    with pytest.raises(ValueError, match=r"unknown tool name\(s\) in tools.approval.tools: bahs"):
-        async with running_gateway(loaded):
-            pass
+def test_a_misspelt_tool_name_is_refused_with_the_config(home: Path, llm: FakeOpenAI) -> None:
+    expected = "tools.approval.tools: no tool named 'bahs' (did you mean 'bash'?)"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        make_config(home, llm.base_url, tools={"approval": {"tools": {"bahs": "always"}}})
 
 
 async def test_shell_names_the_bash_tool_too(home: Path, llm: FakeOpenAI) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+import structlog.testing
 
-from gateway.bus import Delivery, Origin, SessionPolicy, TurnRequest
+from gateway.bus import Delivery, NoSuchChannel, Origin, SessionPolicy, TurnRequest
 from scheduler.clock import ManualClock
 from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry, InternalEvent
@@ -120,6 +121,20 @@ async def test_a_failing_run_is_recorded_with_its_error_and_the_job_keeps_going(
     runs = await harness.runs("daily")
     assert statuses(runs) == ["failed", "succeeded"]
     assert runs[0].error == "RuntimeError: provider down"
+
+
+async def test_a_job_for_a_disabled_channel_fails_in_one_line(harness: Harness) -> None:
+    """A stored job whose channel was since disabled: each run fails with the
+    reason and no traceback (the config check catches configured jobs)."""
+    harness.host.fail_with = NoSuchChannel("channel 'feishu' is not enabled")
+    with structlog.testing.capture_logs() as logs:
+        await harness.start([agent_job()])
+        await harness.tick(60)
+    [run] = await harness.runs("daily")
+    assert (run.status.value, run.error) == ("failed", "channel 'feishu' is not enabled")
+    events = [entry["event"] for entry in logs]
+    assert "scheduled_run_failed" in events
+    assert "scheduled_run_error" not in events  # the traceback's line
 
 
 async def test_a_silent_task_that_times_out_notifies_the_main_chat(harness: Harness) -> None:

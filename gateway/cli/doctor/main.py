@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import stat
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -31,14 +30,19 @@ from channels.feishu.config import FeishuMode
 from gateway.cli.doctor.findings import Finding, Status, ok, problem, secret_of, warn
 from gateway.cli.doctor.probe import DEFAULT_BASE, probe_all, used_providers
 from gateway.config.core import ConfigError
-from gateway.config.loading import LoadedConfig, find_config_file, load_config, picobot_home
+from gateway.config.loading import (
+    LoadedConfig,
+    find_config_file,
+    load_config,
+    picobot_home,
+    unset_placeholders_in_use,
+)
 from gateway.ops.hardening import BWRAP_INSTALL_HINT
 from storage.sqlite.health import UnreadableDatabase, inspect_database
 from storage.sqlite.migrations import MIGRATIONS
 
 __all__ = ["Finding", "Status", "run_doctor"]  # Finding, Status: from doctor_findings
 
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|<([A-Z_][A-Z0-9_]*)>")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _SERVER_TIMEOUT_SECS = 5.0  # connecting to the storage.url server
 _UNREACHABLE_HINT = (
@@ -57,12 +61,13 @@ async def run_doctor(
     probe_timeout_secs: float = 5.0,
 ) -> int:
     """Print one line per check; 0 when nothing is a problem, 1 otherwise."""
-    problems = 0
+    problems = warnings = 0
 
     def report(findings: Iterable[Finding]) -> None:
-        nonlocal problems
+        nonlocal problems, warnings
         for finding in findings:
             problems += finding.status is Status.PROBLEM
+            warnings += finding.status is Status.WARN
             print(finding.render(), file=out)
 
     try:
@@ -71,7 +76,7 @@ async def run_doctor(
         report([problem("config", str(exc), "fix the file; every key is in docs/CONFIG.md")])
         report(_unset_placeholders(config_path, environ, cwd or Path.cwd()))
         report(await asyncio.to_thread(_check_dirs, [("data dir", picobot_home(environ))]))
-        _summary(problems, out)
+        _summary(problems, warnings, out)
         return 1
     report(_config_findings(loaded))
     report(await _storage_findings(loaded))
@@ -87,12 +92,13 @@ async def run_doctor(
     report(_provider_findings(loaded))
     if probe:
         report(await probe_all(loaded, probe_timeout_secs))
-    _summary(problems, out)
+    _summary(problems, warnings, out)
     return 1 if problems else 0
 
 
-def _summary(problems: int, out: TextIO) -> None:
-    print(f"{problems} problem(s) found" if problems else "no problems found", file=out)
+def _summary(problems: int, warnings: int, out: TextIO) -> None:
+    text = f"{problems} problem(s) found" if problems else "no problems found"
+    print(f"{text}, {warnings} warning(s)" if warnings else text, file=out)
 
 
 # -- config ------------------------------------------------------------------
@@ -108,16 +114,9 @@ def _config_findings(loaded: LoadedConfig) -> list[Finding]:
         if mode & 0o007:  # group-readable is the service layout (root:picobot 0640)
             message = f"{path} has mode {mode:04o}: every user can read it"
             findings.append(warn("config", message, f"chmod 640 {path}"))
-    config = loaded.config
-    used = {agent.provider for agent in config.agents.values()}
-    enabled = set(config.channels.enabled())
-    for where, var in sorted(loaded.missing_env.items()):
-        section, _, rest = where.partition(".")
-        name = rest.split(".", 1)[0]
-        if (section == "channels" and name not in enabled) or (
-            section == "providers" and (name not in used or where.endswith(".api_key"))
-        ):
-            continue  # not in use (harmless), or an api_key: the provider check says it
+    for where, var in sorted(loaded.missing_env_in_use.items()):
+        if where.startswith("providers.") and where.endswith(".api_key"):
+            continue  # the provider check says it
         message = f"{where} refers to ${{{var}}}, which is not set"
         fix = f"export {var}=… (for the service: put it in /etc/picobot/env)"
         findings.append(problem("config", message, fix))
@@ -127,16 +126,17 @@ def _config_findings(loaded: LoadedConfig) -> list[Finding]:
 def _unset_placeholders(
     config_path: str | None, environ: Mapping[str, str], cwd: Path
 ) -> list[Finding]:
-    """After a failed load: placeholders whose variable is unset often explain it."""
+    """After a failed load: unset placeholders often explain it (those of a
+    disabled channel or an inactive MCP server do not)."""
     try:
         path = find_config_file(config_path, environ, cwd)
-        text = path.read_text(encoding="utf-8") if path else ""
-    except (ConfigError, OSError, UnicodeDecodeError):  # the load said why already
+        raw = json.loads(path.read_text(encoding="utf-8")) if path else {}
+    except (ConfigError, OSError, ValueError, RecursionError):  # the load said why already
         return []
-    names = {m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(text)}
+    names = set(unset_placeholders_in_use(raw, environ).values())
     return [
         warn("config", f"${{{name}}} is not set in the environment", f"export {name}=…")
-        for name in sorted(n for n in names if not environ.get(n))
+        for name in sorted(names)
     ]
 
 
@@ -388,8 +388,11 @@ def _provider_findings(loaded: LoadedConfig) -> list[Finding]:
         elif _is_loopback(p.base_url):
             findings.append(ok(check, f"{p.type} at {where}, no api_key (a local server)"))
         elif var := loaded.missing_env.get(f"providers.{name}.api_key"):
+            # a warning: the gateway starts, and doctor often runs without the
+            # service's environment; every turn fails until the variable is set
+            message = f"api_key is empty: ${{{var}}} is not set; every turn fails until it is"
             fix = f"export {var}=… (for the service: put it in /etc/picobot/env)"
-            findings.append(problem(check, f"api_key is empty: ${{{var}}} is not set", fix))
+            findings.append(warn(check, message, fix))
         else:
             var = "ANTHROPIC_API_KEY" if p.type == "anthropic" else "OPENAI_API_KEY"
             fix = f'set providers.{name}.api_key to "${{{var}}}" and export {var}'
