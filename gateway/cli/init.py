@@ -30,13 +30,25 @@ PROVIDERS: Final = ("openai", "anthropic")
 LOCALES: Final = tuple(DEFAULT_AGENT_PROMPTS)  # "en", "zh-CN"
 DEFAULT_KEY_ENV: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 DEFAULT_MODELS: Final = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
-CHANNELS: Final = ("websocket", "telegram", "feishu", "wechat")
+CHANNELS: Final = ("websocket", "telegram", "feishu", "wechat", "wecom_kf")
+# The variables README.md and config.example.json read for an OpenAI-compatible
+# endpoint: init takes them as the defaults of --base-url and --model.
+OPENAI_ENV_DEFAULTS: Final = {"base_url": "OPENAI_BASE_URL", "model": "OPENAI_MODEL"}
 # Credential keys of each channel section and the variable their placeholder
 # names. A key is written only once the channel's config model has it.
 CHANNEL_SECRETS: Final[Mapping[str, Mapping[str, str]]] = {
     "telegram": {"token": "TELEGRAM_BOT_TOKEN"},
     "feishu": {"app_id": "FEISHU_APP_ID", "app_secret": "FEISHU_APP_SECRET"},
+    "wecom_kf": {
+        "corp_id": "WECOM_CORP_ID",
+        "secret": "WECOM_KF_SECRET",
+        "token": "WECOM_KF_TOKEN",
+        "encoding_aes_key": "WECOM_KF_AES_KEY",
+    },
 }
+# What stands in for each unset variable when the file is checked before it is
+# written: 43 characters, the length of a WeCom EncodingAESKey
+_STAND_IN: Final = "s" * 43
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -52,9 +64,12 @@ def add_init_arguments(parser: argparse.ArgumentParser) -> None:
         help="environment variable that will hold the API key (default OPENAI_API_KEY / "
         "ANTHROPIC_API_KEY)",
     )
-    parser.add_argument("--model", help="model id (default gpt-4o-mini / claude-sonnet-4-5)")
     parser.add_argument(
-        "--base-url", help="OpenAI-compatible endpoint (DeepSeek, Qwen, Ollama, vLLM…)"
+        "--model", help="model id (default $OPENAI_MODEL, else gpt-4o-mini / claude-sonnet-4-5)"
+    )
+    parser.add_argument(
+        "--base-url",
+        help="OpenAI-compatible endpoint (DeepSeek, Qwen, Ollama, vLLM…; default $OPENAI_BASE_URL)",
     )
     parser.add_argument(
         "--channel",
@@ -130,11 +145,11 @@ def run_init(
             for name in ("provider", "api_key_env", "model", "base_url", "channel", "locale")
         )
         asking = interactive and not flags_given
-        answers = _ask_all(args, ask, out) if asking else _from_flags(args)
+        answers = _ask_all(args, ask, out, environ) if asking else _from_flags(args, environ)
         raw = build_config(*answers[:5])
         # Never write an invalid file. The variables need not be set yet: check
         # the structure with stand-in values.
-        stand_ins = dict.fromkeys(_placeholders(raw), "stand-in-value")
+        stand_ins = dict.fromkeys(_placeholders(raw), _STAND_IN)
         parse_config(raw, stand_ins, source="generated config")
         _write(path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n", force=force)
         prompt_written = _write_agent_prompt(path.parent, answers[5])
@@ -150,7 +165,7 @@ def run_init(
     except OSError as exc:
         print(f"init failed: cannot write {path}: {exc.strerror}", file=out)
         return 1
-    _print_next_steps(path, answers, out)
+    _print_next_steps(path, answers, out, environ)
     prompt = path.parent / "agent" / AGENT_PROMPT_FILENAME
     if prompt_written:
         print(f"wrote {prompt} ({answers[5]}): the agent's persona, yours to edit", file=out)
@@ -178,14 +193,24 @@ def _placeholders(raw: dict[str, Any]) -> list[str]:
 Answers = tuple[str, str, str, str | None, list[str], str]
 
 
-def _from_flags(args: argparse.Namespace) -> Answers:
+def _defaults(provider: str, environ: Mapping[str, str]) -> tuple[str, str | None]:
+    """The model id and base URL when no flag names them: for an OpenAI-compatible
+    provider, $OPENAI_MODEL and $OPENAI_BASE_URL where set."""
+    if provider != "openai":
+        return DEFAULT_MODELS[provider], None
+    model = environ.get(OPENAI_ENV_DEFAULTS["model"], "").strip() or DEFAULT_MODELS[provider]
+    return model, environ.get(OPENAI_ENV_DEFAULTS["base_url"], "").strip() or None
+
+
+def _from_flags(args: argparse.Namespace, environ: Mapping[str, str]) -> Answers:
     provider = getattr(args, "provider", None) or "openai"
     if provider not in PROVIDERS:
         raise InitError(f"unknown provider {provider!r} (openai or anthropic)")
     env = getattr(args, "api_key_env", None) or DEFAULT_KEY_ENV[provider]
     _check_env_name(env)
-    model = getattr(args, "model", None) or DEFAULT_MODELS[provider]
-    base_url = getattr(args, "base_url", None) or None
+    default_model, default_url = _defaults(provider, environ)
+    model = getattr(args, "model", None) or default_model
+    base_url = getattr(args, "base_url", None) or default_url
     _check_url(base_url)
     channels = list(dict.fromkeys(getattr(args, "channel", None) or ["websocket"]))
     for name in channels:
@@ -196,14 +221,18 @@ def _from_flags(args: argparse.Namespace) -> Answers:
     return provider, env, model, base_url, channels, locale
 
 
-def _ask_all(args: argparse.Namespace, ask: Callable[[str], str], out: TextIO) -> Answers:
-    defaults = _from_flags(args)  # flags given on a TTY become the suggested answers
+def _ask_all(
+    args: argparse.Namespace, ask: Callable[[str], str], out: TextIO, environ: Mapping[str, str]
+) -> Answers:
+    defaults = _from_flags(args, environ)  # flags given on a TTY become the suggested answers
     provider = _ask(ask, out, f"LLM provider ({'/'.join(PROVIDERS)})", defaults[0], _check_provider)
     env_default = defaults[1] if getattr(args, "api_key_env", None) else DEFAULT_KEY_ENV[provider]
     env = _ask(ask, out, "environment variable holding the API key", env_default, _check_env_name)
-    model_default = defaults[2] if getattr(args, "model", None) else DEFAULT_MODELS[provider]
+    default_model, default_url = _defaults(provider, environ)
+    model_default = defaults[2] if getattr(args, "model", None) else default_model
     model = _ask(ask, out, "model id", model_default, _check_model)
-    base_url = _ask(ask, out, "base URL (empty: the provider's own)", defaults[3] or "", _check_url)
+    url_default = defaults[3] if getattr(args, "base_url", None) else default_url
+    base_url = _ask(ask, out, "base URL (empty: the provider's own)", url_default or "", _check_url)
     channels_text = _ask(
         ask,
         out,
@@ -292,11 +321,19 @@ def _write(path: Path, text: str, *, force: bool) -> None:
         raise
 
 
-def _print_next_steps(path: Path, answers: Answers, out: TextIO) -> None:
+def _print_next_steps(
+    path: Path, answers: Answers, out: TextIO, environ: Mapping[str, str]
+) -> None:
     provider, env, model, base_url, channels, _ = answers
-    print(f"wrote {path} (mode 0600): {provider} model {model}", file=out)
+
+    def source(key: str, value: str | None) -> str:
+        var = OPENAI_ENV_DEFAULTS[key]
+        taken = provider == "openai" and value and environ.get(var, "").strip() == value
+        return f" (from ${var})" if taken else ""
+
+    print(f"wrote {path} (mode 0600): {provider} model {model}{source('model', model)}", file=out)
     if base_url:
-        print(f"  endpoint {base_url}", file=out)
+        print(f"  endpoint {base_url}{source('base_url', base_url)}", file=out)
     print(f"  channels enabled: {', '.join(channels) or 'none'}", file=out)
     variables = [env]
     for name in channels:

@@ -13,6 +13,7 @@ import pytest
 
 from agent.prompt_file import DEFAULT_AGENT_PROMPTS
 from gateway.cli.init import add_init_arguments, run_init
+from gateway.config.core import ChannelsConfig
 from gateway.config.loading import load_config
 
 
@@ -201,3 +202,48 @@ def test_interactive_asks_the_agent_md_language(tmp_path: Path) -> None:
     assert "unknown locale 'fr'" in out.getvalue()
     prompt = (tmp_path / "agent" / "AGENT.md").read_text(encoding="utf-8")
     assert prompt == DEFAULT_AGENT_PROMPTS["zh-CN"]
+
+
+def test_the_readme_variables_choose_the_endpoint_and_the_model(tmp_path: Path) -> None:
+    """README tells a DeepSeek or Qwen user to set OPENAI_BASE_URL and OPENAI_MODEL."""
+    env = {
+        "PICOBOT_HOME": str(tmp_path),
+        "OPENAI_BASE_URL": "https://api.deepseek.com/v1",
+        "OPENAI_MODEL": "deepseek-chat",
+    }
+    out = io.StringIO()
+    assert run_init(parse(), env, interactive=False, out=out) == 0
+    loaded = load_config(None, {**env, "OPENAI_API_KEY": "sk-1"}, cwd=tmp_path)
+    assert loaded.config.providers["default"].base_url == "https://api.deepseek.com/v1"
+    assert loaded.config.models["default"].model_id == "deepseek-chat"
+    assert "deepseek-chat (from $OPENAI_MODEL)" in out.getvalue()
+    assert "endpoint https://api.deepseek.com/v1 (from $OPENAI_BASE_URL)" in out.getvalue()
+    # a flag still wins, and an interactive run offers the variables as its defaults
+    answers = Answers("", "", "", "", "", "")
+    env["PICOBOT_HOME"] = str(tmp_path / "asked")
+    assert run_init(parse(), env, interactive=True, out=io.StringIO(), ask=answers) == 0
+    assert "model id [deepseek-chat]: " in answers.questions
+    assert (
+        "base URL (empty: the provider's own) [https://api.deepseek.com/v1]: " in answers.questions
+    )
+    env["PICOBOT_HOME"] = str(tmp_path / "flag")
+    assert run_init(parse("--model", "qwen-max"), env, interactive=False, out=io.StringIO()) == 0
+    flagged = json.loads((tmp_path / "flag" / "config.json").read_text())
+    assert flagged["models"]["default"]["model_id"] == "qwen-max"
+
+
+def test_every_channel_can_be_enabled_including_wecom_kf(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    out = io.StringIO()
+    args = parse("--channel", "websocket", "--channel", "wecom_kf")
+    assert run_init(args, env, interactive=False, out=out) == 0
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert raw["channels"]["wecom_kf"] == {
+        "enabled": True,
+        "corp_id": "${WECOM_CORP_ID}",
+        "secret": "${WECOM_KF_SECRET}",
+        "token": "${WECOM_KF_TOKEN}",
+        "encoding_aes_key": "${WECOM_KF_AES_KEY}",
+    }
+    assert "WECOM_KF_AES_KEY" in out.getvalue()
+    assert set(raw["channels"]) == set(ChannelsConfig.model_fields)  # every channel is offered
