@@ -182,6 +182,16 @@ class Store:
             functools.partial(conversations.list_with_active, channel=channel, chat_id=chat_id)
         )
 
+    async def recent_sessions(
+        self, channel: str | None = None, chat_id: str | None = None, limit: int = 50
+    ) -> list[SessionRecord]:
+        """Across chats, the most recently active first (`picobot sessions list`)."""
+        return await self.db.read(
+            functools.partial(
+                sessions.recent_sessions, channel=channel, chat_id=chat_id, limit=limit
+            )
+        )
+
     async def new_session(
         self, channel: str, chat_id: str, base_id: str, title: str | None
     ) -> SessionRecord:

@@ -63,3 +63,23 @@ async def test_session_tokens_count_every_segment_once(open_storage: OpenStorage
     assert stats.record.segment == 1
     assert stats.tokens == Usage(1000 + 1100 + 500 + 7, 10 + 20 + 40 + 3, 1750, 250)
     assert stats.tokens.uncached_input_tokens == 2607 - 1750 - 250
+
+
+async def test_recent_sessions_are_newest_first_across_chats(open_storage: OpenStorage) -> None:
+    def fill(c: Connection) -> None:
+        for chat in ("a", "b", "c"):
+            sessions.create_session(c, "telegram" if chat != "c" else "feishu", chat, chat)
+        messages.append_messages(c, "b", [ChatMessage.user("later"), ChatMessage.user("again")])
+
+    async with open_storage() as db:
+        await db.write(fill)
+        every = await db.read(lambda c: sessions.recent_sessions(c, None, None, 10))
+        telegram = await db.read(lambda c: sessions.recent_sessions(c, "telegram", None, 10))
+        one = await db.read(lambda c: sessions.recent_sessions(c, "telegram", "b", 10))
+        first = await db.read(lambda c: sessions.recent_sessions(c, None, None, 1))
+    assert every[0].id == "b"  # written to last
+    assert {s.id for s in every} == {"a", "b", "c"}
+    assert (every[0].message_count, every[1].message_count) == (2, 0)
+    assert {s.id for s in telegram} == {"a", "b"}
+    assert [s.id for s in one] == ["b"]
+    assert [s.id for s in first] == ["b"]

@@ -19,6 +19,7 @@ __all__ = [
     "ensure_active_session",
     "get_session",
     "list_sessions",
+    "recent_sessions",
     "rename_session",
     "set_session_status",
 ]
@@ -158,6 +159,26 @@ def list_sessions(conn: sqlite3.Connection, channel: str, chat_id: str) -> list[
         "AND m.segment = s.segment) AS n FROM sessions s "
         "WHERE channel = ? AND chat_id = ? ORDER BY created_at, id",
         (channel, chat_id),
+    ).fetchall()
+    return [_record(r, r["n"]) for r in rows]
+
+
+def recent_sessions(
+    conn: sqlite3.Connection, channel: str | None, chat_id: str | None, limit: int
+) -> list[SessionRecord]:
+    """The `limit` sessions active most recently, newest first, across chats
+    (or of one channel, or one chat); with their message counts."""
+    where, params = [], []
+    for column, value in (("channel", channel), ("chat_id", chat_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id "
+        "AND m.segment = s.segment) AS n FROM sessions s "
+        f"{'WHERE ' + ' AND '.join(where) if where else ''} "
+        "ORDER BY updated_at DESC, id LIMIT ?",
+        (*params, limit),
     ).fetchall()
     return [_record(r, r["n"]) for r in rows]
 

@@ -40,3 +40,38 @@ def test_show_prints_a_child_transcript(
     assert "[3] assistant: found it" in out
     assert main(["sessions", "show", "nope", "--config", str(path)]) == 1
     assert "no session 'nope'" in capsys.readouterr().out
+
+
+async def _seed_chats(db_path: Path) -> None:
+    async with Database(db_path) as db:
+        store = Store(db)
+        await store.new_session("telegram", "42", "telegram:42", "Trip to Hangzhou")
+        await store.new_session("websocket", "cli-1", "websocket:cli-1", None)
+        await store.append_turn("telegram:42", "r1", [ChatMessage.user("hello")], None)
+
+
+def test_list_shows_the_newest_sessions_of_every_chat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PICOBOT_HOME", str(tmp_path))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"storage": {"path": str(tmp_path / "db.sqlite")}}))
+    asyncio.run(_seed_chats(load_config(path, environ={}).storage_path))
+    capsys.readouterr()  # the seeding's log
+
+    assert main(["sessions", "list", "--config", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("last active")
+    assert len(lines) == 3
+    assert lines[1].endswith("telegram:42  (telegram:42)  Trip to Hangzhou")  # written last
+    assert " active " in lines[1]
+    assert lines[2].endswith("websocket:cli-1  (websocket:cli-1)")
+
+    assert (
+        main(["sessions", "list", "--channel", "websocket", "--json", "--config", str(path)]) == 0
+    )
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (row["id"], row["title"], row["message_count"]) == ("websocket:cli-1", None, 0)
+
+    assert main(["sessions", "list", "--chat", "nobody", "--config", str(path)]) == 0
+    assert capsys.readouterr().out == "no sessions\n"
