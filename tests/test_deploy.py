@@ -1,5 +1,6 @@
-"""Deployment files: the systemd unit (verified by systemd when it is installed) and the
-Dockerfile (parsed: no container engine runs on the development machines)."""
+"""Deployment files: the systemd unit (verified by systemd when it is installed), the
+Dockerfile and deploy/compose.yaml (parsed: no container engine runs on the
+development machines)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from aiohttp import web
 
 from gateway.config.core import GatewayConfig
+from gateway.config.loading import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "picobot.service"
@@ -210,6 +213,45 @@ def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
     # What `pip install .` needs must not be excluded.
     for needed in ("pyproject.toml", "README.md", "gateway", "skills"):
         assert needed not in patterns
+
+
+# -- compose ---------------------------------------------------------------------
+COMPOSE = ROOT / "deploy" / "compose.yaml"
+
+
+def test_compose_runs_the_image_with_a_valid_config_and_its_secrets_outside() -> None:
+    compose = yaml.safe_load(COMPOSE.read_text())
+    [(name, service)] = compose["services"].items()
+    assert name == "picobot"
+    build = service["build"]
+    assert (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
+    # the data volume is PICOBOT_HOME of the image; the config is mounted read-only
+    assert "picobot-data:/data" in service["volumes"]
+    [mount] = [v for v in service["volumes"] if v.endswith(":ro")]
+    source, target, _ = mount.split(":")
+    assert service["command"] == ["picobot", "gateway", "--config", target]
+    config_file = COMPOSE.parent / source
+    # published on the host's loopback only
+    assert service["ports"] == ["127.0.0.1:19876:19876"]
+    # every variable the config names is in the env file's example, which git ignores
+    [env_file] = service["env_file"]
+    example = (COMPOSE.parent / f"{env_file}.example").read_text()
+    given = dict(
+        line.split("=", 1) for line in example.splitlines() if line and not line.startswith("#")
+    )
+    named = re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", config_file.read_text())
+    assert set(named) <= set(given)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", str(COMPOSE.parent / env_file)], cwd=ROOT, check=False
+    )
+    assert ignored.returncode == 0, f"{env_file} must be git-ignored"
+    # the config is what the gateway accepts, and listens where the port is published
+    config, missing = parse_config(json.loads(config_file.read_text()), given, source=source)
+    assert missing == {}
+    assert (config.gateway.host, config.gateway.port) == ("0.0.0.0", 19876)
+    assert config.gateway.auth_token is not None
+    grace = float(service["stop_grace_period"].removesuffix("s"))
+    assert grace > config.gateway.shutdown_timeout_secs
 
 
 # -- the lock file ---------------------------------------------------------------
