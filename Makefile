@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml $(LOCK)
 run: $(STAMP)
 	@if [ -z "$(CONFIG)" ] && [ ! -f "$(HOME_CONFIG)" ] && [ ! -f config.json ]; then \
 		install -m 600 config.example.json config.json; \
-		echo "make run: wrote ./config.json from config.example.json (picobot doctor and backup read it too)"; \
+		echo "make run: wrote ./config.json from config.example.json (picobot doctor and backup read it too);"; \
+		echo "          the data (database, workspace, media) goes to $${PICOBOT_HOME:-$$HOME/.picobot}"; \
 	fi
 	$(BIN)/picobot gateway $(if $(CONFIG),--config $(CONFIG))
 
