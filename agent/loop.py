@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
 import structlog
 
 from agent.compaction import CompactionResult, estimate_tokens
@@ -70,6 +71,8 @@ class LoopSettings:
     stream: bool = False
     context_window_tokens: int | None = None  # every request is fitted to it (agent.window)
     supports_vision: bool = True  # tool results may carry images (ToolContext.accepts_images)
+    # rounds in a row of the same calls with the same results that end the turn; 0: never
+    max_identical_tool_calls: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,37 @@ class _Window:
         if not self.prefix:
             return history, turn_start
         return [*self.prefix, *history[self.start :]], len(self.prefix) + turn_start - self.start
+
+
+class _Repeats:
+    """Counts rounds in a row whose calls (tool, arguments) and results are
+    the same: a model that keeps asking what it was just told is in a loop."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self._last: tuple[tuple[str, str, str], ...] | None = None
+
+    def seen(self, calls: Sequence[ToolCall], results: Sequence[ChatMessage]) -> bool:
+        """Record one round (its calls and their results, in call order); True
+        once `limit` rounds in a row were the same."""
+        if not self.limit:
+            return False
+        signature = tuple(
+            (call.name, _canonical(call.arguments), result.content)
+            for call, result in zip(calls, results, strict=True)
+        )
+        self.count = self.count + 1 if signature == self._last else 1
+        self._last = signature
+        return self.count >= self.limit
+
+
+def _canonical(arguments: str) -> str:
+    """Arguments compared as JSON values (spacing and key order aside)."""
+    try:
+        return orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONDecodeError:
+        return arguments
 
 
 def _result_message(result: ToolResult, limit: int) -> ChatMessage:
@@ -165,6 +199,7 @@ class AgentLoop:
         pending = pending_tool_calls(history)
         if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
             await self._batch(pending, history, ctx, observer)
+        repeats = _Repeats(s.max_tool_iterations and s.max_identical_tool_calls)
         for round_ in range(s.max_tool_iterations + 1):
             if round_ and control is not None and control.steer_requested():
                 raise TurnSteered(round_)
@@ -187,6 +222,17 @@ class AgentLoop:
             if held and control is not None and control.can_pause:
                 raise ApprovalRequired(assistant, held)
             await self._batch(response.tool_calls, history, ctx, observer, refused=held)
+            if repeats.seen(response.tool_calls, history[-len(response.tool_calls) :]):
+                names = sorted({c.name for c in response.tool_calls})
+                log.warning("tool_loop_stopped", tools=names, rounds=repeats.count)
+                reply = ChatMessage(
+                    Role.ASSISTANT,
+                    f"I stopped: I called {', '.join(names)} {repeats.count} times in a row "
+                    "with the same arguments and got the same result each time, so I was going "
+                    "in circles. Tell me how to continue, or change the request.",
+                )
+                history.append(reply)
+                return TurnResult(reply, round_ + 1, window.compaction)
         reply = ChatMessage(
             Role.ASSISTANT,
             f"I stopped after {s.max_tool_iterations} rounds of tool calls without reaching an "

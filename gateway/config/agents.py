@@ -81,6 +81,9 @@ class AgentConfig(FrozenModel):
     provider: str = "default"
     model: str = "default"
     max_tool_iterations: int = Field(100, ge=1)
+    # the loop guard: this many rounds in a row of the same calls with the same results
+    # end the turn (agent.loop); 0 turns it off
+    max_identical_tool_calls: int = Field(5, ge=0)
     tool_result_max_chars: int = Field(20_000, ge=100)
     context_tool_result_trim_chars: int = Field(2_000, ge=100)
     system_prompt: str | None = None

@@ -166,6 +166,7 @@ def build_profile(
         temperature=model.temperature,
         max_tokens=model.max_tokens,
         max_tool_iterations=agent.max_tool_iterations,
+        max_identical_tool_calls=agent.max_identical_tool_calls,
         tool_result_max_chars=agent.tool_result_max_chars,
         stream=stream,
         context_window_tokens=model.context_window_tokens,
