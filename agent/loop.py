@@ -135,7 +135,7 @@ def _canonical(arguments: str) -> str:
     """Arguments compared as JSON values (spacing and key order aside)."""
     try:
         return orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS).decode()
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, TypeError):  # not JSON, or nested past orjson's depth
         return arguments
 
 
