@@ -16,7 +16,8 @@ gives one. A browser page of another origin may not connect (cross-site
 WebSocket hijacking).
 Every tool call of a turn is a `tool` frame when it starts and when it ends,
 whatever `show_tool_results` says; the `welcome` frame tells the client
-whether the operator wants them shown.
+whether the operator wants them shown. Files come by `POST <path>/upload`
+(channels.ws_input.receive_upload) and a `message` names them in `attachments`.
 """
 
 from __future__ import annotations
@@ -48,12 +49,15 @@ from channels.base import (
 )
 from channels.ws_directory import QUERY_TYPES, QueryError, answer_query
 from channels.ws_input import (
+    MAX_UPLOAD_BYTES,
     Identity,
     LocalChatOwners,
     ProtocolError,
     TokenBook,
+    Uploads,
     approve_text,
     parse_frame,
+    receive_upload,
     safe_id,
 )
 from gateway.bus import (
@@ -62,7 +66,9 @@ from gateway.bus import (
     ChannelEvent,
     EventKind,
     InboundMessage,
+    MediaKind,
     OutboundMessage,
+    is_failed_turn,
 )
 
 __all__ = [
@@ -98,6 +104,7 @@ class WebSocketConfig(ChannelSettings):
     # allow_from, admins, pairing); gateway.auth_token stays valid too
     tokens: dict[str, SecretStr] = Field(default_factory=dict)
     max_bad_frames: int = Field(20, ge=1)  # in a row; then the connection is closed (4400)
+    max_upload_bytes: int = Field(MAX_UPLOAD_BYTES, ge=1024)  # one file by POST <path>/upload
 
 
 def _frame(kind: str, **fields: Any) -> str:
@@ -111,10 +118,18 @@ def _frame(kind: str, **fields: Any) -> str:
         return json.dumps(frame, ensure_ascii=False)
 
 
+async def _going_away(ws: web.WebSocketResponse) -> None:
+    await ws.close(code=WSCloseCode.GOING_AWAY, message=b"gateway stopping")
+
+
 class WebSocketChannel(Channel):
     name = "websocket"
     capabilities = Capabilities(
-        max_message_chars=1_000_000, can_stream=True, can_show_typing=True, tool_events=True
+        max_message_chars=1_000_000,
+        can_stream=True,
+        can_show_typing=True,
+        tool_events=True,
+        media_kinds=frozenset({MediaKind.IMAGE, MediaKind.FILE}),  # uploads
     )
 
     def __init__(
@@ -127,6 +142,7 @@ class WebSocketChannel(Channel):
         )
         self._show_tools = show_tool_results
         self._runtime: ChannelRuntime | None = None
+        self._uploads: Uploads | None = None
         self._clients: dict[str, set[web.WebSocketResponse]] = {}
         self._all: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
         # when each connection said hello: replies written before are `earlier`
@@ -135,6 +151,7 @@ class WebSocketChannel(Channel):
         )
         self._directory: ChatDirectory | None = None
         self._owners: ChatOwners = LocalChatOwners()
+        self._closing = asyncio.Event()  # stop() began: no new connection is taken
 
     def use_owners(self, owners: ChatOwners) -> None:
         """Record chat owners durably (the default keeps them in memory)."""
@@ -146,15 +163,29 @@ class WebSocketChannel(Channel):
 
     def setup(self, runtime: ChannelRuntime) -> None:
         self._runtime = runtime
+        self._uploads = Uploads(runtime.media_dir / "websocket", self.config.max_upload_bytes)
         runtime.http.add_route("GET", self.config.path, self._handle)
+        runtime.http.add_route("POST", self.config.path.rstrip("/") + "/upload", self._upload)
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        assert self._uploads is not None
+        return await receive_upload(
+            request, self._tokens, self._uploads, self.config.allowed_origins
+        )
 
     async def start(self) -> None:
         self.not_ready_reason = None  # the HTTP server is already listening
 
     async def stop(self) -> None:
+        """Close every connection with 1001 (going away), all at once, and take
+        no new one: a client that reconnects at once (the terminal client does)
+        is refused 503 rather than kept open until the HTTP server's end."""
         self.not_ready_reason = "stopped"
-        for ws in list(self._all):
-            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"gateway stopping")
+        self._closing.set()
+        closes = [_going_away(ws) for ws in list(self._all)]
+        for failed in await asyncio.gather(*closes, return_exceptions=True):
+            if isinstance(failed, Exception):
+                log.debug("ws_close_failed", error=type(failed).__name__)
 
     @property
     def connected_chats(self) -> int:
@@ -175,6 +206,8 @@ class WebSocketChannel(Channel):
             "created_at": written.isoformat() if written else None,
             "text": message.text,
         }
+        if is_failed_turn(message):  # the notice of a turn that failed (docs/PROTOCOL.md)
+            fields["failed"] = True
 
         def render(ws: web.WebSocketResponse) -> str:
             since = self._since.get(ws)
@@ -231,6 +264,8 @@ class WebSocketChannel(Channel):
 
     # -- inbound -------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self._closing.is_set():
+            return web.Response(status=503, text="the gateway is stopping\n")
         if not origin_allowed(request, self.config.allowed_origins):
             log.warning("ws_origin_refused", origin=request.headers.get("Origin"))
             return web.Response(status=403, text="cross-origin WebSocket refused\n")
@@ -241,6 +276,9 @@ class WebSocketChannel(Channel):
         )
         await ws.prepare(request)
         self._all.add(ws)
+        if self._closing.is_set():  # stop() ran while this connection was being opened
+            await _going_away(ws)
+            return ws
         chat_id: str | None = None
         try:
             hello = await self._hello(ws)
@@ -413,20 +451,25 @@ class WebSocketChannel(Channel):
     async def _on_message(
         self, ws: web.WebSocketResponse, chat_id: str, identity: Identity, frame: dict[str, Any]
     ) -> None:
-        client_id, text = frame.get("id"), frame.get("text")
+        client_id, text = frame.get("id"), frame.get("text", "")
         if not isinstance(client_id, str) or not _ID.match(client_id):
             raise ProtocolError(
                 "bad_frame", "message.id must be 1-128 characters of [A-Za-z0-9._:@/-]"
             )
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
             raise ProtocolError("bad_frame", "message.text must be a non-empty string")
         sender = identity.sender_for(frame.get("sender_id"), chat_id)
+        assert self._uploads is not None
+        media = await self._uploads.resolve(identity.principal, frame.get("attachments"))
+        if not text.strip() and not media:
+            raise ProtocolError("bad_frame", "message.text must be a non-empty string")
         message = InboundMessage(
             channel=self.name,
             chat_id=chat_id,
             sender_id=sender,
             text=text,
             message_id=f"{chat_id}/{client_id}",
+            media=media,
         )
         assert self._runtime is not None
         try:

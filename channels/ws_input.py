@@ -12,26 +12,51 @@ Each identity is also a principal, the owner of the chats it opens
 (`Identity.principal`; channels.base.ChatOwners): `token:<name>` for a named
 token, `operator` for the gateway token and for every connection of a
 gateway without tokens.
+
+Files come in by `POST <path>/upload` (`receive_upload`), with the same token
+as the `hello` (`Authorization: Bearer`) and the same origin rule as `/ws`.
+The token is checked before the body is read, the body is read under
+`MAX_UPLOAD_BYTES` as it streams, and its first bytes must match the type it
+claims. A file is kept under the media directory in a folder of its
+principal, named by 128 random bits (`Uploads`); a `message` frame names it in
+`attachments`, and only a connection of the same principal can name it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
 import json
-from collections.abc import Callable, Mapping, Sequence
+import os
+import re
+import secrets
+import stat
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from gateway.bus import Decision, button_command
+from aiohttp import web
+
+from channels.base import origin_allowed
+from channels.capped import CHUNK, BodyTooLarge, read_capped
+from gateway.bus import Decision, MediaKind, MediaRef, button_command
 
 __all__ = [
+    "MAX_ATTACHMENTS",
+    "MAX_UPLOAD_BYTES",
     "OPERATOR",
+    "UPLOAD_TYPES",
     "Identity",
     "LocalChatOwners",
     "ProtocolError",
     "TokenBook",
+    "UploadError",
+    "Uploads",
     "approve_text",
     "parse_frame",
+    "receive_upload",
     "safe_id",
 ]
 
@@ -163,3 +188,160 @@ class LocalChatOwners:
         self, chat_id: str, principal: str, legacy_owner: Callable[[Sequence[str]], str]
     ) -> str:
         return self._owners.setdefault(chat_id, principal)
+
+
+# -- uploads (docs/PROTOCOL.md "Uploads") ------------------------------------------
+
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # one file; the vision APIs take up to 20 MB
+MAX_ATTACHMENTS = 4  # files named by one message
+# the types a file may have, with the suffix it is kept under
+UPLOAD_TYPES: Mapping[str, str] = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "application/pdf": ".pdf",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/csv": ".csv",
+    "application/json": ".json",
+}
+_BY_SUFFIX = {suffix: mime for mime, suffix in UPLOAD_TYPES.items()}
+_REF = re.compile(r"^[0-9a-f]{32}(\.[a-z]{2,4})$")
+_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "application/pdf": (b"%PDF-",),
+}
+
+
+class UploadError(Exception):
+    """An upload refused: `status` is the HTTP answer, `code` its short name."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def _content_matches(mime: str, data: bytes) -> bool:
+    """Whether the bytes are what the type says: magic numbers for the binary
+    types, UTF-8 without NUL for the text ones."""
+    if mime == "image/webp":
+        return data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    if mime in _MAGIC:
+        return data.startswith(_MAGIC[mime])
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    ref: str  # what a message's `attachments` names
+    mime_type: str
+    size: int
+
+
+class Uploads:
+    """Files clients uploaded, one folder per principal under `directory`."""
+
+    def __init__(self, directory: Path, max_bytes: int = MAX_UPLOAD_BYTES) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+
+    def _folder(self, principal: str) -> Path:
+        return self.directory / hashlib.sha256(principal.encode()).hexdigest()[:16]
+
+    async def save(
+        self,
+        principal: str,
+        content_type: str,
+        chunks: AsyncIterable[bytes],
+        declared: int | None,
+    ) -> Upload:
+        mime = content_type.split(";", 1)[0].strip().lower()
+        suffix = UPLOAD_TYPES.get(mime)
+        if suffix is None:
+            raise UploadError(415, "unsupported_type", f"files of type {mime[:60]!r} are not taken")
+        try:
+            data = await read_capped(chunks, self.max_bytes, declared=declared)
+        except BodyTooLarge:
+            raise UploadError(
+                413, "too_large", f"the file is larger than {self.max_bytes} bytes"
+            ) from None
+        if not data:
+            raise UploadError(400, "empty", "the file is empty")
+        if not _content_matches(mime, data):
+            raise UploadError(415, "type_mismatch", f"the file is not {mime}")
+        ref = secrets.token_hex(16) + suffix
+        await asyncio.to_thread(_write, self._folder(principal) / ref, data)
+        return Upload(ref, mime, len(data))
+
+    async def resolve(self, principal: str, refs: Any) -> tuple[MediaRef, ...]:
+        """The files a message's `attachments` names; `ProtocolError` for
+        anything but up to MAX_ATTACHMENTS refs of this principal's uploads."""
+        if refs is None:
+            return ()
+        if not isinstance(refs, list) or len(refs) > MAX_ATTACHMENTS:
+            raise ProtocolError(
+                "bad_frame", f"message.attachments must be a list of <= {MAX_ATTACHMENTS} refs"
+            )
+        media = []
+        folder = self._folder(principal)
+        for ref in refs:
+            match = _REF.match(ref) if isinstance(ref, str) else None
+            mime = _BY_SUFFIX.get(match.group(1)) if match else None
+            if mime is None or not await asyncio.to_thread(_is_plain_file, folder / ref):
+                shown = ref[:40] if isinstance(ref, str) else type(ref).__name__
+                raise ProtocolError("bad_frame", f"unknown attachment {shown!r}: upload it first")
+            kind = MediaKind.IMAGE if mime.startswith("image/") else MediaKind.FILE
+            media.append(MediaRef(kind, str(folder / ref), mime, ref))
+        return tuple(media)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _is_plain_file(path: Path) -> bool:
+    """A regular file, not a link to one elsewhere."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _refused(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": code, "message": message}, status=status)
+
+
+async def receive_upload(
+    request: web.Request, tokens: TokenBook, uploads: Uploads, allowed_origins: Sequence[str]
+) -> web.Response:
+    """`POST <path>/upload`: the origin and the token first, then the body."""
+    if not origin_allowed(request, allowed_origins):
+        return _refused(403, "forbidden_origin", "cross-origin upload refused")
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    identity = tokens.identify(token.strip() if scheme.lower() == "bearer" else None)
+    if identity is None:
+        return _refused(401, "unauthorized", "wrong or missing token")
+    try:
+        upload = await uploads.save(
+            identity.principal,
+            request.headers.get("Content-Type", ""),
+            request.content.iter_chunked(CHUNK),
+            request.content_length,
+        )
+    except UploadError as exc:
+        return _refused(exc.status, exc.code, str(exc))
+    body = {"ref": upload.ref, "mime_type": upload.mime_type, "size": upload.size}
+    return web.json_response(body, status=201)

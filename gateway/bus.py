@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -24,6 +25,7 @@ from typing import Any, Final
 
 __all__ = [
     "CHAT_REQUEST",
+    "FAILED_TURN",
     "ApprovalAsk",
     "BusClosed",
     "ChannelEvent",
@@ -44,6 +46,7 @@ __all__ = [
     "ToolStatus",
     "TurnRequest",
     "button_command",
+    "is_failed_turn",
     "make_storable",
     "new_idempotency_key",
     "parse_button",
@@ -374,6 +377,19 @@ class MessageBus:
             return None
         self._room.release()
         return message
+
+
+# -- a failed turn's notice -------------------------------------------------------
+# The reply to a turn that failed (the provider down, no key) tells the asker
+# so in words; its metadata says so too (stored with the outbox row), so a
+# channel that can show an error as one (the web UI) does without reading the
+# text. `{**FAILED_TURN}` in `OutboundMessage.metadata`; `is_failed_turn` reads it.
+
+FAILED_TURN: Final[Mapping[str, Any]] = {"failed_turn": True}
+
+
+def is_failed_turn(message: OutboundMessage) -> bool:
+    return message.metadata.get("failed_turn") is True
 
 
 # -- approval requests (gateway.approvals.service, docs/approvals.md) -----------------

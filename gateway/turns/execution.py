@@ -45,6 +45,7 @@ from agent.tools.base import NO_SERVICES, ToolContext, ToolServices, ToolSetting
 from agent.turn_control import ApprovalRequired, TurnSteered
 from gateway.approvals.service import Approvals, PauseRequest, TurnControls, TurnStop
 from gateway.bus import (
+    FAILED_TURN,
     ChatType,
     InboundMessage,
     OutboundMessage,
@@ -377,6 +378,7 @@ class ExecutionService:
                 session_id=turn.session_id,
                 run_id=plan.run_id,
                 locale=plan.locale.value,
+                metadata=dict(FAILED_TURN) if failed else {},
             )
             if text
             else None

@@ -21,12 +21,17 @@ active history, the repair of dangling
 tool calls, the AGENT.md decision, the new messages and the inbox rows →
 `started`. Whoever changes a conversation's sessions or history outside a turn
 (commands, compaction) calls `forget`; a turn opened before that is not cached.
+
+A session without a title gets one from its first user message
+(`default_title`), stored as `/rename` stores it; `/new TITLE` and `/rename`
+set their own.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -43,7 +48,24 @@ from storage.sql.conversations.sessions import SessionRecord
 from storage.sql.conversations.turns import CachedHistory, DeferredOpening, Opening, StaleTurn
 from storage.store import Store
 
-__all__ = ["OpenedTurn", "StaleTurn", "TurnOpener"]
+__all__ = ["OpenedTurn", "StaleTurn", "TurnOpener", "default_title"]
+
+TITLE_MAX_CHARS = 40
+# what the gateway puts around a user's words: "[Replying to: …]", "[1] ",
+# "[Attached image: … at …]" (gateway.turns.replies)
+_MARKUP = re.compile(r"^\[[^\]]*\]\s*")
+
+
+def default_title(text: str) -> str | None:
+    """A session's title from its first user message: its first line of the
+    user's own words, whitespace collapsed, at most TITLE_MAX_CHARS characters."""
+    for line in text.splitlines():
+        words = " ".join(_MARKUP.sub("", line.strip()).split())
+        if words:
+            if len(words) <= TITLE_MAX_CHARS:
+                return words
+            return words[: TITLE_MAX_CHARS - 1].rstrip() + "…"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +180,8 @@ class TurnOpener:
             opening, cached.position if cached is not None else None, prompt
         )
         record = begun.record
+        if opening.session_id is None and record.title is None and record.user_turns == 0:
+            await self._name_session(opening)
         user_turns = record.user_turns + _user_turns(opening.new)
         size, sized = begun.size, len(begun.history)
         if size is None:  # storage took the cached history: its size is known here
@@ -176,6 +200,13 @@ class TurnOpener:
             size=size,
             sized=sized,
         )
+
+    async def _name_session(self, opening: Opening) -> None:
+        """The conversation's new session is named after its first message."""
+        first = next((m for m in opening.new if m.role is Role.USER), None)
+        title = default_title(first.content) if first is not None else None
+        if title is not None:
+            await self.store.rename_active(opening.channel, opening.chat_id, opening.base_id, title)
 
     def _opens_in_memory(self, opening: Opening, cached: _Cached) -> bool:
         """Only the user message to store: no resume, no new session, no AGENT.md."""

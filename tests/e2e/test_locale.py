@@ -77,7 +77,8 @@ async def test_telegram_commands_answer_in_the_senders_language(
         assert sessions[1].endswith(tr(locale, Msg.SESSIONS_CURRENT))
         assert sessions[-1] == tr(locale, Msg.SESSIONS_FOOTER)
         status = (await telegram_reply(tg, "/status", language)).splitlines()
-        assert status[0] == tr(locale, Msg.STATUS_SESSION, id="telegram:42", title="")
+        titled = tr(locale, Msg.TITLE, title="hi")  # from its first message
+        assert status[0] == tr(locale, Msg.STATUS_SESSION, id="telegram:42", title=titled)
         turns = tr(locale, Msg.STATUS_TURNS, turns=1, state=tr(locale, Msg.STATE_IDLE))
         assert turns in status
         assert status[3] == tr(locale, Msg.STATUS_COMPACTED, when=tr(locale, Msg.NEVER))

@@ -76,9 +76,9 @@ async def test_a_message_after_the_ttl_starts_a_new_session(home: Path, llm: Fak
         ("chat-1#2", "active"),
     ]
     lines = listing.splitlines()
-    assert lines[1].startswith("1. chat-1 — ")
+    assert lines[1].startswith('1. chat-1 "first" — ')  # titled from its first message
     assert lines[1].endswith("(archived)")
-    assert lines[2].startswith("2. chat-1#2 — ")
+    assert lines[2].startswith('2. chat-1#2 "third" — ')
     assert lines[2].endswith("← current")
 
 

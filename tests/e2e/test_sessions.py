@@ -40,7 +40,7 @@ async def test_session_commands(home: Path, llm: FakeOpenAI) -> None:
         assert len(llm.requests) == 2  # /new dropped the cached history: no stale first try
         listing = await client.ask("/sessions")
         assert '2. chat-1#2 "Research" — 3 messages ← current' in listing
-        assert "1. chat-1 — 3 messages\n" in listing
+        assert '1. chat-1 "first session message" — 3 messages\n' in listing  # its default title
 
         assert "Switched to session chat-1." in await client.ask("/use 1")
         assert "Renamed session chat-1" in await client.ask("/rename Intro")

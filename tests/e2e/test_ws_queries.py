@@ -40,7 +40,7 @@ async def test_sessions_and_history_of_the_own_chat(home: Path, llm: FakeOpenAI)
         assert listing["id"] == "q1"
         assert listing["active"] == "chat-1#2"
         assert [(s["id"], s["title"], s["archived"]) for s in listing["sessions"]] == [
-            ("chat-1", None, False),
+            ("chat-1", "what is 6*7?", False),  # titled from its first message
             ("chat-1#2", "Second", False),
         ]
         assert listing["sessions"][0]["message_count"] == 5  # AGENT.md, user, call, result, reply

@@ -41,16 +41,17 @@ async def _send(page: Page, text: str) -> None:
     await page.press("#input", "Enter")
 
 
-def _answer_prompts(page: Page, answers: list[str]) -> None:
-    """window.prompt/confirm get these answers in order (confirm: accepted)."""
+def _no_native_dialogs(page: Page) -> list[str]:
+    """The native dialogs the page opened (dismissed): none is expected, the
+    page has its own."""
+    seen: list[str] = []
 
     async def on_dialog(dialog: Dialog) -> None:
-        if dialog.type == "prompt":
-            await dialog.accept(answers.pop(0))
-        else:
-            await dialog.accept()
+        seen.append(f"{dialog.type}: {dialog.message}")
+        await dialog.dismiss()
 
     page.on("dialog", on_dialog)
+    return seen
 
 
 async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
@@ -67,7 +68,7 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         page_on(browser, errors=errors) as page,
     ):
         _record_frames(page, frames)
-        _answer_prompts(page, ["Second"])
+        native = _no_native_dialogs(page)
         await page.goto(gw.base_url + "/")
         # asked for the token once
         await expect(page.locator("#token-dialog")).to_be_visible()
@@ -85,7 +86,11 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         kinds = [f["type"] for f in frames]
         assert "delta" in kinds
         assert kinds.index("delta") < kinds.index("message")
-        # the status panel shows /status for the first session
+        # the status panel: live fields, and /status of the first session under Details
+        await expect(page.locator("#status-fields [data-field=connection]")).to_have_text(
+            "connected"
+        )
+        await expect(page.locator("#status-fields [data-field=state]")).to_have_text("idle")
         await expect(page.locator("#status")).to_contain_text("Messages in the active history")
         await screenshot(page, "chat-desktop")
 
@@ -104,8 +109,10 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         await tool.locator("summary").click()
         await expect(tool.locator(".result")).to_have_text(CANCELLED_RESULT)
 
-        # a second session, then back to the first
+        # a second session (titled in the page's own dialog), then back to the first
         await page.click("#new-session")
+        await page.fill("dialog.ask input", "Second")
+        await page.press("dialog.ask input", "Enter")
         await expect(page.locator("#sessions li")).to_have_count(2)
         await expect(page.locator("#sessions li.current .name")).to_have_text("Second")
         await _send(page, "hello second")
@@ -143,6 +150,7 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         await page.set_viewport_size({"width": 1280, "height": 800})
         await screenshot(page, "ops-desktop")
     assert errors == []
+    assert native == []
 
 
 async def test_a_reply_with_script_and_img_onerror_executes_nothing(

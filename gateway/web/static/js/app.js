@@ -54,8 +54,8 @@ const chat = new Chat(conn, {
   workingText: $("working-text"),
   sessions: $("sessions"),
   newSession: $("new-session"),
-  status: $("status"),
-  refreshStatus: $("refresh-status"),
+  status: { fields: $("status-fields"), details: $("status-details"), text: $("status") },
+  attach: { button: $("attach"), file: $("file"), tray: $("attachments"), input: $("input"), drop: $("chat-view") },
   sessionTitle: $("session-title"),
 });
 window.picobot = { chat, conn }; // for the browser console and tests

@@ -1,10 +1,17 @@
 // The chat view: the session list, the conversation (history, streamed
-// replies, tool calls), the working state, stop, and /status. Sessions are
-// changed with the chat commands sent as messages, as in every channel.
+// replies, tool calls, files sent), the working state, stop, and the status
+// panel. Sessions are changed with the chat commands sent as messages, as in
+// every channel. A reply whose turn failed (`failed: true` on its `message`
+// frame, docs/PROTOCOL.md) is shown as an error.
 
 import { ApprovalButtons } from "./approve.js";
 import { newId } from "./conn.js";
+import { askText } from "./dialogs.js";
+import { decorateCode } from "./highlight.js";
 import { el, setMarkdown, toolBlock, toolCall } from "./render.js";
+import { SessionList, UNTITLED } from "./sessions.js";
+import { StatusPanel } from "./status.js";
+import { Attachments } from "./upload.js";
 
 const COMMAND = /^\/([A-Za-z][\w-]*)(?:@\S+)?(?:\s|$)/;
 const RELOADING = new Set(["new", "use", "archive", "delete"]); // the active session changes
@@ -23,11 +30,15 @@ export class Chat {
     this.commands = new Map(); // client message id of a command -> its name
     this.seen = new Set(); // outbox ids of replies shown
     this.approvals = new ApprovalButtons(conn);
+    this.sessionList = new SessionList(dom.sessions, (text, name) => this.command(text, name));
+    this.status = new StatusPanel(dom.status, () => this.command("/status", "status"));
+    this.attachments = new Attachments(conn, dom.attach, (text) => this.notice(text, "error"));
     this.busy = false;
     this.workingSince = 0;
     this.tick = null;
     conn.addEventListener("welcome", (e) => this.welcome(e.detail));
     conn.addEventListener("frame", (e) => this.frame(e.detail));
+    conn.addEventListener("state", (e) => this.status.connection(e.detail.state, e.detail.retryMs));
     dom.composer.addEventListener("submit", (e) => {
       e.preventDefault();
       this.submit();
@@ -39,11 +50,14 @@ export class Chat {
       }
     });
     dom.stop.addEventListener("click", () => this.command("/stop", "stop"));
-    dom.newSession.addEventListener("click", () => {
-      const title = window.prompt("Title of the new session (optional)", "");
+    dom.newSession.addEventListener("click", async () => {
+      const title = await askText("New session", {
+        label: "Title (optional)",
+        placeholder: "Title (optional: named after its first message)",
+        okLabel: "Start",
+      });
       if (title !== null) this.command(`/new ${title}`.trim(), "new");
     });
-    dom.refreshStatus.addEventListener("click", () => this.command("/status", "status"));
   }
 
   // -- connection ------------------------------------------------------------
@@ -52,6 +66,7 @@ export class Chat {
       this.commandNames = new Set(frame.commands.map((c) => c.name));
     }
     this.sessions = { sessions: [], active: null }; // so the list asks for /status once
+    this.status.set("state", this.busy ? "working" : "idle");
     await Promise.all([this.loadSessions(), this.loadHistory(null)]);
   }
 
@@ -62,9 +77,10 @@ export class Chat {
     } catch (err) {
       return;
     }
-    this.renderSessions();
+    this.sessionList.render(this.sessions.sessions, this.sessions.active);
     const active = this.sessions.sessions.find((s) => s.id === this.sessions.active);
-    if (active) this.dom.sessionTitle.textContent = active.title || active.id;
+    if (active) this.dom.sessionTitle.textContent = active.title || UNTITLED;
+    this.status.session(active);
     if (!before && this.sessions.active && this.conn.online) this.command("/status", "status"); // the chat's first session
   }
 
@@ -79,6 +95,7 @@ export class Chat {
   }
 
   frame(f) {
+    this.status.frame(f);
     switch (f.type) {
       case "ack": return this.acked(f);
       case "working": return this.working(true);
@@ -93,11 +110,12 @@ export class Chat {
   }
 
   // -- sending ---------------------------------------------------------------
-  submit() {
+  async submit() {
     const text = this.dom.input.value.trim();
-    if (!text) return;
+    const withFiles = this.attachments.pending > 0;
+    if (!text && !withFiles) return;
     this.dom.input.value = "";
-    const match = COMMAND.exec(text);
+    const match = withFiles ? null : COMMAND.exec(text);
     if (match) {
       const name = match[1].toLowerCase();
       if (this.commandNames && !this.commandNames.has(name)) {
@@ -112,7 +130,36 @@ export class Chat {
     this.pending.set(id, { node, text, answered: false });
     this.dom.messages.append(node);
     this.scroll();
-    if (!this.conn.sendMessage(id, text)) this.label(node, "waiting for the connection");
+    let files = [];
+    if (withFiles) {
+      this.label(node, "uploading…");
+      files = await this.attachments.take();
+      this.showFiles(node, files);
+      if (!files.length && !text) {
+        this.label(node, "not sent: no file could be uploaded");
+        return;
+      }
+    }
+    const refs = files.map((f) => f.ref);
+    if (!this.conn.sendMessage(id, text, refs)) this.label(node, "waiting for the connection");
+    else if (withFiles) this.label(node, "");
+  }
+
+  // the files a message carried: image thumbnails, other files by name
+  showFiles(node, files) {
+    if (!files.length) return;
+    const box = el("div", "files");
+    for (const file of files) {
+      if (file.preview) {
+        const img = el("img", "sent-image");
+        img.src = file.preview;
+        img.alt = file.name;
+        box.append(img);
+      } else {
+        box.append(el("span", "attachment", file.name));
+      }
+    }
+    node.querySelector(".text").before(box);
   }
 
   command(text, name) {
@@ -128,8 +175,10 @@ export class Chat {
 
   error(f) {
     const mine = this.pending.get(f.id);
-    if (mine) this.label(mine.node, `not sent: ${f.message}`);
-    else this.notice(`${f.code}: ${f.message}`, "error");
+    if (mine) {
+      this.label(mine.node, `not sent: ${f.message}`);
+      mine.node.classList.add("refused");
+    } else this.notice(`${f.code}: ${f.message}`, "error");
   }
 
   // -- the running turn ------------------------------------------------------
@@ -207,7 +256,7 @@ export class Chat {
       cancelAnimationFrame(stream.frame);
       node = stream.node;
       node.classList.remove("streaming");
-      setMarkdown(node.querySelector(".md"), f.text); // the whole, stored text
+      this.renderMarkdown(node.querySelector(".md"), f.text); // the whole, stored text
     } else if (f.run_id && this.historyRuns.has(f.run_id)) {
       return; // the history already showed it
     } else {
@@ -219,6 +268,7 @@ export class Chat {
       this.label(node, `in session ${f.session_id}`);
     }
     this.approvals.attach(f, node);
+    if (f.failed) this.markFailed(node);
     this.scroll();
     if (f.run_id) this.attachTools(f.run_id, f.session_id, node);
     this.loadSessions(); // message counts, and the first session of a new chat
@@ -232,16 +282,24 @@ export class Chat {
     } catch (err) {
       return;
     }
-    const block = toolBlock(history.messages.filter((m) => m.run_id === runId));
+    const entries = history.messages.filter((m) => m.run_id === runId);
+    const block = toolBlock(entries);
     if (!block || !node.isConnected) return;
     this.liveTools.get(runId)?.remove();
     this.liveTools.delete(runId);
     node.before(block);
   }
 
+  markFailed(node) {
+    node.classList.add("failed");
+    node.setAttribute("role", "alert");
+    this.label(node, "⚠ The reply failed");
+    this.status.failed(node.querySelector(".md").textContent.trim().slice(0, 120));
+  }
+
   commandReply(name, text) {
     if (name === "status") {
-      this.dom.status.textContent = text;
+      this.status.details(text);
       return;
     }
     this.notice(text);
@@ -290,50 +348,8 @@ export class Chat {
     if (!history.messages.length && !box.childElementCount) {
       box.append(el("div", "msg notice empty", "No messages yet. Say hello."));
     }
-    this.dom.sessionTitle.textContent = history.title || history.session_id || "";
+    this.dom.sessionTitle.textContent = history.title || (history.session_id ? UNTITLED : "");
     this.scroll();
-  }
-
-  renderSessions() {
-    const list = this.dom.sessions;
-    list.replaceChildren();
-    for (const s of this.sessions.sessions) {
-      const current = s.id === this.sessions.active;
-      const item = el("li", `${current ? "current" : ""} ${s.archived ? "archived" : ""}`.trim());
-      item.dataset.sessionId = s.id;
-      item.append(el("div", "name", s.title || s.id));
-      const meta = `${s.title ? `${s.id} · ` : ""}${s.message_count} messages${s.archived ? " · archived" : ""}`;
-      item.append(el("div", "meta", meta));
-      const actions = el("div", "actions");
-      const button = (label, handler) => {
-        const b = el("button", "", label);
-        b.type = "button";
-        b.addEventListener("click", (e) => {
-          e.stopPropagation();
-          handler();
-        });
-        actions.append(b);
-      };
-      if (current) {
-        button("Rename", () => {
-          const title = window.prompt("New title", s.title || "");
-          if (title) this.command(`/rename ${title}`, "rename");
-        });
-        button("Archive", () => {
-          if (window.confirm("Archive this session and start a new one?")) this.command("/archive", "archive");
-        });
-      } else {
-        item.addEventListener("click", () => {
-          document.body.classList.remove("sidebar-open");
-          this.command(`/use ${s.id}`, "use");
-        });
-      }
-      button("Delete", () => {
-        if (window.confirm(`Delete session ${s.id} for good?`)) this.command(`/delete ${s.id}`, "delete");
-      });
-      item.append(actions);
-      list.append(item);
-    }
   }
 
   userBubble(text) {
@@ -345,9 +361,14 @@ export class Chat {
   assistantBubble(text) {
     const node = el("div", "msg assistant");
     const body = el("div", "md");
-    setMarkdown(body, text);
+    this.renderMarkdown(body, text);
     node.append(body);
     return node;
+  }
+
+  renderMarkdown(body, text) {
+    setMarkdown(body, text);
+    decorateCode(body);
   }
 
   label(node, text) {

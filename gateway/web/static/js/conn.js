@@ -109,9 +109,15 @@ export class Connection extends EventTarget {
     this.connect();
   }
 
-  // a chat message; false when it waits for the next connection
-  sendMessage(id, text) {
+  // where files go before a message names them (docs/PROTOCOL.md "Uploads")
+  uploadUrl() {
+    return `${location.protocol}//${location.host}/ws/upload`;
+  }
+
+  // a chat message (with the refs of uploaded files); false when it waits for the next connection
+  sendMessage(id, text, attachments = []) {
     const frame = { type: "message", id, text };
+    if (attachments.length) frame.attachments = attachments;
     if (this.online) {
       this.ws.send(JSON.stringify(frame));
       return true;

@@ -1,7 +1,17 @@
 // The operator pages: views of the gateway's own data over /api/ops/ (the
-// outbox with retry of failed rows, scheduled jobs, readiness).
+// outbox with retry of failed rows, scheduled jobs, readiness). Schedules
+// and times are shown in words and in the browser's time zone; ids keep
+// their machine form (a cell of class "id" may break anywhere, text only
+// between words).
 
 import { el } from "./render.js";
+import { describeSchedule } from "./schedule.js";
+import { localTime } from "./status.js";
+
+// a cell that is an identifier (may wrap anywhere) rather than words
+function id(text) {
+  return el("span", "id", text === null || text === undefined ? "–" : String(text));
+}
 
 export class Unauthorized extends Error {}
 
@@ -87,20 +97,22 @@ export class Ops {
           this.load();
         });
       }
-      return [r.id, r.state, `${r.channel}:${r.chat_id}`, r.attempts, r.last_error, r.preview, action];
+      const when = el("time", "when", localTime(r.created_at));
+      when.dateTime = r.created_at || "";
+      return [id(r.id), r.state, id(`${r.channel}:${r.chat_id}`), when, r.attempts, r.last_error, r.preview, action];
     });
-    this.rows(this.dom.outbox, rows, 7);
+    this.rows(this.dom.outbox, rows, 8);
   }
 
   jobs(jobs) {
     const rows = jobs.map((j) => [
-      j.id,
+      id(j.id),
       j.kind,
-      j.owner,
+      id(j.owner),
       j.state,
-      j.schedule ? JSON.stringify(j.schedule) : null,
-      j.next_run_at,
-      j.last_run ? `${j.last_run.status} ${j.last_run.scheduled_at}` : null,
+      describeSchedule(j.schedule),
+      j.next_run_at ? localTime(j.next_run_at, true) : null,
+      j.last_run ? `${j.last_run.status}, ${localTime(j.last_run.scheduled_at, true)}` : null,
     ]);
     this.rows(this.dom.jobs, rows, 7);
   }
