@@ -7,8 +7,10 @@ arguments, then started in order as a `Service` on one `AsyncExitStack`
 sessions → compaction → command lanes → inbound (recovery first) → scheduler
 → retention → ready. They stop in reverse order, also when one fails to start:
 retention, scheduler → ingress off (bus closed) and inbound drained → running turns finish or are
-checkpointed within `gateway.shutdown_timeout_secs` → outbox flushed →
-channels stopped → HTTP server down → storage closed last.
+checkpointed within `gateway.shutdown_timeout_secs` less its closing reserve →
+outbox flushed → channels stopped (WebSocket clients closed with 1001) → MCP
+servers → HTTP server down → storage closed last. Each stop is cut at the
+budget's end (gateway.lifecycle.ShutdownBudget), whatever is connected.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from gateway.lifecycle import (
     ShutdownBudget,
     Stage,
     StartupError,
+    root_task_group,
     start_services,
 )
 from gateway.memory.setup import build_memory
@@ -150,9 +153,9 @@ class Gateway:
                 self.db = db
                 providers = await self._providers(stack)
                 services = await self._build(Store(db), providers)
-                tg = await stack.enter_async_context(asyncio.TaskGroup())
+                tg = await stack.enter_async_context(root_task_group())
                 try:
-                    await start_services(stack, tg, services)
+                    await start_services(stack, tg, services, self.budget)
                 except BaseException:
                     self.budget.begin()  # what started stops within the usual budget
                     raise
@@ -293,10 +296,14 @@ class Gateway:
         processor = self.processor = ingress.processor
 
         app = self._http_app(store, delivery, scheduler, ingress)
-        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        # Stopping last, the server gives requests still running the closing
+        # reserve, not aiohttp's 60 s (the WebSocket channel has closed its own).
+        runner = web.AppRunner(
+            app, handle_signals=False, access_log=None, shutdown_timeout=self.budget.reserve_secs
+        )
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
-            *([self.mcp] if self.mcp is not None else []),  # stops after the turns that use it
+            *self._mcp_service(),  # stops after the turns that use it
             *(DeliveryFeature.service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
@@ -317,6 +324,13 @@ class Gateway:
         self.retention = self.ops.retention(store, self.loaded.media_dir, cfg.storage, self.clock)
         services.append(self.retention)  # last: its first pass runs once the gateway is up
         return services
+
+    def _mcp_service(self) -> list[Service]:
+        """The MCP servers as a part whose stop takes what is left of the budget."""
+        mcp = self.mcp
+        if mcp is None:
+            return []
+        return [Stage(mcp.name, mcp.start, lambda: mcp.stop(self.budget.left_to_close()))]
 
     def _http_app(
         self,

@@ -46,7 +46,11 @@ __all__ = ["DROPPED_SCHEMA_KEYS", "CallOutcome", "McpManager", "tool_spec"]
 
 log = structlog.get_logger(__name__)
 
-_STOP_GRACE_SECS: Final = 10.0  # stdio: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL — then cancel
+# stdio: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the SDK's steps); a server
+# still there at the end of the grace is killed (the last _KILL_SECS of it).
+# The gateway passes what is left of its shutdown budget instead.
+_STOP_GRACE_SECS: Final = 10.0
+_KILL_SECS: Final = 0.5
 
 
 class CallOutcome(StrEnum):
@@ -108,7 +112,7 @@ class McpManager:
         self._known: dict[str, str] = {}  # every name a server offered → its key
         self._warned: set[tuple[str, str]] = set()
         self._changed = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # server key → its supervisor
 
     name = "mcp servers"
 
@@ -120,19 +124,23 @@ class McpManager:
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Start every server's supervisor and return at once."""
         for key, server in self._servers.items():
-            self._tasks.append(tg.create_task(server.run(), name=f"mcp:{key}"))
+            self._tasks[key] = tg.create_task(server.run(), name=f"mcp:{key}")
 
-    async def stop(self) -> None:
+    async def stop(self, grace_secs: float = _STOP_GRACE_SECS) -> None:
+        """Ask every server to stop, and return within `grace_secs`: a server
+        still stopping near its end is killed (a stdio child gets SIGKILL)."""
         for server in self._servers.values():
             server.request_stop()
         if not self._tasks:
             return
-        _, pending = await asyncio.wait(self._tasks, timeout=_STOP_GRACE_SECS)
-        for task in pending:
-            log.warning("mcp_server_stop_slow", task=task.get_name())
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        tasks = self._tasks.values()
+        await asyncio.wait(tasks, timeout=max(0.0, grace_secs - _KILL_SECS))
+        slow = [key for key, task in self._tasks.items() if not task.done()]
+        if slow:
+            log.warning("mcp_server_stop_slow", servers=slow, grace_secs=round(grace_secs, 2))
+            for key in slow:
+                self._servers[key].kill()
+            await asyncio.wait(tasks)
 
     # -- state -----------------------------------------------------------------------
     def statuses(self) -> list[ServerStatus]:

@@ -217,6 +217,7 @@ class McpServer:
         self._retry_at: float | None = None
         self._up_since: float | None = None
         self._stopping = asyncio.Event()
+        self._connection: anyio.CancelScope | None = None  # the attempt running now
         self._tail = StderrTail()
 
     @property
@@ -259,6 +260,14 @@ class McpServer:
         if self._link is not None:
             self._link.wake.set()
 
+    def kill(self) -> None:
+        """Stop now: the connection's teardown is cancelled at every await
+        until it has ended (anyio's scope, where one task cancel is absorbed
+        by the SDK's), so a stdio child still there is killed (SIGKILL)."""
+        self.request_stop()
+        if self._connection is not None:
+            self._connection.cancel()
+
     def _set(self, state: ServerState, tools: tuple[types.Tool, ...] | None = None) -> None:
         self._state = state
         if tools is not None:
@@ -288,7 +297,8 @@ class McpServer:
             self._tail.lines.clear()  # the stderr of this attempt's child only
             error: str | None = None
             try:
-                await self._connect_and_serve()
+                with anyio.CancelScope() as self._connection:
+                    await self._connect_and_serve()
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is None or task.cancelling():
@@ -296,6 +306,8 @@ class McpServer:
                 error = "the connection was cancelled"  # a stray cancel from the SDK's scopes
             except Exception as exc:
                 error = describe(exc)
+            finally:
+                self._connection = None
             if self._stopping.is_set():
                 break
             up_for = time.monotonic() - self._up_since if self._up_since is not None else 0.0
