@@ -9,7 +9,8 @@ cluster itself is tests/pgcluster.py's (shared with the bench), with fsync off.
 
 Without PostgreSQL binaries the tests that need them are skipped locally, and the
 summary says how many; under CI (the `CI` environment variable set) the same
-absence is an error, so CI can never silently stop running them.
+absence is an error, so CI can never silently stop running them (tests/external.py,
+shared with the browser tests).
 
 Public API, registered as a pytest plugin from tests/conftest.py:
 
@@ -28,13 +29,13 @@ to exercise the skip and the CI error on a machine that has it.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import pgcluster
+from tests.external import External
 from tests.pgcluster import PostgresServer, running_cluster
 
 __all__ = [
@@ -48,6 +49,13 @@ __all__ = [
 ]
 
 SKIP_REASON = "PostgreSQL not installed (apt-get install postgresql); CI runs these"
+POSTGRES = External(
+    skip_reason=SKIP_REASON,
+    ci_failure="PostgreSQL not installed, and under CI the PostgreSQL tests must run "
+    "(.ci/run installs Debian's postgresql)",
+    summary="{count} PostgreSQL {tests} skipped: PostgreSQL not installed "
+    "(apt-get install postgresql); CI runs these",
+)
 
 storage_backends = pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -63,21 +71,11 @@ def find_bindir() -> Path | None:
     return pgcluster.find_bindir()
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 def require_postgres() -> Path:
     """The binaries' directory, or skip the test (locally) / fail it (under CI)."""
     bindir = find_bindir()
-    if bindir is None:
-        if _in_ci():
-            pytest.fail(
-                "PostgreSQL not installed, and under CI the PostgreSQL tests must run "
-                "(.ci/run installs Debian's postgresql)",
-                pytrace=False,
-            )
-        pytest.skip(SKIP_REASON)
+    POSTGRES.require(bindir is not None)
+    assert bindir is not None
     return bindir
 
 
@@ -117,23 +115,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require_postgres()
 
 
-def _skipped_for_postgres(terminalreporter: pytest.TerminalReporter) -> int:
-    count = 0
-    for report in terminalreporter.stats.get("skipped", []):
-        longrepr = getattr(report, "longrepr", None)
-        if isinstance(longrepr, tuple) and SKIP_REASON in str(longrepr[-1]):
-            count += 1
-    return count
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One line, so a local `make test` says that PostgreSQL tests did not run."""
-    count = _skipped_for_postgres(terminalreporter)
-    if count:
-        noun = "test" if count == 1 else "tests"
-        terminalreporter.write_line(
-            f"{count} PostgreSQL {noun} skipped: PostgreSQL not installed "
-            "(apt-get install postgresql); CI runs these",
-            yellow=True,
-            bold=True,
-        )
+    POSTGRES.report(terminalreporter)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -146,40 +147,119 @@ async def test_checkpoints_reach_the_database_file_without_the_writer(tmp_path: 
             copy.close()
 
 
-async def test_the_wal_stays_bounded_while_writes_never_pause(tmp_path: Path) -> None:
+class _CheckpointsInsideWrites:
+    """Stands in for storage.sqlite.db._checkpoint so that each checkpoint of
+    the checkpointer's connection runs while a write transaction is open, as
+    under sustained load, by order rather than by timing. Each round goes:
+    the checkpoint waits (`parked` is set for the test); the test sends one
+    write; the write, inside its transaction, lets the checkpoint run and
+    commits once it is done; the round then checkpoints on the writer's
+    connection if the WAL is too long, and the next round waits again.
+    `frames`: the WAL's length in frames at every checkpoint, in order
+    (after a restart, the old length until the next commit starts it over)."""
+
+    WAIT_SECS = 30.0  # only a broken test waits this long
+
+    def __init__(self, checkpoint: Callable[[sqlite3.Connection], int]) -> None:
+        self._checkpoint = checkpoint
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        self._waiting = False  # a checkpoint waits for a write to run inside
+        self._finished = False
+        self._inside = threading.Event()  # a write is inside its transaction
+        self._done = threading.Event()  # the checkpoint inside it has run
+        self.parked = asyncio.Event()  # a checkpoint waits: send the next write
+        self.writer: sqlite3.Connection | None = None
+        self.inside_writes = 0
+        self.on_the_writer = 0
+        self.frames: list[int] = []
+        self.first_restart: int | None = None  # index into `frames`
+
+    def checkpoint(self, conn: sqlite3.Connection) -> int:
+        if conn is self.writer:  # the round's own: between two commits
+            self.on_the_writer += 1
+            if self.first_restart is None:
+                self.first_restart = len(self.frames)
+            return self._count(conn)
+        with self._lock:
+            if self._finished:
+                return self._count(conn)
+            self._waiting = True
+        self._loop.call_soon_threadsafe(self.parked.set)
+        if not self._inside.wait(self.WAIT_SECS):
+            raise sqlite3.OperationalError("test: no write came")
+        self._inside.clear()
+        frames = self._count(conn)
+        self._done.set()
+        return frames
+
+    def _count(self, conn: sqlite3.Connection) -> int:
+        frames = self._checkpoint(conn)
+        self.frames.append(frames)
+        return frames
+
+    def insert(self, conn: sqlite3.Connection, blob: bytes) -> None:
+        """The write (on the writer's connection) the waiting checkpoint runs inside."""
+        self.writer = conn
+        conn.execute("INSERT INTO scratch (data) VALUES (?)", (blob,))
+        with self._lock:
+            if not self._waiting:
+                raise RuntimeError("test: a write came while no checkpoint waited")
+            self._waiting = False
+            self._inside.set()
+        if not self._done.wait(self.WAIT_SECS):
+            raise TimeoutError("test: the checkpoint never ran")
+        self._done.clear()
+        self.inside_writes += 1
+
+    def finish(self) -> None:
+        """Checkpoints stop waiting for writes (the database can close)."""
+        with self._lock:
+            self._finished = True
+            if self._waiting:
+                self._waiting = False
+                self._inside.set()
+
+
+async def test_the_wal_stays_bounded_while_writes_never_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Under sustained load a write transaction is open whenever a passive
     checkpoint runs, so the WAL never starts over from its beginning: it grew
-    by every write (900 MB in 25 s in the 8-client bench) and kept that size."""
+    by every write (900 MB in 25 s in the 8-client bench) and kept that size.
+    Here every checkpoint runs inside a write (_CheckpointsInsideWrites), for a
+    fixed number of writes, whatever the machine's speed: the WAL stays
+    bounded only because the writer's connection checkpoints itself, between
+    two commits, whenever the WAL holds more than 64 frames."""
+    import storage.sqlite.db
+
     path = tmp_path / "picobot.db"
     blob = b"x" * 16_384  # four pages of overflow: every row writes new pages
-    async with Database(path, checkpoint_interval_secs=0.02, wal_restart_frames=64) as db:
+    writes = 200
+    gate = _CheckpointsInsideWrites(storage.sqlite.db._checkpoint)
+    monkeypatch.setattr(storage.sqlite.db, "_checkpoint", gate.checkpoint)
+    async with Database(path, checkpoint_interval_secs=0, wal_restart_frames=64) as db:
         await db.write(lambda c: c.execute("CREATE TABLE scratch (data BLOB)"))
-
-        def slow_insert(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO scratch (data) VALUES (?)", (blob,))
-            # about a millisecond of SQL work, so that a transaction is nearly always open
-            conn.execute(
-                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5000)"
-                " SELECT count(*) FROM n"
-            ).fetchone()
-
-        written = 0
-
-        async def writer() -> None:
-            nonlocal written
-            while db.checkpoints < 40:
-                await db.write(slow_insert)
-                written += len(blob)
-
-        async with asyncio.timeout(30):
-            await asyncio.gather(*(writer() for _ in range(4)))
+        try:
+            async with asyncio.timeout(60):
+                for _ in range(writes):
+                    await gate.parked.wait()
+                    gate.parked.clear()
+                    await db.write(lambda c: gate.insert(c, blob))
+        finally:
+            gate.finish()
         wal = path.with_name(path.name + "-wal").stat().st_size
         frame = 24 + await db.read(lambda c: c.execute("PRAGMA page_size").fetchone()[0])
-    assert written > 12 * 64 * frame
-    # Without the restarts the WAL holds all of it (1.2 × with the frame
-    # headers); with them, the 64 frames and about a round of writes, out of
-    # 40 rounds (1/10 here), whatever the disk's fsync costs.
-    assert wal <= written / 4, f"WAL grew to {wal} bytes after {written} bytes of writes"
+    assert gate.inside_writes == writes
+    # Each row writes 6 frames: without the restarts the WAL grows by all of
+    # them (1,200 frames, 5 MB); with them it starts over every dozen writes.
+    assert gate.on_the_writer >= 10
+    assert gate.first_restart is not None
+    # After the first restart the file (a 32-byte header, then the frames) is
+    # reused from its start: it never outgrows what it held then (the
+    # migrations' frames), or 64 frames and two writes of 8 frames at most.
+    most = max([*gate.frames[: gate.first_restart + 1], 64 + 2 * 8])
+    assert wal <= 32 + most * frame, f"the WAL file grew to {wal} bytes, {most} frames allowed"
 
 
 async def test_without_a_checkpoint_connection_the_writer_checkpoints_itself(

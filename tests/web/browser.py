@@ -1,9 +1,16 @@
 """Headless Chromium for the web UI tests: Debian's `chromium` driven by
 Playwright (never `playwright install`: no browser is downloaded). Every test
-gets a fresh profile. Screenshots go to test-artifacts/ (git-ignored)."""
+gets a fresh profile. Screenshots go to test-artifacts/ (git-ignored).
+
+Without chromium the `browser` tests are skipped locally, with one summary
+line, and fail under CI (tests/web/conftest.py, tests/external.py).
+`PICOBOT_TEST_CHROMIUM` names another chromium binary (a path that does not
+exist exercises the skip on a machine that has one).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,9 +18,19 @@ from pathlib import Path
 
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
+from tests.external import External
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "web"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = (
+    os.environ.get("PICOBOT_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+)
+BROWSER = External(
+    skip_reason="chromium not found (apt-get install -y chromium); CI runs these",
+    ci_failure="chromium not found, and under CI the browser tests must run "
+    "(.ci/run installs Debian's chromium)",
+    summary="chromium not found: {count} browser {tests} skipped; apt-get install -y chromium",
+)
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -28,10 +45,14 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 
 
+def require_chromium() -> None:
+    """Skip the test without chromium (locally), or fail it (under CI)."""
+    BROWSER.require(Path(CHROMIUM).exists())
+
+
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        raise RuntimeError("the browser tests need Debian's chromium: apt-get install -y chromium")
+    require_chromium()
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         try:
