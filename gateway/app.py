@@ -146,6 +146,7 @@ class Gateway:
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise ValueError(f"two channels share a name: {names}")
+        self.loaded.check_job_targets(names)  # ConfigError: what `picobot doctor` says too
         try:
             async with AsyncExitStack() as stack:
                 db = await open_database(self.loaded.storage_url).open()
@@ -166,6 +167,9 @@ class Gateway:
                     port=self.port,
                     channels=names,
                     storage=db.describe,  # the password masked
+                    home=str(self.loaded.home),
+                    config=str(self.loaded.path or "(built-in defaults)"),
+                    web_ui=self.web_ui_url,
                 )
                 await self._stop.wait()
                 log.info("gateway_stopping")
@@ -176,6 +180,18 @@ class Gateway:
                 raise failed[0] from None
             raise
         log.info("gateway_stopped")
+
+    @property
+    def web_ui_url(self) -> str:
+        """Where a browser finds the web UI: `gateway.public_url`, else the bound
+        address (a wildcard shown as the loopback address that reaches it)."""
+        gateway = self.config.gateway
+        if gateway.public_url:
+            return gateway.public_url.rstrip("/") + "/"
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(
+            gateway.host, gateway.host
+        )
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
 
     async def _providers(self, stack: AsyncExitStack) -> dict[str, LLMProvider]:
         built = dict(self._providers_override or TurnsFeature.providers(self.loaded))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -326,18 +326,11 @@ class Config(FrozenModel):
         for name, channel in self.channels.enabled().items():
             if channel.agent not in self.agents:
                 problems.append(f"channels.{name}.agent: no agent named {channel.agent!r}")
-        enabled = self.channels.enabled()
         for n, job in enumerate(self.scheduler.jobs):
             agent_name = getattr(job.payload, "agent", None)
             if agent_name is not None and agent_name not in self.agents:
                 problems.append(
                     f"scheduler.jobs[{n}] ({job.id}): payload.agent: no agent named {agent_name!r}"
-                )
-            target = getattr(job, "target", None)
-            if self.scheduler.enabled and job.enabled and target and target.channel not in enabled:
-                problems.append(
-                    f"scheduler.jobs[{n}] ({job.id}): target.channel: {target.channel!r} is not "
-                    "an enabled channel (enable it, or set the job's enabled to false)"
                 )
         problems += unknown_tool_names("tools.disabled", self.tools.disabled)
         problems += unknown_tool_names("tools.approval.tools", self.tools.approval.tools)
@@ -353,6 +346,21 @@ class Config(FrozenModel):
                     f"address ({self.gateway.host!r})"
                 )
         return problems
+
+    def job_target_problems(self, channels: Collection[str]) -> list[str]:
+        """Configured jobs that would fail every run: their target channel is
+        not among `channels` (the enabled ones; start-up passes the channels
+        it runs, `picobot doctor` the config's). None while the scheduler is off."""
+        if not self.scheduler.enabled:
+            return []
+        return [
+            f"scheduler.jobs[{n}] ({job.id}): target.channel: {target.channel!r} is not an "
+            "enabled channel (enable it, or set the job's enabled to false)"
+            for n, job in enumerate(self.scheduler.jobs)
+            if job.enabled
+            and (target := getattr(job, "target", None)) is not None
+            and target.channel not in channels
+        ]
 
     def _provider_limits(self) -> list[str]:
         """Values a provider's type refuses: every turn would fail at run time."""

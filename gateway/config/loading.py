@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,14 @@ class LoadedConfig:
             servers={key for key, server in config.mcp_servers.items() if server.is_active},
             providers={agent.provider for agent in config.agents.values()},
         )
+
+    def check_job_targets(self, channels: Collection[str]) -> None:
+        """ConfigError, as the loading would raise it, when a configured job
+        names a channel not among `channels`: start-up passes the channels it
+        runs, `picobot doctor` the enabled ones (Config.job_target_problems)."""
+        problems = self.config.job_target_problems(channels)
+        if problems:
+            raise _invalid(str(self.path) if self.path else "default config", problems)
 
     @property
     def admins(self) -> frozenset[str]:

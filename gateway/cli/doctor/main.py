@@ -105,11 +105,16 @@ def _summary(problems: int, warnings: int, out: TextIO) -> None:
 def _config_findings(loaded: LoadedConfig) -> list[Finding]:
     findings: list[Finding] = []
     path = loaded.path
+    try:  # as start-up checks it, with the channels the config enables
+        loaded.check_job_targets(loaded.config.channels.enabled())
+    except ConfigError as exc:
+        findings.append(problem("config", str(exc), "fix the file; every key is in docs/CONFIG.md"))
     if path is None:
         message = "no file at $PICOBOT_HOME/config.json or ./config.json; built-in defaults"
         findings.append(warn("config", message, "picobot init"))
     else:
-        findings.append(ok("config", f"{path} is valid"))
+        if not findings:
+            findings.append(ok("config", f"{path} is valid"))
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o007:  # group-readable is the service layout (root:picobot 0640)
             message = f"{path} has mode {mode:04o}: every user can read it"

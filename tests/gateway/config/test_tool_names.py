@@ -65,7 +65,9 @@ def test_mcp_tool_names_and_the_shell_alias_pass(tmp_path: Path) -> None:
     assert loaded.config.tools.disabled == ["mcp_fs_write", "skill_list"]
 
 
-def test_a_job_for_a_disabled_channel_is_refused_when_the_scheduler_runs(tmp_path: Path) -> None:
+async def test_a_job_for_a_disabled_channel_is_refused_by_doctor_and_start_up(
+    tmp_path: Path,
+) -> None:
     job = {
         "id": "morning",
         "kind": "outbound_message",
@@ -73,15 +75,25 @@ def test_a_job_for_a_disabled_channel_is_refused_when_the_scheduler_runs(tmp_pat
         "target": {"channel": "telegram", "chat_id": "42"},
         "payload": {"text": "good morning"},
     }
-    url = "http://127.0.0.1:9/v1"
-    with pytest.raises(
-        ConfigError,
-        match=r"scheduler.jobs\[0\] \(morning\): target.channel: 'telegram' is not an enabled channel",
-    ):
-        make_config(tmp_path, url, scheduler={"enabled": True, "jobs": [job]})
+    path = tmp_path / "config.json"
+    env = {"PICOBOT_HOME": str(tmp_path / "home")}
+    expected = (
+        f"{path} is invalid: scheduler.jobs[0] (morning): target.channel: 'telegram' is not an "
+        "enabled channel (enable it, or set the job's enabled to false)"
+    )
+    path.write_text(json.dumps({"scheduler": {"enabled": True, "jobs": [job]}}))
+    loaded = load_config(path, env)  # a fact of the channels that run, checked at start
+    with pytest.raises(ConfigError) as caught:
+        loaded.check_job_targets(["websocket"])
+    assert str(caught.value) == expected
+    loaded.check_job_targets(["websocket", "telegram"])
+    out = StringIO()
+    assert await run_doctor(str(path), env, probe=False, out=out) == 1
+    assert f"problem config: {expected}\n" in out.getvalue()
     # the same job with the scheduler off, or the job off, is no problem
-    make_config(tmp_path, url, scheduler={"enabled": False, "jobs": [job]})
-    make_config(tmp_path, url, scheduler={"enabled": True, "jobs": [{**job, "enabled": False}]})
+    for scheduler in ({"enabled": False, "jobs": [job]}, {"jobs": [{**job, "enabled": False}]}):
+        path.write_text(json.dumps({"scheduler": scheduler}))
+        load_config(path, env).check_job_targets(["websocket"])
 
 
 async def test_doctor_prints_what_start_up_prints(tmp_path: Path) -> None:
