@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-DEFAULT_URL = "ws://127.0.0.1:19876/ws"
+
+DISTRIBUTION = "picobot-gateway"  # pyproject.toml's [project] name
 
 
 def _secret_values(config: Config) -> list[str]:
@@ -159,15 +160,7 @@ def _gateway(args: argparse.Namespace) -> int:
     if not make_non_dumpable():  # same-uid processes could read our environ
         log.warning("gateway_dumpable", reason="prctl(PR_SET_DUMPABLE, 0) unavailable")
     log.info("config_loaded", path=str(loaded.path) if loaded.path else "(built-in defaults)")
-    enabled = cfg.channels.enabled()
-    for where, var in loaded.missing_env.items():
-        parts = where.split(".")
-        if parts[0] == "channels" and len(parts) > 1 and parts[1] not in enabled:
-            continue  # a disabled channel's placeholders do not matter
-        if parts[0] == "mcpServers" and not any(
-            where.startswith(f"mcpServers.{k}.") for k, s in cfg.mcp_servers.items() if s.is_active
-        ):
-            continue  # nor an inactive MCP server's (an active one's stopped start-up)
+    for where, var in loaded.missing_env_in_use.items():
         log.warning("config_env_missing", config_path=where, variable=var)
     try:
         return asyncio.run(_serve(loaded))
@@ -180,24 +173,19 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from gateway.cli.client.main import ClientState, run_client
-    from gateway.config.loading import picobot_home
+    from gateway.cli.client.main import AgentOptions, agent_command
 
-    home = picobot_home(os.environ)
-    state = ClientState.load(home / "client.json")
-    if args.chat:
-        state.chat_id = args.chat
-    token = args.token or os.environ.get("PICOBOT_TOKEN")
-    return asyncio.run(
-        run_client(
-            args.gateway_url,
-            token,
-            state,
-            message=args.message,
-            reply_timeout=args.timeout,
-            history_path=home / "client_history",
-        )
+    options = AgentOptions(
+        gateway_url=args.gateway_url,
+        token=args.token,
+        config=args.config,
+        chat=args.chat,
+        remember=args.remember,
+        hide_tools=args.hide_tools,
+        message=args.message,
+        timeout=args.timeout,
     )
+    return agent_command(options, os.environ, Path.cwd())
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -327,6 +315,16 @@ FAMILIES: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
 )
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand's parser; with `command`, only that one's in full
     (the others by name and help line), so that what it does not need is
@@ -334,6 +332,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picobot", description="A self-hosted chat gateway for an LLM agent."
     )
+    parser.add_argument("--version", action="version", version=f"picobot {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -346,10 +345,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         func=cmd_gateway
     )
 
-    agent = sub.add_parser("agent", help="chat with the gateway from the terminal")
-    agent.add_argument("--gateway-url", default=DEFAULT_URL)
-    agent.add_argument("--token", help="gateway.auth_token (or PICOBOT_TOKEN)")
-    agent.add_argument("--chat", help="chat id to use (default: this client's stable id)")
+    agent = with_config(sub.add_parser("agent", help="chat with the gateway from the terminal"))
+    agent.add_argument(
+        "--gateway-url",
+        help="the gateway: ws://, wss://, http:// or https://HOST:PORT[/PATH] (no path: /ws; "
+        "default: gateway.host, gateway.port and channels.websocket.path of the config, "
+        "else ws://127.0.0.1:19876/ws)",
+    )
+    agent.add_argument(
+        "--token", help="the gateway's token (default: PICOBOT_TOKEN, else the config's)"
+    )
+    agent.add_argument("--chat", help="talk in this chat id (default: this client's own)")
+    agent.add_argument(
+        "--remember", action="store_true", help="with --chat: make it the default from now on"
+    )
+    agent.add_argument(
+        "--hide-tools", action="store_true", help="do not show tool calls (/tools toggles)"
+    )
     agent.add_argument("-m", "--message", help="send one message, print the reply, exit")
     agent.add_argument(
         "--timeout", type=float, default=600.0, help="with -m: seconds to wait for the reply"

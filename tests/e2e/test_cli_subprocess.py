@@ -44,8 +44,9 @@ async def test_quick_start_without_api_key_answers_clearly(home: Path) -> None:
             assert r.status == 200
             assert (await r.json())["status"] == "ok"
         code, out, err = await _agent(gw.ws_url, env, "-m", "hello")
-        assert code == 0, err
-        assert "OPENAI_API_KEY" in out
+        assert code == 1, err  # the turn failed: a script can tell (issue 59)
+        assert out == ""
+        assert "OPENAI_API_KEY" in err
         assert "Traceback" not in out + err
     finally:
         assert await gw.stop() == 0
@@ -76,7 +77,7 @@ async def test_agent_one_shot_prints_reply_and_keeps_chat(home: Path, llm: FakeO
         ]
         # an unreachable gateway is a clear non-zero exit
         code, _, err = await _agent("ws://127.0.0.1:9/ws", env, "-m", "x")
-        assert code != 0
+        assert code == 3
         assert "cannot connect" in err
     finally:
         assert await gw.stop() == 0

@@ -1,10 +1,12 @@
 """The interactive terminal client (`picobot agent`) in a real pseudo-terminal
 (pexpect), against the gateway and the fake LLM: typing while the agent works,
-/stop and Ctrl-C, and replies written while it was away. Each session's
-screen output is kept in test-artifacts/cli/ for a look."""
+/stop and Ctrl-C, replies written while it was away, links, /clear, tool-call
+lines, and `-m`'s status line on a terminal. Each session's screen output is
+kept in test-artifacts/cli/ for a look."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -59,15 +61,23 @@ class Terminal:
 
 
 @asynccontextmanager
-async def terminal(gw: Gateway, home: Path, name: str) -> AsyncIterator[Terminal]:
+async def terminal(
+    gw: Gateway,
+    home: Path,
+    name: str,
+    *args: str,
+    ready: str = "/help for commands",
+    **env_extra: str,
+) -> AsyncIterator[Terminal]:
+    """`picobot agent ARGS` in a pseudo-terminal; back once `ready` is shown."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.log"
     # pexpect answers no cursor-position request: say so rather than make it wait
-    env = child_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1")
+    env = child_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1", **env_extra)
     with path.open("w", encoding="utf-8") as log:
         child = pexpect.spawn(
             PICOBOT,
-            ["agent", "--gateway-url", f"ws://127.0.0.1:{gw.port}/ws"],
+            ["agent", "--gateway-url", f"ws://127.0.0.1:{gw.port}/ws", *args],
             env=env,
             dimensions=(40, 160),
             encoding="utf-8",
@@ -76,7 +86,7 @@ async def terminal(gw: Gateway, home: Path, name: str) -> AsyncIterator[Terminal
         child.logfile_read = log
         term = Terminal(child, log, path)
         try:
-            await term.expect("/help for commands")
+            await term.expect(ready)
             yield term
         finally:
             if child.isalive():
@@ -200,3 +210,102 @@ async def test_an_unknown_command_is_refused_locally(home: Path, llm: FakeOpenAI
     assert [conversation(r)[-1]["content"] for r in llm.requests] == [
         "/etc/hosts is a file, right?"
     ]
+
+
+LINKED = "Read [the docs](https://example.com/d) first."
+
+
+async def test_a_link_is_a_real_hyperlink_in_a_terminal_and_text_with_url_otherwise(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """It printed as `8;id=…;https://…`: rich's OSC 8 without its ESC ]."""
+    async with running_gateway(make_config(home, llm.base_url)) as gw:
+        llm.add_text(LINKED)
+        async with terminal(gw, home, "links-osc8") as term:
+            term.type("where are the docs?")
+            await term.expect("\x1b]8;;\x1b\\")  # a link's end: the reply is rendered
+            await term.expect("first.")
+            screen = term.screen()
+            assert ";https://example.com/d\x1b\\" in screen  # ESC ] 8 ; id ; url ST
+            assert screen.count("8;id=") == screen.count("\x1b]8;id=")  # no bare `8;id=…`
+            term.type("/quit")
+            assert await term.exits() == 0
+        llm.add_text(LINKED)
+        async with terminal(gw, home, "links-plain", PICOBOT_HYPERLINKS="0") as term:
+            term.type("and without hyperlinks?")
+            await term.expect("the docs (")  # rendered (the streamed text has `[the docs](`)
+            await term.expect(" first.")
+            shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", term.screen())  # colours, cursor
+            assert "Read the docs (https://example.com/d) first." in shown
+            assert "8;" not in shown.split("and without hyperlinks?")[-1]
+            term.type("/quit")
+            assert await term.exits() == 0
+
+
+async def test_clear_erases_the_screen(home: Path, llm: FakeOpenAI) -> None:
+    async with (
+        running_gateway(make_config(home, llm.base_url)) as gw,
+        terminal(gw, home, "clear") as term,
+    ):
+        assert CLEAR not in term.screen()
+        term.type("/clear")
+        await term.expect(CLEAR)
+        term.type("still here?")
+        await term.expect("echo: still here?")
+        term.type("/quit")
+        assert await term.exits() == 0
+    assert [conversation(r)[-1]["content"] for r in llm.requests] == ["still here?"]
+
+
+CLEAR = "\x1b[H\x1b[2J\x1b[3J"
+TOOL_LINE = "🔧 calculator(expression=6*7) ok"
+
+
+async def test_tool_calls_are_shown_unless_hidden_and_tools_toggles(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """Shown by default, whatever the operator's show_tool_results (false
+    here, the default); --hide-tools hides them, /tools shows them again."""
+    for _ in range(3):
+        llm.add_tool_call("calculator", {"expression": "6*7"})
+        llm.add_text("It is 42.")
+    async with running_gateway(make_config(home, llm.base_url)) as gw:
+        async with terminal(gw, home, "tools-shown") as term:
+            term.type("what is 6*7?")
+            await term.expect(TOOL_LINE)
+            await term.expect("It is 42.")
+            term.type("/quit")
+            assert await term.exits() == 0
+        async with terminal(gw, home, "tools-hidden", "--hide-tools") as term:
+            term.type("and again?")
+            await term.expect("It is 42.")
+            assert TOOL_LINE not in term.screen()
+            term.type("/tools")
+            await term.expect("tool calls are shown now")
+            term.type("once more?")
+            await term.expect(TOOL_LINE)
+            await term.expect("It is 42.")
+            term.type("/quit")
+            assert await term.exits() == 0
+
+
+async def test_one_shot_on_a_terminal_shows_the_wait_then_only_the_answer(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """stderr a terminal: a status line counts the seconds while the turn
+    runs (a provider being retried sends no frame: it shows as working)."""
+    llm.hold()
+    async with running_gateway(make_config(home, llm.base_url)) as gw:
+        try:
+            async with terminal(gw, home, "one-shot", "-m", "take your time", ready="… ") as term:
+                await term.expect("working")
+                await llm.wait_requests(1, timeout=20)
+                llm.release()
+                await term.expect("echo: take your time")
+                # (the log reads back \r as \n) the status line counted, then was erased
+                waited = term.screen().split("echo: take your time")[0]
+                assert "\x1b[K… working" in waited
+                assert waited.endswith("\x1b[K")
+                assert await term.exits() == 0
+        finally:
+            llm.release()

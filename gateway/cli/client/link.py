@@ -14,19 +14,40 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections import deque
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import websockets
 
-__all__ = ["ClientError", "Link", "Refused"]
+__all__ = ["COMMAND", "ClientError", "Link", "Refused", "is_command", "stop_task"]
 
 MAX_UNSENT = 50
 CLOSE_UNAUTHORIZED = 4401  # channels.websocket: the token was refused
 BACKOFF_FIRST_SECS = 0.5
 BACKOFF_MAX_SECS = 10.0
 Frame = dict[str, Any]
+# a chat command as the gateway reads one: `/name`, `/name@bot`, then space or the end
+COMMAND = re.compile(r"^/([A-Za-z][\w-]*)(?:@\S+)?(?:\s|$)")
+
+
+def is_command(text: str) -> bool:
+    """Text the gateway takes as a command (answered at once, by no turn)."""
+    return COMMAND.match(text.strip()) is not None
+
+
+async def stop_task(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait for its end; a cancellation of the caller itself
+    is re-raised, not swallowed with the task's."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
 
 
 class ClientError(Exception):
@@ -44,10 +65,16 @@ class Link:
         self.chat_id = chat_id
         self.frames: asyncio.Queue[Frame] = asyncio.Queue(256)
         self.commands: frozenset[str] | None = None  # the gateway's, from its welcome
-        self.show_tools = False  # the welcome's `show_tool_results`: print `tool` frames
         self.online = False
         self._ws: websockets.ClientConnection | None = None
         self._unsent: deque[str] = deque()
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages: without user:password@ or a query."""
+        parts = urlsplit(self.url)
+        netloc = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
     async def open(self) -> None:
         """The first connection; `ClientError` when it cannot be had."""
@@ -57,8 +84,14 @@ class Link:
     async def _connect(self) -> websockets.ClientConnection:
         try:
             ws = await websockets.connect(self.url, max_size=8 * 1024 * 1024)
+        except websockets.InvalidStatus as exc:
+            status = exc.response.status_code
+            # a page or nothing instead of the upgrade: the URL names another path
+            wrong_path = status < 300 or status == 404
+            hint = " (is that the WebSocket path, channels.websocket.path?)" if wrong_path else ""
+            raise ClientError(f"cannot connect to {self.shown_url}: HTTP {status}{hint}") from None
         except (OSError, websockets.InvalidURI, websockets.InvalidHandshake) as exc:
-            raise ClientError(f"cannot connect to {self.url}: {exc}") from None
+            raise ClientError(f"cannot connect to {self.shown_url}: {exc}") from None
         hello: Frame = {"type": "hello", "protocol": 1, "chat_id": self.chat_id}
         if self.token:
             hello["token"] = self.token
@@ -76,7 +109,6 @@ class Link:
         if welcome.get("type") != "welcome":
             await ws.close()
             raise Refused(f"the gateway refused the connection: {welcome.get('message')}")
-        self.show_tools = welcome.get("show_tool_results") is True
         names = welcome.get("commands")
         if isinstance(names, list):
             self.commands = frozenset(str(c.get("name")) for c in names if isinstance(c, dict))
@@ -128,6 +160,15 @@ class Link:
             raise ClientError("not connected, and too many messages are waiting already")
         self._unsent.append(frame)
         return msg_id
+
+    async def query(self, frame: Frame) -> None:
+        """Send a query frame (`history`, `sessions`) now; `ClientError` offline."""
+        if self._ws is None or not self.online:
+            raise ClientError("not connected")
+        try:
+            await self._ws.send(json.dumps(frame))
+        except websockets.ConnectionClosed:
+            raise ClientError("not connected") from None
 
     async def _flush_unsent(self) -> None:
         while self._unsent and self._ws is not None:

@@ -10,15 +10,14 @@ Ctrl-C once stops the running turn (sends `/stop`); twice in a row quits.
 Replies the gateway wrote while this client was away are shown when it
 (re)connects, marked as earlier, each once (`ClientState` remembers the ids).
 An unknown `/command` is refused here instead of going to the model; the
-gateway's command names come with its welcome frame.
+gateway's command names come with its welcome frame. Each finished tool call
+is one line (`--hide-tools` or `/tools` hides them); `/clear` erases the screen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import re
 import shutil
 import signal
 import time
@@ -31,70 +30,34 @@ from prompt_toolkit.formatted_text import ANSI, FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.shortcuts import print_formatted_text
-from rich.console import Console
-from rich.markdown import Markdown
 
-from gateway.cli.client.link import ClientError, Link
+from gateway.cli.client.link import COMMAND, ClientError, Link
+from gateway.cli.client.render import render_markdown, tool_line
 from gateway.cli.client.state import ClientState
 
-__all__ = ["LOCAL_COMMANDS", "Interactive", "is_unknown_command", "tool_line"]
+__all__ = ["LOCAL_COMMANDS", "Interactive", "is_unknown_command"]
 
 LOCAL_COMMANDS = {
     "/quit": "leave the client (a running task goes on; its reply is shown next time)",
     "/exit": "leave the client",
     "/clear": "clear the screen",
+    "/tools": "show or hide the agent's tool calls (shown unless --hide-tools)",
 }
-_COMMAND = re.compile(r"^/([A-Za-z][\w-]*)(?:@\S+)?(?:\s|$)")
 _STREAM_LINES = 4
+# erase the screen and the scrollback, cursor to the top left (as clear(1) does)
+_CLEAR_SCREEN = "\x1b[H\x1b[2J\x1b[3J"
 
 
 def is_unknown_command(line: str, known: frozenset[str] | None) -> str | None:
     """The command name when `line` is a /command neither the client nor the
     gateway knows; None otherwise (plain text, `/etc/hosts?`, or unknown list)."""
-    match = _COMMAND.match(line)
+    match = COMMAND.match(line)
     if match is None or known is None:
         return None
     name = match.group(1).lower()
     if f"/{name}" in LOCAL_COMMANDS or name in known or name == "help":
         return None
     return name
-
-
-def tool_line(frame: dict[str, Any]) -> str | None:
-    """A finished tool call as one line (`tool` frame, PROTOCOL.md); None while it runs."""
-    status = frame.get("status")
-    if status not in ("ok", "error"):
-        return None
-    secs = frame.get("secs")
-    took = f" {secs:.1f}s" if isinstance(secs, int | float) else ""
-    return f"🔧 {frame.get('name')}({frame.get('summary')}) {status}{took}"
-
-
-def keep_line_breaks(text: str) -> str:
-    """Chat replies mean their single newlines; Markdown would join the lines.
-    Hard breaks (two trailing spaces) everywhere except inside code fences."""
-    out: list[str] = []
-    fenced = False
-    for line in text.split("\n"):
-        fence = line.lstrip().startswith("```")
-        if fence:
-            fenced = not fenced
-        out.append(line if fence or fenced or not line.strip() else line + "  ")
-    return "\n".join(out)
-
-
-def render_markdown(text: str, width: int, *, color: bool = True) -> str:
-    """The reply as the terminal shows it (ANSI), rendered off screen."""
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        force_terminal=True,
-        width=width,
-        color_system="standard" if color else None,
-        no_color=not color,
-    )
-    console.print(Markdown(keep_line_breaks(text)))
-    return buffer.getvalue().rstrip("\n")
 
 
 @dataclass(slots=True)
@@ -119,12 +82,21 @@ class _Turn:
 
 class Interactive:
     def __init__(
-        self, link: Link, state: ClientState, history_path: Path, *, color: bool = True
+        self,
+        link: Link,
+        state: ClientState,
+        history_path: Path,
+        *,
+        color: bool = True,
+        hyperlinks: bool = False,
+        show_tools: bool = True,
     ) -> None:
         self.link = link
         self.state = state
         self.history_path = history_path
         self.color = color
+        self.hyperlinks = hyperlinks  # real OSC 8 links, else `text (url)` (render.py)
+        self.show_tools = show_tools  # one line per finished tool call; /tools toggles
         self.turn = _Turn()
         self.armed_quit = False  # a Ctrl-C was pressed; another one quits
         self._interrupted = False  # SIGINT between two prompts (the terminal not raw)
@@ -137,7 +109,13 @@ class Interactive:
         print_formatted_text(FormattedText([(style, text)]))
 
     def show_reply(self, text: str) -> None:
-        print_formatted_text(ANSI(render_markdown(text, self._width(), color=self.color)))
+        width = self._width()
+        rendered = render_markdown(text, width, color=self.color, hyperlinks=self.hyperlinks)
+        print_formatted_text(ANSI(rendered))
+
+    def clear_screen(self) -> None:
+        """Erase the screen (the ANSI parser would drop a CSI `J`: written raw)."""
+        print_formatted_text(FormattedText([("[ZeroWidthEscape]", _CLEAR_SCREEN)]), end="")
 
     def _prompt(self) -> FormattedText:
         parts: list[tuple[str, str]] = []
@@ -167,7 +145,7 @@ class Interactive:
         )
         with patch_stdout(raw=True):
             self.say(
-                f"picobot — chat {self.state.chat_id}. /help for commands, "
+                f"picobot — chat {self.state.chat_id} at {self.link.shown_url}. /help for commands, "
                 "Ctrl-C stops a running task, twice quits.",
                 "bold",
             )
@@ -223,7 +201,14 @@ class Interactive:
             if line in ("/quit", "/exit"):
                 return 0
             if line == "/clear":
-                print_formatted_text(ANSI("\x1b[2J\x1b[H"), end="")
+                self.clear_screen()
+                continue
+            if line == "/tools":
+                self.show_tools = not self.show_tools
+                shown = "shown" if self.show_tools else "hidden"
+                self.say(
+                    f"tool calls are {shown} now (/tools again to change)", "fg:ansibrightblack"
+                )
                 continue
             if line.split(maxsplit=1)[0].lower() == "/help":
                 for name, what in LOCAL_COMMANDS.items():
@@ -237,7 +222,7 @@ class Interactive:
             except ClientError as exc:
                 self.say(str(exc), "fg:ansired")
                 continue
-            if _COMMAND.match(line) is None:  # commands are answered at once, or not at all
+            if COMMAND.match(line) is None:  # commands are answered at once, or not at all
                 self.turn.unanswered.append(msg_id)
             if not self.link.online:
                 self.say("(not connected: sent when the gateway is back)", "fg:ansibrightblack")
@@ -265,7 +250,7 @@ class Interactive:
         elif kind == "tool":
             line = tool_line(frame)
             turn.tool = None if line is not None else str(frame.get("name"))
-            if line is not None and self.link.show_tools:
+            if line is not None and self.show_tools:
                 self.say(line, "fg:ansibrightblack")
         elif kind == "delta":
             turn.stream += str(frame.get("text", ""))
