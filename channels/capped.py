@@ -4,14 +4,16 @@ Every body a channel reads from a platform (a downloaded attachment, a JSON
 answer of an API) goes through `read_capped`: it stops as soon as more than
 `cap` bytes have arrived, so a peer that declares 1 KB and streams 200 MB costs
 at most the cap plus one chunk of memory. It must never read a whole body
-before checking its size.
+before checking its size. What was read is kept by `save_bytes` (blocking:
+call it through `asyncio.to_thread`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable
+from pathlib import Path
 
-__all__ = ["API_BODY_MAX", "CHUNK", "BodyTooLarge", "read_capped"]
+__all__ = ["API_BODY_MAX", "CHUNK", "BodyTooLarge", "read_capped", "save_bytes"]
 
 CHUNK = 65536  # bytes per read from the socket
 # A platform's JSON answer (an update page, a token, an error): far above any
@@ -41,3 +43,12 @@ async def read_capped(
         if len(body) > cap:
             raise BodyTooLarge(cap, len(body))
     return bytes(body)
+
+
+def save_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all (a `.part` file renamed into
+    place), creating its folder: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)

@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from channels.base import origin_allowed
-from channels.capped import CHUNK, BodyTooLarge, read_capped
+from channels.capped import CHUNK, BodyTooLarge, read_capped, save_bytes
 from gateway.bus import Decision, MediaKind, MediaRef, button_command
 
 __all__ = [
@@ -280,7 +280,7 @@ class Uploads:
         if not _content_matches(mime, data):
             raise UploadError(415, "type_mismatch", f"the file is not {mime}")
         ref = secrets.token_hex(16) + suffix
-        await asyncio.to_thread(_write, self._folder(principal) / ref, data)
+        await asyncio.to_thread(save_bytes, self._folder(principal) / ref, data)
         return Upload(ref, mime, len(data))
 
     async def resolve(self, principal: str, refs: Any) -> tuple[MediaRef, ...]:
@@ -303,13 +303,6 @@ class Uploads:
             kind = MediaKind.IMAGE if mime.startswith("image/") else MediaKind.FILE
             media.append(MediaRef(kind, str(folder / ref), mime, ref))
         return tuple(media)
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def _is_plain_file(path: Path) -> bool:

@@ -328,6 +328,15 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def process_gone(pid: int) -> bool:
+    """Whether no process has `pid` any more (signal 0 probes it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 async def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
     """Polls `predicate` (awaited when it returns an awaitable) until it is
     true: for state that offers nothing to await (another process, a file, a

@@ -26,7 +26,7 @@ import aiohttp
 from pydantic import SecretStr
 
 from channels.base import PermanentSendError, RateLimited, TransientSendError
-from channels.capped import API_BODY_MAX, CHUNK, BodyTooLarge, read_capped
+from channels.capped import API_BODY_MAX, CHUNK, BodyTooLarge, read_capped, save_bytes
 
 __all__ = ["Download", "FeishuApi", "FeishuApiError", "WsEndpoint"]
 
@@ -280,7 +280,7 @@ class FeishuApi:
             ext = mimetypes.guess_extension(ctype) or ""
         ext = _SAFE.sub("_", ext)[:12]
         target = dest_dir / f"{_SAFE.sub('_', message_id)}_{_SAFE.sub('_', file_key)}{ext}"
-        await asyncio.to_thread(_write_file, target, data)
+        await asyncio.to_thread(save_bytes, target, data)
         return Download(path=target, mime_type=ctype, name=name)
 
     # -- transport ---------------------------------------------------------
@@ -367,10 +367,3 @@ async def _read_api_body(resp: aiohttp.ClientResponse) -> bytes:
     return await read_capped(
         resp.content.iter_chunked(CHUNK), API_BODY_MAX, declared=resp.content_length
     )
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)

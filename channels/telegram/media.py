@@ -23,7 +23,7 @@ import structlog
 from telegram import Bot
 from telegram.error import TelegramError
 
-from channels.capped import CHUNK, BodyTooLarge, read_capped
+from channels.capped import CHUNK, BodyTooLarge, read_capped, save_bytes
 from channels.telegram.inbound import Attachment
 from channels.telegram.redaction import Redactor
 from gateway.bus import MediaRef
@@ -95,7 +95,7 @@ class MediaFetcher:
         suffix = _suffix(att, tg_file.file_path)
         name = f"{_safe(chat_id)}_{message_id}_{_safe(att.file_unique_id)}{suffix}"
         path = self._dir / name
-        await asyncio.to_thread(_write, path, data)
+        await asyncio.to_thread(save_bytes, path, data)
         mime = att.mime_type or mimetypes.guess_type(name)[0]
         return Fetched(MediaRef(att.kind, str(path), mime, att.name), None)
 
@@ -127,13 +127,6 @@ class MediaFetcher:
             max_media_bytes=self._max,
         )
         return Fetched(None, f"[{att.label} omitted: larger than {self._max} bytes]")
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def _encoded(url: str) -> str:

@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from channels.capped import save_bytes
 from channels.wechat.api import ILinkClient, ILinkError
 from channels.wechat.voice import VoiceError, voice_to_audio
 from gateway.bus import MediaKind, MediaRef
@@ -91,13 +92,6 @@ def _sniff_image(data: bytes) -> tuple[str, str]:
     return "application/octet-stream", ".bin"
 
 
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
 class MediaFetcher:
     """Downloads and decrypts one media item into `directory`."""
 
@@ -144,7 +138,7 @@ class MediaFetcher:
         if kind_type == ITEM_IMAGE:
             mime, ext = _sniff_image(data)
             path = self._directory / f"{stem}{ext}"
-            await asyncio.to_thread(_write, path, data)
+            await asyncio.to_thread(save_bytes, path, data)
             return MediaRef(MediaKind.IMAGE, str(path), mime, path.name)
         if kind_type == ITEM_VOICE:
             try:
@@ -152,13 +146,13 @@ class MediaFetcher:
             except VoiceError as exc:
                 raise MediaError(str(exc)) from exc
             path = self._directory / f"{stem}{audio.suffix}"
-            await asyncio.to_thread(_write, path, audio.data)
+            await asyncio.to_thread(save_bytes, path, audio.data)
             return MediaRef(MediaKind.AUDIO, str(path), audio.mime_type, path.name)
         if kind_type == ITEM_VIDEO:
             path = self._directory / f"{stem}.mp4"
-            await asyncio.to_thread(_write, path, data)
+            await asyncio.to_thread(save_bytes, path, data)
             return MediaRef(MediaKind.VIDEO, str(path), "video/mp4", path.name)
         name = _safe_name(str(sub.get("file_name") or "file"))
         path = self._directory / f"{stem}_{name}"
-        await asyncio.to_thread(_write, path, data)
+        await asyncio.to_thread(save_bytes, path, data)
         return MediaRef(MediaKind.FILE, str(path), None, str(sub.get("file_name") or name))

@@ -14,7 +14,7 @@ import websockets
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp_servers.harness import HttpMcpServer, stdio_server
-from tests.support import child_env, newest, spawn_gateway
+from tests.support import child_env, newest, process_gone, spawn_gateway
 
 pytestmark = pytest.mark.slow
 
@@ -68,14 +68,6 @@ async def test_the_token_header_reaches_the_server_and_no_log_line(
     assert not gw.events("raw")
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 async def test_sigterm_leaves_no_stdio_child(home: Path, llm: FakeOpenAI, tmp_path: Path) -> None:
     pid_file = tmp_path / "fs.pid"
     servers = {"fs": stdio_server("--pid-file", str(pid_file))}
@@ -83,10 +75,10 @@ async def test_sigterm_leaves_no_stdio_child(home: Path, llm: FakeOpenAI, tmp_pa
     try:
         await gw.wait_event("mcp_server_up", timeout=60)
         child = int(pid_file.read_text())
-        assert not _gone(child)
+        assert not process_gone(child)
         assert os.getpgid(child) == child  # its own process group
         assert os.getpgid(child) != os.getpgid(gw.proc.pid)
     finally:
         code = await gw.stop(signal.SIGTERM)
     assert code == 0
-    assert _gone(child)
+    assert process_gone(child)

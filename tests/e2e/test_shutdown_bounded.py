@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
@@ -21,7 +20,7 @@ import websockets
 from gateway.cli.client.link import Link
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp_servers.harness import FS_SERVER
-from tests.support import child_env, spawn_gateway, wait_until
+from tests.support import child_env, process_gone, spawn_gateway, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -48,14 +47,6 @@ def _config(llm: FakeOpenAI, pid_file: Path) -> dict[str, Any]:
         "logging": {"format": "json", "level": "debug"},
         "mcpServers": {"stubborn": stubborn},
     }
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 async def test_sigterm_stops_within_the_budget_whatever_is_connected(
@@ -94,4 +85,4 @@ async def test_sigterm_stops_within_the_budget_whatever_is_connected(
     # the server ignored its stdin's end and SIGTERM: its supervisor was cut at
     # the budget's end, which killed it
     assert gw.events("mcp_server_stop_slow")
-    await wait_until(lambda: _gone(child), timeout=5)  # reaped by init once killed
+    await wait_until(lambda: process_gone(child), timeout=5)  # reaped by init once killed
