@@ -25,12 +25,17 @@ async def _seed(db_path: Path) -> None:
         )
 
 
-def test_show_prints_a_child_transcript(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config file whose database is in tmp_path (PICOBOT_HOME too)."""
     monkeypatch.setenv("PICOBOT_HOME", str(tmp_path))
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"storage": {"path": str(tmp_path / "db.sqlite")}}))
+    return path
+
+
+def test_show_prints_a_child_transcript(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = config
     asyncio.run(_seed(load_config(path, environ={}).storage_path))
     assert main(["sessions", "show", "task:chat-1:c9", "--config", str(path)]) == 0
     out = capsys.readouterr().out
@@ -51,11 +56,9 @@ async def _seed_chats(db_path: Path) -> None:
 
 
 def test_list_shows_the_newest_sessions_of_every_chat(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PICOBOT_HOME", str(tmp_path))
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"storage": {"path": str(tmp_path / "db.sqlite")}}))
+    path = config
     asyncio.run(_seed_chats(load_config(path, environ={}).storage_path))
     capsys.readouterr()  # the seeding's log
 
