@@ -279,12 +279,15 @@ async def spawn_gateway(
     return GatewayProcess(proc, bound, lines, reader, changed)
 
 
-async def run_picobot(home: Path, *args: str, timeout: float = 60) -> tuple[int, str]:
-    """`picobot ARGS` as a real process with `home`'s environment, to its end:
-    its exit code and its output (stdout and stderr together)."""
+async def run_picobot(
+    home: Path, *args: str, timeout: float = 60, cwd: Path | None = None
+) -> tuple[int, str]:
+    """`picobot ARGS` as a real process with `home`'s environment (in `cwd`),
+    to its end: its exit code and its output (stdout and stderr together)."""
     proc = await asyncio.create_subprocess_exec(
         PICOBOT,
         *args,
+        cwd=cwd,
         env=child_env(home),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -16,17 +16,20 @@ from tests.support import child_env, run_picobot, spawn_gateway
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_doctor_passes_the_config_make_run_writes(home: Path) -> None:
-    config = home / "config.json"
+async def test_doctor_passes_the_config_make_run_writes(home: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"  # where `make run` wrote ./config.json; $PICOBOT_HOME has none
+    clone.mkdir()
+    config = clone / "config.json"
     shutil.copy(ROOT / "config.example.json", config)
     config.chmod(0o600)  # as `make run` installs it
 
-    code, out = await run_picobot(home, "doctor")  # found in $PICOBOT_HOME, as the README says
+    code, out = await run_picobot(home, "doctor", cwd=clone)  # as the README runs it
 
     assert code == 0, out
     warnings = [line for line in out.splitlines() if line.startswith("warn")]
     assert len(warnings) == 1, out
     assert "${OPENAI_API_KEY} is not set" in warnings[0]
+    assert f"ok      config: {config} is valid" in out
     assert out.endswith("no problems found, 1 warning(s)\n")
 
 
