@@ -26,6 +26,7 @@ from agent.messages import (
     ChatMessage,
     Role,
     ToolCall,
+    Usage,
     message_chars,
     pending_tool_calls,
 )
@@ -73,6 +74,12 @@ class LoopSettings:
     supports_vision: bool = True  # tool results may carry images (ToolContext.accepts_images)
     # rounds in a row of the same calls with the same results that end the turn; 0: never
     max_identical_tool_calls: int = 5
+    # the turn's spend caps, checked before each model call after the first (a call
+    # already made is not undone): tokens (input + output, every call) and the cost
+    # `cost_of(model id, usage)` gives (None: the model has no prices); None: no cap
+    max_turn_tokens: int | None = None
+    max_turn_cost: float | None = None
+    cost_of: Callable[[str, Usage], float | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +113,39 @@ class _Window:
         if not self.prefix:
             return history, turn_start
         return [*self.prefix, *history[self.start :]], len(self.prefix) + turn_start - self.start
+
+
+_CONTINUE = "Tell me how to continue, or narrow the request."
+
+
+class _Spend:
+    """What a turn's model calls have used, against its caps."""
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+        self.tokens = 0
+        self.cost = 0.0
+
+    def add(self, response: LLMResponse) -> None:
+        usage = response.usage
+        if usage is None:
+            return
+        self.tokens += usage.input_tokens + usage.output_tokens
+        cost_of = self.settings.cost_of
+        cost = cost_of(response.model or self.settings.model, usage) if cost_of else None
+        self.cost += cost or 0.0
+
+    def over(self) -> str | None:
+        """Which cap the turn has reached, in words; None while under both."""
+        s = self.settings
+        if s.max_turn_tokens is not None and self.tokens >= s.max_turn_tokens:
+            return (
+                f"this request has used {self.tokens:,} tokens, over its cap of "
+                f"{s.max_turn_tokens:,} per turn"
+            )
+        if s.max_turn_cost is not None and self.cost >= s.max_turn_cost:
+            return f"this request has cost {self.cost:.4g}, over its cap of {s.max_turn_cost:g} per turn"
+        return None
 
 
 class _Repeats:
@@ -200,10 +240,12 @@ class AgentLoop:
         if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
             await self._batch(pending, history, ctx, observer)
         repeats = _Repeats(s.max_tool_iterations and s.max_identical_tool_calls)
+        spend = _Spend(s)
         for round_ in range(s.max_tool_iterations + 1):
             if round_ and control is not None and control.steer_requested():
                 raise TurnSteered(round_)
             response = await self._call(history, turn_start, context, specs, window, on_delta)
+            spend.add(response)
             assistant = ChatMessage(
                 Role.ASSISTANT,
                 response.content,
@@ -229,8 +271,13 @@ class AgentLoop:
                     Role.ASSISTANT,
                     f"I stopped: I called {', '.join(names)} {repeats.count} times in a row "
                     "with the same arguments and got the same result each time, so I was going "
-                    "in circles. Tell me how to continue, or change the request.",
+                    f"in circles. {_CONTINUE}",
                 )
+                history.append(reply)
+                return TurnResult(reply, round_ + 1, window.compaction)
+            if (over := spend.over()) is not None:
+                log.warning("turn_spend_capped", cap=over, tokens=spend.tokens, cost=spend.cost)
+                reply = ChatMessage(Role.ASSISTANT, f"I stopped: {over}. {_CONTINUE}")
                 history.append(reply)
                 return TurnResult(reply, round_ + 1, window.compaction)
         reply = ChatMessage(

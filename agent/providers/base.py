@@ -120,6 +120,7 @@ class LLMResponse:
     usage: Usage | None = None
     finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None  # the model id that answered, when not the one asked (a fallback)
 
 
 class LLMProvider(Protocol):

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from agent.messages import Usage
+
 __all__ = [
     "TEMPERATURE_LIMITS",
     "AgentConfig",
@@ -49,13 +51,26 @@ class ProviderConfig(FrozenModel):
 
 
 class ModelPrices(FrozenModel):
-    """What a model costs, per million tokens, for the /status estimate."""
+    """What a model costs, per million tokens: the /status estimate and the
+    per-turn cost cap (`agents.<name>.max_turn_cost`)."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cache_read: float | None = Field(None, ge=0)  # default: the input price
     cache_write: float | None = Field(None, ge=0)  # default: the input price
     currency: str = Field("USD", min_length=1, max_length=8)
+
+    def cost(self, tokens: Usage) -> float:
+        """Uncached input, cache reads, cache writes and output, each at its
+        price (a missing cache price falls back to the input price)."""
+        read = self.input if self.cache_read is None else self.cache_read
+        write = self.input if self.cache_write is None else self.cache_write
+        return (
+            tokens.uncached_input_tokens * self.input
+            + tokens.cache_read_tokens * read
+            + tokens.cache_write_tokens * write
+            + tokens.output_tokens * self.output
+        ) / 1_000_000
 
 
 class ModelConfig(FrozenModel):
@@ -84,6 +99,10 @@ class AgentConfig(FrozenModel):
     # the loop guard: this many rounds in a row of the same calls with the same results
     # end the turn (agent.loop); 0 turns it off
     max_identical_tool_calls: int = Field(5, ge=0)
+    # the turn's spend caps: tokens of every model call (input + output), and the
+    # cost of them at the model's prices; null: no cap (agent.loop)
+    max_turn_tokens: int | None = Field(1_000_000, gt=0)
+    max_turn_cost: float | None = Field(None, gt=0)
     tool_result_max_chars: int = Field(20_000, ge=100)
     context_tool_result_trim_chars: int = Field(2_000, ge=100)
     system_prompt: str | None = None

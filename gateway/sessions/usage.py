@@ -8,28 +8,11 @@ estimate: the provider's invoice is the truth (rounding, tiers, discounts).
 
 from __future__ import annotations
 
-from agent.messages import Usage
-from gateway.config.core import ModelPrices
 from gateway.i18n import Locale, Msg, tr
 from gateway.turns.agents import AgentProfile
 from storage.sql.conversations.commands import SessionStats
 
-__all__ = ["estimate_cost", "usage_status"]
-
-_PER = 1_000_000  # prices are per million tokens
-
-
-def estimate_cost(tokens: Usage, prices: ModelPrices) -> float:
-    """Uncached input, cache reads, cache writes and output, each at its price
-    (a missing cache price falls back to the input price)."""
-    read = prices.input if prices.cache_read is None else prices.cache_read
-    write = prices.input if prices.cache_write is None else prices.cache_write
-    return (
-        tokens.uncached_input_tokens * prices.input
-        + tokens.cache_read_tokens * read
-        + tokens.cache_write_tokens * write
-        + tokens.output_tokens * prices.output
-    ) / _PER
+__all__ = ["usage_status"]
 
 
 def usage_status(stats: SessionStats, profile: AgentProfile, locale: Locale) -> str:
@@ -50,7 +33,7 @@ def usage_status(stats: SessionStats, profile: AgentProfile, locale: Locale) -> 
         )
     ]
     if profile.prices is not None:
-        cost = estimate_cost(tokens, profile.prices)
+        cost = profile.prices.cost(tokens)
         lines.append(
             tr(
                 locale,

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from agent.compaction import CompactionResult, compact
 from agent.context import ContextBuilder, ContextPart, ContextSettings
 from agent.loop import LoopSettings
-from agent.messages import ChatMessage
+from agent.messages import ChatMessage, Usage
 from agent.providers import deferred_provider
 from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.tools.base import ToolRegistry
@@ -37,6 +37,17 @@ __all__ = [
 
 class UnknownAgent(LookupError):
     """A turn named an agent, or ran on a channel, that this gateway does not have."""
+
+
+def _costs(config: Config) -> Callable[[str, Usage], float | None]:
+    """The cost of a call by the id of the model that answered, at its prices."""
+    prices = {m.model_id: m.prices for m in config.models.values() if m.prices is not None}
+
+    def cost_of(model_id: str, usage: Usage) -> float | None:
+        found = prices.get(model_id)
+        return found.cost(usage) if found is not None else None
+
+    return cost_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +178,9 @@ def build_profile(
         max_tokens=model.max_tokens,
         max_tool_iterations=agent.max_tool_iterations,
         max_identical_tool_calls=agent.max_identical_tool_calls,
+        max_turn_tokens=agent.max_turn_tokens,
+        max_turn_cost=agent.max_turn_cost,
+        cost_of=_costs(config),
         tool_result_max_chars=agent.tool_result_max_chars,
         stream=stream,
         context_window_tokens=model.context_window_tokens,
