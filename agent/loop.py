@@ -26,7 +26,6 @@ from agent.messages import (
     ChatMessage,
     Role,
     ToolCall,
-    Usage,
     message_chars,
     pending_tool_calls,
 )
@@ -38,6 +37,7 @@ from agent.providers.base import (
     ProviderContextOverflow,
     ToolSpec,
 )
+from agent.spend import CostOf, TurnSpend
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry, ToolResult
 from agent.turn_control import APPROVAL_REFUSED, ApprovalRequired, TurnControl, TurnSteered
 from agent.window import request_budget
@@ -79,7 +79,11 @@ class LoopSettings:
     # `cost_of(model id, usage)` gives (None: the model has no prices); None: no cap
     max_turn_tokens: int | None = None
     max_turn_cost: float | None = None
-    cost_of: Callable[[str, Usage], float | None] | None = None
+    cost_of: CostOf | None = None
+
+    def spend(self) -> TurnSpend:
+        """A turn's spend under these caps (a sub-agent uses its parent's instead)."""
+        return TurnSpend(self.max_turn_tokens, self.max_turn_cost, self.cost_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,36 +120,6 @@ class _Window:
 
 
 _CONTINUE = "Tell me how to continue, or narrow the request."
-
-
-class _Spend:
-    """What a turn's model calls have used, against its caps."""
-
-    def __init__(self, settings: LoopSettings) -> None:
-        self.settings = settings
-        self.tokens = 0
-        self.cost = 0.0
-
-    def add(self, response: LLMResponse) -> None:
-        usage = response.usage
-        if usage is None:
-            return
-        self.tokens += usage.input_tokens + usage.output_tokens
-        cost_of = self.settings.cost_of
-        cost = cost_of(response.model or self.settings.model, usage) if cost_of else None
-        self.cost += cost or 0.0
-
-    def over(self) -> str | None:
-        """Which cap the turn has reached, in words; None while under both."""
-        s = self.settings
-        if s.max_turn_tokens is not None and self.tokens >= s.max_turn_tokens:
-            return (
-                f"this request has used {self.tokens:,} tokens, over its cap of "
-                f"{s.max_turn_tokens:,} per turn"
-            )
-        if s.max_turn_cost is not None and self.cost >= s.max_turn_cost:
-            return f"this request has cost {self.cost:.4g}, over its cap of {s.max_turn_cost:g} per turn"
-        return None
 
 
 class _Repeats:
@@ -240,12 +214,15 @@ class AgentLoop:
         if pending:  # a resumed turn: calls left to run again (a crashed sub-agent)
             await self._batch(pending, history, ctx, observer)
         repeats = _Repeats(s.max_tool_iterations and s.max_identical_tool_calls)
-        spend = _Spend(s)
+        if ctx.spend is None:  # a sub-agent's loop counts into its parent turn's
+            ctx = dataclasses.replace(ctx, spend=s.spend())
+        spend = ctx.spend
+        assert spend is not None
         for round_ in range(s.max_tool_iterations + 1):
             if round_ and control is not None and control.steer_requested():
                 raise TurnSteered(round_)
             response = await self._call(history, turn_start, context, specs, window, on_delta)
-            spend.add(response)
+            spend.add(response.model or s.model, response.usage)
             assistant = ChatMessage(
                 Role.ASSISTANT,
                 response.content,

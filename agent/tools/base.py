@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent.memory.types import MemoryEntry, MemoryOrigin, MemoryScope, WriteOutcome
 from agent.messages import ToolCall
 from agent.providers.base import ToolSpec
+from agent.spend import TurnSpend
 from agent.subagents.types import SubagentTask
 from agent.tools.sandbox import Sandbox
 
@@ -206,6 +207,9 @@ class ToolContext:
     # whether the model of this turn reads images (the agent loop sets it from
     # `models.<name>.supports_vision`): a tool may then attach them to its result
     accepts_images: bool = False
+    # what the turn has spent against its caps (agent.spend), set by the agent
+    # loop; a sub-agent's loop counts into its parent turn's
+    spend: TurnSpend | None = None
 
     @property
     def workspace(self) -> Path:

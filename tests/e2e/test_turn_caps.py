@@ -63,3 +63,25 @@ async def test_no_cap_lets_a_long_turn_finish(home: Path, llm: FakeOpenAI) -> No
     async with running_gateway(loaded) as gw, ws_client(gw, "free") as client:
         assert await client.ask("go") == "done"
     assert len(llm.requests) == 5
+
+
+async def test_a_sub_agent_spends_the_remaining_budget_of_its_turn(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """The parent's call (4,000 tokens) and the child's (4,000 each) count into
+    one budget of 10,000: the child stops after its second call, the parent
+    before its next one."""
+    task = {"description": "dig", "prompt": "keep digging", "subagent_type": "general"}
+    llm.add_reply(
+        Reply(tool_calls=(ScriptedToolCall("task", task, "call-task"),), usage=(3_500, 500))
+    )
+    _rounds(llm, 2, usage=(3_500, 500))  # the child's two calls
+    llm.add_text("unused")  # what a further call would get
+    loaded = make_config(home, llm.base_url, agents={"default": {"max_turn_tokens": 10_000}})
+    async with running_gateway(loaded) as gw, ws_client(gw, "sub") as client:
+        reply = await client.ask("dig deep")
+        assert gw.store is not None
+        child = await gw.store.transcripts.session_messages("task:sub:call-task")
+    assert len(llm.requests) == 3  # the parent's, the child's two: nothing more
+    assert child[-1].content.startswith("I stopped: this request has used 12,000 tokens")
+    assert reply.startswith("I stopped: this request has used 12,000 tokens")
