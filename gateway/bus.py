@@ -125,6 +125,7 @@ class TurnRequest:
     notify_chat_id: str | None = None  # FAILURES_ONLY: where the notice goes (None: the chat)
     system_prompt: str | None = None  # stored as a marked system message before the question
     job_id: str | None = None  # the scheduled job that asked, named in failure notices
+    max_tokens: int | None = None  # a scheduled run's own token cap (below the agent's)
 
     def to_dict(self) -> dict[str, str]:
         """The stored form: only what differs from a plain chat message."""
@@ -149,10 +150,19 @@ class TurnRequest:
             notify_chat_id=data.get("notify_chat_id"),
             system_prompt=data.get("system_prompt"),
             job_id=data.get("job_id"),
+            max_tokens=_int_or_none(data.get("max_tokens")),
         )
 
 
 CHAT_REQUEST: Final = TurnRequest()
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A stored number (`to_dict` writes every value as text)."""
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _now() -> datetime:

@@ -31,6 +31,10 @@ class SchedulerConfig(BaseModel):
     misfire_grace_secs: float = Field(60.0, ge=0)
     # Upper bound of one run unless the job sets timeout_secs.
     run_timeout_secs: float = Field(600.0, gt=0)
+    # Tokens one agent-task run may use (input + output of its model calls) unless the
+    # job's payload sets max_tokens; an unattended job must not burn the day's budget.
+    # null: the agent's max_turn_tokens only.
+    max_run_tokens: int | None = Field(200_000, gt=0)
     # Newest runs kept per job in job_runs.
     history_per_job: int = Field(200, ge=1)
     # Longest sleep between looks at the database, so that `picobot jobs run|resume`

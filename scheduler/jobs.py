@@ -209,6 +209,7 @@ class AgentTaskPayload(_Model):
     system_prompt: str | None = None
     sender_id: str = Field("scheduler", min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    max_tokens: int | None = Field(None, gt=0)  # this job's per-run cap (scheduler.max_run_tokens)
 
 
 # -- jobs ----------------------------------------------------------------------------

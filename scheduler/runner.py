@@ -30,8 +30,13 @@ def run_message_id(job_id: str, scheduled_at: datetime) -> str:
 
 
 def build_agent_message(
-    spec: AgentTaskJob | SilentAgentTaskJob, scheduled_at: datetime, now: datetime
+    spec: AgentTaskJob | SilentAgentTaskJob,
+    scheduled_at: datetime,
+    now: datetime,
+    max_run_tokens: int | None = None,
 ) -> InboundMessage:
+    """The run as a message; `max_run_tokens` the scheduler's cap of a run
+    (the job's `payload.max_tokens` wins)."""
     silent = isinstance(spec, SilentAgentTaskJob)
     payload = spec.payload
     request = TurnRequest(
@@ -42,6 +47,7 @@ def build_agent_message(
         notify_chat_id=spec.target.chat_id if silent else None,
         system_prompt=payload.system_prompt,
         job_id=spec.id,
+        max_tokens=payload.max_tokens or max_run_tokens,
     )
     return InboundMessage(
         channel=spec.target.channel,
@@ -64,6 +70,7 @@ async def execute_job(
     *,
     host: SchedulerHost,
     events: EventRegistry,
+    max_run_tokens: int | None = None,
 ) -> None:
     """Run `spec` once; raises whatever the job's work raised."""
     match spec:
@@ -75,4 +82,5 @@ async def execute_job(
         case OutboundMessageJob():
             await host.send_message(spec.target.channel, spec.target.chat_id, spec.payload.text)
         case AgentTaskJob() | SilentAgentTaskJob():
-            await host.run_agent_task(build_agent_message(spec, scheduled_at, now))
+            message = build_agent_message(spec, scheduled_at, now, max_run_tokens)
+            await host.run_agent_task(message)

@@ -262,7 +262,12 @@ class Scheduler:
         try:
             async with deadline:
                 await execute_job(
-                    spec, run.scheduled_at, started, host=self.host, events=self.events
+                    spec,
+                    run.scheduled_at,
+                    started,
+                    host=self.host,
+                    events=self.events,
+                    max_run_tokens=self.config.max_run_tokens,
                 )
         except TimeoutError as exc:
             if deadline.expired():

@@ -29,6 +29,7 @@ failed turn and its rows closed (`_broken`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ import structlog
 
 from agent.compaction import CompactionResult
 from agent.context import TurnFacts
-from agent.loop import AgentLoop
+from agent.loop import AgentLoop, LoopSettings
 from agent.messages import ChatMessage, HistorySize, Marker
 from agent.providers.base import ProviderError
 from agent.subagents.types import TASK_TOOL
@@ -293,7 +294,8 @@ class ExecutionService:
                     private=first.chat_type is ChatType.DIRECT,
                 )
             )
-            loop = AgentLoop(profile.provider, profile.tools, profile.loop, rescue=profile.rescue)
+            settings = _capped(profile.loop, plan.request.max_tokens)
+            loop = AgentLoop(profile.provider, profile.tools, settings, rescue=profile.rescue)
             result = await loop.run(
                 turn.history,
                 ctx,
@@ -459,3 +461,11 @@ class ExecutionService:
         if out is not None and row_id is not None:
             self.sink.handoff(out, row_id)
         return TurnOutcome(ok=False, error=str(exc))
+
+
+def _capped(settings: LoopSettings, max_tokens: int | None) -> LoopSettings:
+    """A scheduled run's own token cap, where it is below the agent's."""
+    if max_tokens is None:
+        return settings
+    caps = [c for c in (settings.max_turn_tokens, max_tokens) if c is not None]
+    return dataclasses.replace(settings, max_turn_tokens=min(caps))

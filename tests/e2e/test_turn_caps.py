@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.messages import Role
+from gateway.bus import Origin, TurnRequest
 from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
+from tests.fakes.recording_channel import RecordingChannel
 from tests.support import conversation, make_config, running_gateway, ws_client
 
 
@@ -85,3 +89,38 @@ async def test_a_sub_agent_spends_the_remaining_budget_of_its_turn(
     assert len(llm.requests) == 3  # the parent's, the child's two: nothing more
     assert child[-1].content.startswith("I stopped: this request has used 12,000 tokens")
     assert reply.startswith("I stopped: this request has used 12,000 tokens")
+
+
+@pytest.mark.parametrize(
+    ("payload_cap", "scheduler_cap", "calls"),
+    [
+        (5_000, None, 2),  # the job's own cap: 3,500 then 7,000 tokens
+        (None, 8_000, 3),  # the scheduler's cap of every run: 10,500 after the third
+    ],
+)
+async def test_a_scheduled_run_has_its_own_cap(
+    home: Path, llm: FakeOpenAI, payload_cap: int | None, scheduler_cap: int | None, calls: int
+) -> None:
+    _rounds(llm, calls, usage=(3_000, 500))
+    llm.add_text("unused")  # the agent's own cap (1,000,000) would let the run go on
+    job = {
+        "id": "nightly",
+        "kind": "agent_task",
+        "schedule": {"type": "delay", "seconds": 0.2},
+        "target": {"channel": "rec", "chat_id": "team"},
+        "payload": {"prompt": "dig through the logs", "max_tokens": payload_cap},
+    }
+    scheduler = {"enabled": True, "tick_resolution_ms": 10, "jobs": [job]}
+    scheduler["max_run_tokens"] = scheduler_cap
+    channel = RecordingChannel()
+    loaded = make_config(home, llm.base_url, scheduler=scheduler)
+    async with running_gateway(loaded, extra_channels=[channel]):
+        [sent] = await channel.wait_sent(1)
+    assert sent.message.text.startswith("I stopped: this request has used")
+    assert len(llm.requests) == calls
+
+
+def test_a_run_keeps_its_cap_through_the_inbox() -> None:
+    """Stored with the inbox row as text, read back as a number (a crash resumes it capped)."""
+    request = TurnRequest(origin=Origin.SCHEDULER, job_id="nightly", max_tokens=5_000)
+    assert TurnRequest.from_dict(request.to_dict()) == request
