@@ -91,6 +91,7 @@ async def test_agent_task_submits_the_synthetic_message_for_the_target_chat(
         delivery=Delivery.REPLY,
         system_prompt="you write daily reports",
         job_id="daily",
+        max_tokens=200_000,  # scheduler.max_run_tokens: the run's own cap
     )
     assert message.metadata == {"job_type": "daily_summary"}  # labels only, no control keys
     assert harness.host.sent == []  # the reply is the pipeline's business
