@@ -4,7 +4,8 @@ Providers map `ChatMessage` lists to their wire format and back. They never
 touch storage or channels. Errors form one tree so the agent loop can tell the
 user something short and the log something precise:
 
-    ProviderError
+    ProviderError             (`status`: the HTTP status it came with, if any;
+    │                          404 is a model the service does not have)
     ├── ProviderConfigError   (missing key, unknown model: not retried)
     ├── ProviderAuthError     (401/403: not retried)
     ├── ProviderRateLimited   (429, retry_after)
@@ -47,6 +48,7 @@ class ProviderError(Exception):
     """Base of every failure a provider reports."""
 
     retryable: bool = False
+    status: int | None = None  # the HTTP status (classify_status), for model fallback
 
 
 class ProviderConfigError(ProviderError):

@@ -96,7 +96,16 @@ def server_message(body: object) -> str:
 def classify_status(
     provider: str, status: int, headers: Mapping[str, str], body: object
 ) -> ProviderError:
-    """Map an HTTP error status to the error tree: what is retried is decided here."""
+    """Map an HTTP error status to the error tree: what is retried is decided
+    here. The error keeps the status (`ProviderError.status`)."""
+    error = _error_for_status(provider, status, headers, body)
+    error.status = status
+    return error
+
+
+def _error_for_status(
+    provider: str, status: int, headers: Mapping[str, str], body: object
+) -> ProviderError:
     prefix = f"provider '{provider}'"
     if status in (401, 403):
         # The server's text may echo part of the key: keep it out of the message.

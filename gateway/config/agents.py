@@ -14,6 +14,7 @@ __all__ = [
     "TEMPERATURE_LIMITS",
     "AgentConfig",
     "CompactionConfig",
+    "FallbackModel",
     "FrozenModel",
     "ModelConfig",
     "ModelPrices",
@@ -92,6 +93,13 @@ class CompactionConfig(FrozenModel):
     summary_model: str | None = None
 
 
+class FallbackModel(FrozenModel):
+    """One entry of `agents.<name>.fallbacks`: names from `providers` and `models`."""
+
+    provider: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+
+
 class AgentConfig(FrozenModel):
     provider: str = "default"
     model: str = "default"
@@ -107,3 +115,8 @@ class AgentConfig(FrozenModel):
     context_tool_result_trim_chars: int = Field(2_000, ge=100)
     system_prompt: str | None = None
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    # further models, tried in order when the one before is rate-limited, down,
+    # or lacks the model (agent.providers.fallback); a failed one is skipped
+    # for fallback_retry_secs (less if its Retry-After says so)
+    fallbacks: tuple[FallbackModel, ...] = ()
+    fallback_retry_secs: float = Field(60.0, gt=0)

@@ -323,6 +323,12 @@ class Config(FrozenModel):
                 problems.append(
                     f"agents.{name}.compaction.summary_model: no model named {summary!r}"
                 )
+            for n, fallback in enumerate(agent.fallbacks):
+                where = f"agents.{name}.fallbacks[{n}]"
+                if fallback.provider not in self.providers:
+                    problems.append(f"{where}.provider: no provider named {fallback.provider!r}")
+                if fallback.model not in self.models:
+                    problems.append(f"{where}.model: no model named {fallback.model!r}")
         for name, channel in self.channels.enabled().items():
             if channel.agent not in self.agents:
                 problems.append(f"channels.{name}.agent: no agent named {channel.agent!r}")
@@ -371,15 +377,20 @@ class Config(FrozenModel):
                     f"providers.{name}.prompt_cache_ttl: only anthropic providers take a TTL"
                 )
         for name, agent in self.agents.items():
-            provider = self.providers.get(agent.provider)
-            model = self.models.get(agent.model)
-            if provider is None or model is None or model.temperature is None:
-                continue
-            low, high = TEMPERATURE_LIMITS[provider.type]
-            if not low <= model.temperature <= high:
-                problems.append(
-                    f"providers.{agent.provider}: models.{agent.model}.temperature "
-                    f"{model.temperature} is out of range: {provider.type} providers take "
-                    f"{low:g} to {high:g} (agents.{name} uses both)"
-                )
+            pairs = [
+                (agent.provider, agent.model),
+                *((f.provider, f.model) for f in agent.fallbacks),
+            ]
+            for provider_name, model_name in pairs:
+                provider = self.providers.get(provider_name)
+                model = self.models.get(model_name)
+                if provider is None or model is None or model.temperature is None:
+                    continue
+                low, high = TEMPERATURE_LIMITS[provider.type]
+                if not low <= model.temperature <= high:
+                    problems.append(
+                        f"providers.{provider_name}: models.{model_name}.temperature "
+                        f"{model.temperature} is out of range: {provider.type} providers take "
+                        f"{low:g} to {high:g} (agents.{name} uses both)"
+                    )
         return problems

@@ -110,6 +110,10 @@ TEXTS: Final[Mapping[Msg, str]] = {
         "from the prompt cache ({read:,} read, {written:,} written)"
     ),
     Msg.USAGE_COST: "Estimated cost: {cost:,.4f} {currency} (at the prices of {model})",
+    Msg.USAGE_FALLBACK: (
+        "Last reply by the fallback model {model} ({primary} was unavailable; "
+        "it is tried again first on later turns)"
+    ),
     # -- /compact -----------------------------------------------------------------
     Msg.COMPACT_UNAVAILABLE: "Compaction is not available in this gateway.",
     Msg.NOTHING_TO_COMPACT: "Nothing to compact yet.",

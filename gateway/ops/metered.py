@@ -1,13 +1,16 @@
-"""A provider wrapper that records LLM latency, failures and tokens in Metrics."""
+"""A provider wrapper that records LLM latency, failures and tokens in
+Metrics, and the counter of model fallbacks (`fallback_counter`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse, ProviderError
+from agent.providers.fallback import FallbackSwitch
 from gateway.ops.metrics import Metrics
 
-__all__ = ["MeteredProvider"]
+__all__ = ["MeteredProvider", "fallback_counter"]
 
 
 class MeteredProvider:
@@ -38,3 +41,16 @@ class MeteredProvider:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def fallback_counter(provider: LLMProvider, agent: str) -> Callable[[FallbackSwitch], None] | None:
+    """What counts an agent's model fallbacks in the metrics `provider` (its
+    primary, metered by the composition root) reports to; None when unmetered."""
+    if not isinstance(provider, MeteredProvider):
+        return None
+    metrics = provider.metrics
+
+    def count(switch: FallbackSwitch) -> None:
+        metrics.model_fallback(agent, switch.from_model, switch.to_model, switch.reason.value)
+
+    return count

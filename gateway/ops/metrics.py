@@ -82,6 +82,13 @@ class Metrics:
             ["provider"],
             registry=reg,
         )
+        self._fallbacks = Counter(
+            "picobot_model_fallback",
+            "LLM calls an agent sent to a later model of its list, by the model that "
+            "failed (or was being skipped after failing) and the one asked instead.",
+            ["agent", "from_model", "to_model", "reason"],
+            registry=reg,
+        )
         self._tokens = Counter(
             "picobot_llm_tokens",
             "Tokens reported by the provider.",
@@ -196,6 +203,9 @@ class Metrics:
 
     def llm_failed(self, provider: str) -> None:
         self._llm_failed.labels(provider=provider).inc()
+
+    def model_fallback(self, agent: str, from_model: str, to_model: str, reason: str) -> None:
+        self._child(self._fallbacks, agent, from_model, to_model, reason).inc()
 
     def scheduler_run(self, status: str) -> None:
         self._scheduler.labels(status=status).inc()

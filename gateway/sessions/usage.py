@@ -4,10 +4,13 @@ The totals come from storage (`storage.sql.conversations.commands.session_stats`
 SQL over every message of the session, compaction summaries included); the
 prices from `models.<name>.prices` of the chat's agent's model. The cost is an
 estimate: the provider's invoice is the truth (rounding, tiers, discounts).
+When the agent has fallback models and one of them answered the session's
+last model call, a line names it (kept in memory: forgotten on restart).
 """
 
 from __future__ import annotations
 
+from agent.providers.fallback import FallbackProvider
 from gateway.i18n import Locale, Msg, tr
 from gateway.turns.agents import AgentProfile
 from storage.sql.conversations.commands import SessionStats
@@ -43,4 +46,9 @@ def usage_status(stats: SessionStats, profile: AgentProfile, locale: Locale) -> 
                 model=profile.loop.model,
             )
         )
+    provider = profile.provider
+    if isinstance(provider, FallbackProvider):
+        answered = provider.answered_by(stats.record.id)
+        if answered is not None and answered != profile.loop.model:
+            lines.append(tr(locale, Msg.USAGE_FALLBACK, model=answered, primary=profile.loop.model))
     return "\n".join(lines)

@@ -18,16 +18,19 @@ from agent.loop import LoopSettings
 from agent.messages import ChatMessage, Usage
 from agent.providers import deferred_provider
 from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
+from agent.providers.fallback import FallbackProvider, FallbackTarget
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
 from gateway.config.core import CompactionConfig, Config, ModelPrices, ProviderConfig
 from gateway.config.loading import LoadedConfig
+from gateway.ops.metered import fallback_counter
 from gateway.turns.transcription import Transcriber, build_transcriber
 
 __all__ = [
     "AgentDirectory",
     "AgentProfile",
     "UnknownAgent",
+    "agent_provider",
     "build_profile",
     "build_providers",
     "provider_settings",
@@ -156,6 +159,35 @@ def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
     }
 
 
+def agent_provider(
+    config: Config, agent_name: str, providers: Mapping[str, LLMProvider]
+) -> LLMProvider:
+    """The agent's provider; with `fallbacks`, a FallbackProvider over its
+    model, then each fallback (agent.providers.fallback). Its state (which
+    model failed a moment ago) is kept per profile, so per agent and channel."""
+    agent = config.agents[agent_name]
+    primary = providers[agent.provider]
+    if not agent.fallbacks:
+        return primary
+    targets = [FallbackTarget(primary, None, config.models[agent.model].context_window_tokens)]
+    for fallback in agent.fallbacks:
+        model = config.models[fallback.model]
+        targets.append(
+            FallbackTarget(
+                providers[fallback.provider],
+                model.model_id,
+                model.context_window_tokens,
+                temperature=model.temperature,
+                max_tokens=model.max_tokens,
+            )
+        )
+    return FallbackProvider(
+        targets,
+        retry_secs=agent.fallback_retry_secs,
+        on_switch=fallback_counter(primary, agent_name),
+    )
+
+
 def build_profile(
     config: Config,
     agent_name: str,
@@ -192,7 +224,7 @@ def build_profile(
     summary = config.models[agent.compaction.summary_model or agent.model]
     return AgentProfile(
         agent_name,
-        providers[agent.provider],
+        agent_provider(config, agent_name, providers),
         loop,
         tools,
         context,
