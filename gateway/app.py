@@ -308,6 +308,7 @@ class Gateway:
             policy=self.access,
             clock=self.clock,
             locales=locales,
+            limits=self.config.limits,
         )
         processor = self.processor = ingress.processor
 

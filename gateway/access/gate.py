@@ -6,7 +6,9 @@ message gets its verdict (gateway.access.policy). A refused message's inbox row 
 closed here with `Store.answer`, so nothing stays unfinished and nothing reaches
 the LLM. The sender gets at most one reply an hour (their id and how to get
 access, or a pairing code: `channels.<name>.refusal`), counted in storage so
-that a restart does not reset it; the log line says why.
+that a restart does not reset it; the log line says why. An admitted message
+over its sender's rate (`limits.sender`, gateway.access.rate) is closed the
+same way, with a reply saying when to send it again.
 Chats the bot does not serve (a group not listed, a group message that does not
 address the bot) get no reply at all.
 """
@@ -21,6 +23,7 @@ import structlog
 from channels.base import Refusal
 from gateway.access.pairing import CODE_RULES, new_code
 from gateway.access.policy import AccessPolicy, Reason, Verdict
+from gateway.access.rate import SenderRate
 from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
 from gateway.work import WorkItem
@@ -81,6 +84,7 @@ class AccessGate:
         *,
         rules: CodeRules = CODE_RULES,
         reply_interval: timedelta = REPLY_INTERVAL,
+        rate: SenderRate | None = None,
     ) -> None:
         self.policy = policy
         self.store = store
@@ -88,6 +92,7 @@ class AccessGate:
         self.clock = clock
         self.rules = rules
         self.limiter = ReplyLimiter(store, reply_interval)
+        self.rate = rate  # limits.sender: None, no limit
 
     async def judge(self, items: Sequence[WorkItem]) -> list[Verdict]:
         """A verdict per item; one storage read for the whole batch, if any."""
@@ -114,6 +119,30 @@ class AccessGate:
         if self.policy.settings(message.channel).refusal_mode is Refusal.SILENT:
             return False
         return await self.limiter.take((message.channel, message.sender_id), self.clock())
+
+    async def over_rate(self, item: WorkItem, verdict: Verdict) -> bool:
+        """Whether an admitted message is over its sender's rate (limits.sender):
+        then its inbox row is closed here with a reply saying so and when to
+        send it again. The caller leaves commands out."""
+        if self.rate is None:
+            return False
+        m = item.message
+        over = await self.rate.take(m, verdict.admin, self.clock())
+        if over is None:
+            return False
+        log.info(
+            "rate_limited",
+            channel=m.channel,
+            chat_id=m.chat_id,
+            sender_id=m.sender_id,
+            limit=over.limit.kind,
+            wait_secs=round(over.wait_secs, 1),
+        )
+        text = over.text(item.locale)
+        out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+        await self.store.answer([item.inbox_id], out)
+        self.wake(m.channel)
+        return True
 
     async def refuse(self, item: WorkItem, verdict: Verdict) -> None:
         """Close the refused item's inbox row, with a reply when one is due."""

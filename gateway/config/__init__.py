@@ -4,6 +4,6 @@ pydantic models of every section (`core`: `Config`, `ConfigError`;
 approval, skills, sub-agents). Loaded once by the composition root and
 passed down; nothing reads it at run time. Every key is in docs/CONFIG.md.
 
-Public: gateway.config.core, gateway.config.loading, gateway.config.agents, gateway.config.approval, gateway.config.skills, gateway.config.subagents
+Public: gateway.config.core, gateway.config.loading, gateway.config.agents, gateway.config.approval, gateway.config.limits, gateway.config.skills, gateway.config.subagents
 May import: agent, channels, channels.base, scheduler.config, storage.url
 """

@@ -42,6 +42,7 @@ from gateway.config.agents import (
     ProviderConfig,
 )
 from gateway.config.approval import ApprovalConfig
+from gateway.config.limits import LimitsConfig
 from gateway.config.skills import SkillsConfig
 from gateway.config.subagents import SessionMessageToolConfig, SubagentsConfig
 from gateway.config.tool_names import unknown_tool_names
@@ -291,6 +292,7 @@ class Config(FrozenModel):
     time: TimeConfig = Field(default_factory=TimeConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # The spec's (and Claude Desktop's) spelling; see docs/mcp.md.
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, alias="mcpServers")
 

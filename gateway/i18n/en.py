@@ -186,6 +186,12 @@ TEXTS: Final[Mapping[Msg, str]] = {
     Msg.APPROVED_MEANWHILE: (
         "An admin approved your access in the meantime: send your message again."
     ),
+    Msg.RATE_LIMITED: (
+        "You are sending messages faster than I take them (at most {limit} {per}), "
+        "so I did not answer this one. Send it again in {wait} s."
+    ),
+    Msg.PER_MINUTE: "a minute",
+    Msg.PER_HOUR: "an hour",
     # -- memory commands ----------------------------------------------------------
     Msg.HELP_MEMORY: "what I remember about you",
     Msg.HELP_FORGET: "/forget NAMESPACE/KEY | all: delete it",

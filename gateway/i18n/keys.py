@@ -134,6 +134,9 @@ class Msg(StrEnum):
     ASK_THE_ADMIN = "ask_the_admin"
     PAIRING_CODE = "pairing_code"
     APPROVED_MEANWHILE = "approved_meanwhile"
+    RATE_LIMITED = "rate_limited"
+    PER_MINUTE = "per_minute"
+    PER_HOUR = "per_hour"
     # -- memory commands (gateway.memory.commands) -------------------------------
     HELP_MEMORY = "help_memory"
     HELP_FORGET = "help_forget"

@@ -154,6 +154,9 @@ TEXTS: Final[Mapping[Msg, str]] = {
         "（{minutes} 分钟内有效）：管理员发送 /pair approve {code}"
     ),
     Msg.APPROVED_MEANWHILE: "管理员刚刚批准了你的访问：请重新发送你的消息。",
+    Msg.RATE_LIMITED: "你发消息太快了（{per}最多 {limit} 条），这条我没有处理。请 {wait} 秒后再发。",
+    Msg.PER_MINUTE: "每分钟",
+    Msg.PER_HOUR: "每小时",
     # -- memory commands ----------------------------------------------------------
     Msg.HELP_MEMORY: "我记得的关于你的事",
     Msg.HELP_FORGET: "/forget 命名空间/键 | all：删除记忆",

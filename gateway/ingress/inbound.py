@@ -239,6 +239,8 @@ class InboundProcessor:
             return []
         admitted: list[WorkItem] = []
         for item, verdict in zip(items, verdicts, strict=True):
+            if verdict.admitted and await self._over_rate(gate, item, verdict):
+                continue  # answered with a reply saying so
             if verdict.admitted or await self._open_command(gate, item, verdict):
                 admitted.append(item)
                 continue
@@ -249,6 +251,18 @@ class InboundProcessor:
             except Exception:
                 log.exception("access_refusal_failed", channel=item.message.channel)
         return admitted
+
+    async def _over_rate(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
+        """A message (not a command, not a resumed row) over its sender's rate."""
+        if item.resume or self.registry.parse(item.message.text) is not None:
+            return False
+        try:
+            return await gate.over_rate(item, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the message is answered as if there were no limit
+            log.exception("rate_limit_failed", channel=item.message.channel)
+            return False
 
     async def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
         command = self.registry.parse(item.message.text)

@@ -10,8 +10,10 @@ from datetime import datetime
 
 from gateway.access.gate import AccessGate
 from gateway.access.policy import AccessPolicy
+from gateway.access.rate import SenderRate
 from gateway.bus import MessageBus
 from gateway.commands import CommandRegistry
+from gateway.config.limits import LimitsConfig
 from gateway.i18n.locales import LocaleResolver
 from gateway.ingress.dead_letters import DeadLetterSink
 from gateway.ingress.inbound import InboundProcessor
@@ -42,6 +44,7 @@ class IngressFeature:
         policy: AccessPolicy,
         clock: Callable[[], datetime],
         locales: LocaleResolver,
+        limits: LimitsConfig,
     ) -> IngressFeature:
         dead_letters = DeadLetterSink(store, metrics)
         processor = InboundProcessor(
@@ -52,7 +55,7 @@ class IngressFeature:
             wake,
             on_accepted=metrics.inbound,
             budget=budget,
-            access=AccessGate(policy, store, wake, clock),
+            access=AccessGate(policy, store, wake, clock, rate=SenderRate(store, limits)),
             dead_letters=dead_letters,
             locales=locales,
         )

@@ -1,0 +1,78 @@
+"""Per-sender rate limits (limits.sender): a message over the rate is recorded
+and answered with a reply saying so, never dropped; commands are not counted;
+the count survives a restart; the window passing lets the sender in again."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from gateway.i18n import Locale, Msg, tr
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support import make_config, running_gateway, ws_client
+
+LIMITS = {"sender": {"messages_per_minute": 10}}
+
+
+class ShiftedClock:
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+def _refusal_prefix() -> str:
+    return tr(Locale.EN, Msg.RATE_LIMITED, limit=10, per=tr(Locale.EN, Msg.PER_MINUTE), wait=0)[:60]
+
+
+async def _replies(client: Any, ids: list[str]) -> dict[str, str]:
+    """The reply to each of `ids` (a reply names the message it answers)."""
+    replies: dict[str, str] = {}
+    while len(replies) < len(ids):
+        frame = await client.recv(timeout=20)
+        if frame["type"] == "message" and frame.get("reply_to") in ids:
+            replies[frame["reply_to"]] = frame["text"]
+    return replies
+
+
+async def test_thirty_messages_at_ten_a_minute_are_answered_or_refused_never_dropped(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    clock = ShiftedClock()
+    loaded = make_config(home, llm.base_url, limits=LIMITS, gateway={"queue_mode": "followup"})
+    async with running_gateway(loaded, clock=clock) as gw, ws_client(gw, "fast") as client:
+        ids = [await client.send(f"message {n}") for n in range(30)]
+        replies = await _replies(client, ids)
+        assert gw.store is not None
+        open_rows = await gw.store.db.read(
+            lambda c: c.execute("SELECT count(*) FROM inbox WHERE state != 'done'").fetchone()[0]
+        )
+    answered = [i for i in ids if replies[i].startswith("echo: ")]
+    refused = [i for i in ids if replies[i].startswith(_refusal_prefix())]
+    assert (len(answered), len(refused)) == (10, 20)
+    assert answered == ids[:10]  # in the order they came
+    assert len(llm.requests) == 10  # no model call for a refused one
+    assert open_rows == 0  # every message recorded and closed
+    assert "Send it again in" in replies[refused[0]]
+
+    # a restart does not reset the count; a command is never counted
+    async with running_gateway(loaded, clock=clock) as gw, ws_client(gw, "fast") as client:
+        assert (await client.ask("one more")).startswith(_refusal_prefix())
+        assert await client.ask("/stop") == tr(Locale.EN, Msg.NOTHING_RUNNING)
+        clock.offset += timedelta(seconds=61)  # the minute has passed
+        assert await client.ask("later") == "echo: later"
+
+
+async def test_the_refusal_speaks_the_senders_language(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(
+        home,
+        llm.base_url,
+        limits={"sender": {"messages_per_minute": 1}},
+        gateway={"locale": "zh-CN"},
+    )
+    async with running_gateway(loaded) as gw, ws_client(gw, "zh") as client:
+        assert await client.ask("你好") == "echo: 你好"
+        reply = await client.ask("再来一条")
+    assert reply.startswith("你发消息太快了（每分钟最多 1 条）")
