@@ -8,6 +8,7 @@ exempt unless `limits.admins_exempt` is false.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -37,8 +38,15 @@ class OverRate:
 
 
 class SenderRate:
-    def __init__(self, store: Store, limits: LimitsConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        limits: LimitsConfig,
+        on_limited: Callable[[str, str], None] = lambda channel, limit: None,
+    ) -> None:
+        """`on_limited(channel, rate kind)`: a message went over (a metric)."""
         self.store = store
+        self.on_limited = on_limited
         self.admins_exempt = limits.admins_exempt
         sender = limits.sender
         self.limits = [
@@ -62,6 +70,7 @@ class SenderRate:
             if wait is not None:
                 for done in taken:  # over the hour's rate: the minute's count is given back
                     await self.store.rates.give_back(done, key, now)
+                self.on_limited(message.channel, limit.kind)
                 return OverRate(limit, wait)
             taken.append(limit)
         return None

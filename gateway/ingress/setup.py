@@ -55,7 +55,9 @@ class IngressFeature:
             wake,
             on_accepted=metrics.inbound,
             budget=budget,
-            access=AccessGate(policy, store, wake, clock, rate=SenderRate(store, limits)),
+            access=AccessGate(
+                policy, store, wake, clock, rate=SenderRate(store, limits, metrics.rate_limited)
+            ),
             dead_letters=dead_letters,
             locales=locales,
         )

@@ -89,6 +89,13 @@ class Metrics:
             ["agent", "from_model", "to_model", "reason"],
             registry=reg,
         )
+        self._rate_limited = Counter(
+            "picobot_rate_limited",
+            "Messages answered with a rate-limit reply instead of a turn (limits.sender), "
+            "by channel and the rate they went over.",
+            ["channel", "limit"],
+            registry=reg,
+        )
         self._tokens = Counter(
             "picobot_llm_tokens",
             "Tokens reported by the provider.",
@@ -206,6 +213,9 @@ class Metrics:
 
     def model_fallback(self, agent: str, from_model: str, to_model: str, reason: str) -> None:
         self._child(self._fallbacks, agent, from_model, to_model, reason).inc()
+
+    def rate_limited(self, channel: str, limit: str) -> None:
+        self._child(self._rate_limited, channel, limit).inc()
 
     def scheduler_run(self, status: str) -> None:
         self._scheduler.labels(status=status).inc()

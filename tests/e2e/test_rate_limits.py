@@ -56,6 +56,10 @@ async def test_thirty_messages_at_ten_a_minute_are_answered_or_refused_never_dro
     assert len(llm.requests) == 10  # no model call for a refused one
     assert open_rows == 0  # every message recorded and closed
     assert "Send it again in" in replies[refused[0]]
+    limited = gw.metrics.registry.get_sample_value(
+        "picobot_rate_limited_total", {"channel": "websocket", "limit": "sender_minute"}
+    )
+    assert limited == 20
 
     # a restart does not reset the count; a command is never counted
     async with running_gateway(loaded, clock=clock) as gw, ws_client(gw, "fast") as client:
