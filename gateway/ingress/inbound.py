@@ -23,7 +23,7 @@ import structlog
 
 from gateway.access.gate import AccessGate
 from gateway.access.policy import Verdict
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage, Receipt, reply_handle
+from gateway.bus import InboundMessage, MessageBus, Origin, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
 from gateway.i18n import Locale, Msg, tr
 from gateway.i18n.locales import DEFAULT_LOCALES, LocaleResolver
@@ -253,8 +253,12 @@ class InboundProcessor:
         return admitted
 
     async def _over_rate(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
-        """A message (not a command, not a resumed row) over its sender's rate."""
-        if item.resume or self.registry.parse(item.message.text) is not None:
+        """A person's message (not a command, not a scheduled run, not a resumed
+        row) over its sender's rate."""
+        message = item.message
+        if item.resume or message.request.origin is not Origin.CHAT:
+            return False
+        if self.registry.parse(message.text) is not None:
             return False
         try:
             return await gate.over_rate(item, verdict)

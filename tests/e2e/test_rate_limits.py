@@ -10,6 +10,7 @@ from typing import Any
 
 from gateway.i18n import Locale, Msg, tr
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.recording_channel import RecordingChannel
 from tests.support import make_config, running_gateway, ws_client
 
 LIMITS = {"sender": {"messages_per_minute": 10}}
@@ -80,3 +81,27 @@ async def test_the_refusal_speaks_the_senders_language(home: Path, llm: FakeOpen
         assert await client.ask("你好") == "echo: 你好"
         reply = await client.ask("再来一条")
     assert reply.startswith("你发消息太快了（每分钟最多 1 条）")
+
+
+async def test_scheduled_runs_are_not_counted_against_a_rate(home: Path, llm: FakeOpenAI) -> None:
+    """Jobs run as sender "scheduler" on the target's channel: not a person sending."""
+    jobs = [
+        {
+            "id": f"job.{n}",
+            "kind": "agent_task",
+            "schedule": {"type": "delay", "seconds": 0.2},
+            "target": {"channel": "rec", "chat_id": f"team-{n}"},  # a turn each
+            "payload": {"prompt": f"report {n}"},
+        }
+        for n in range(3)
+    ]
+    channel = RecordingChannel()
+    loaded = make_config(
+        home,
+        llm.base_url,
+        limits={"sender": {"messages_per_minute": 1}},
+        scheduler={"enabled": True, "tick_resolution_ms": 10, "jobs": jobs},
+    )
+    async with running_gateway(loaded, extra_channels=[channel]):
+        sent = await channel.wait_sent(3)
+    assert sorted(s.message.text for s in sent) == [f"echo: report {n}" for n in range(3)]
