@@ -217,7 +217,7 @@ class Gateway:
         )
         events.register(MEMORY_MAINTENANCE_EVENT, lambda e: memory.maintenance.run(e.job_id))
         parts = [*tools.context_parts(), memory.part]
-        turns = TurnsFeature.build(cfg, self.channels, providers, registry, parts)
+        turns = TurnsFeature.build(cfg, self.channels, providers, registry, parts, self.clock)
         agents = turns.agents
         locales = LocaleResolver.from_config(cfg)
         delivery = DeliveryFeature.build(

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -329,6 +330,20 @@ def processes_with(marker: str) -> list[int]:
             if marker.encode() in cmdline:
                 found.append(int(entry.name))
     return found
+
+
+class ShiftedClock:
+    """The gateway's clock (`Gateway(clock=…)`), moved forward by the test
+    instead of waiting: the wall clock plus `offset`."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, **delta: float) -> None:
+        self.offset += timedelta(**delta)
 
 
 def process_gone(pid: int) -> bool:

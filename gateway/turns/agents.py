@@ -21,6 +21,7 @@ from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, Pro
 from agent.providers.fallback import FallbackProvider, FallbackTarget
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
+from gateway.clock import Clock, utc_now
 from gateway.config.core import CompactionConfig, Config, ModelPrices, ProviderConfig
 from gateway.config.loading import LoadedConfig
 from gateway.ops.metered import fallback_counter
@@ -160,11 +161,15 @@ def build_providers(loaded: LoadedConfig) -> dict[str, LLMProvider]:
 
 
 def agent_provider(
-    config: Config, agent_name: str, providers: Mapping[str, LLMProvider]
+    config: Config,
+    agent_name: str,
+    providers: Mapping[str, LLMProvider],
+    clock: Clock = utc_now,
 ) -> LLMProvider:
     """The agent's provider; with `fallbacks`, a FallbackProvider over its
-    model, then each fallback (agent.providers.fallback). Its state (which
-    model failed a moment ago) is kept per profile, so per agent and channel."""
+    model, then each fallback (agent.providers.fallback), timing its waits by
+    the gateway's `clock`. Its state (which model failed a moment ago) is kept
+    per profile, so per agent and channel."""
     agent = config.agents[agent_name]
     primary = providers[agent.provider]
     if not agent.fallbacks:
@@ -185,6 +190,7 @@ def agent_provider(
         targets,
         retry_secs=agent.fallback_retry_secs,
         on_switch=fallback_counter(primary, agent_name),
+        clock=lambda: clock().timestamp(),
     )
 
 
@@ -197,6 +203,7 @@ def build_profile(
     *,
     stream: bool,
     parts: Sequence[ContextPart] = (),
+    clock: Clock = utc_now,
 ) -> AgentProfile:
     """`parts`: blocks injected into every turn (e.g. which MCP servers are down)."""
     agent = config.agents[agent_name]
@@ -224,7 +231,7 @@ def build_profile(
     summary = config.models[agent.compaction.summary_model or agent.model]
     return AgentProfile(
         agent_name,
-        agent_provider(config, agent_name, providers),
+        agent_provider(config, agent_name, providers, clock),
         loop,
         tools,
         context,

@@ -47,6 +47,7 @@ class TurnsFeature:
         providers: Mapping[str, LLMProvider],
         registry: ToolRegistry,
         parts: Sequence[ContextPart],
+        clock: Clock,
     ) -> TurnsFeature:
         """The agent directory: a channel without a section gets the `default` agent."""
         enabled = config.channels.enabled()
@@ -61,6 +62,7 @@ class TurnsFeature:
                 enabled.get(channel),
                 stream=by_name[channel].capabilities.can_stream,
                 parts=parts,
+                clock=clock,
             )
 
         agents = AgentDirectory(

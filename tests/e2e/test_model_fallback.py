@@ -10,7 +10,6 @@ tool calls in the history as OpenAI tool_calls."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.config.core import ConfigError
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import ShiftedClock, make_config, running_gateway, ws_client
 
-RETRY_SECS = 0.5  # how long the failed primary is skipped (agents.<name>.fallback_retry_secs)
+RETRY_SECS = 30  # how long the failed primary is skipped (agents.<name>.fallback_retry_secs)
 
 
 def fallback_sections(anthropic: FakeAnthropic) -> dict[str, Any]:
@@ -86,7 +85,8 @@ async def test_a_rate_limited_primary_hands_turns_to_the_fallback_and_gets_them_
     async with FakeAnthropic() as claude:
         claude.api_key = "test-key"
         loaded = make_config(home, llm.base_url, **fallback_sections(claude))
-        async with running_gateway(loaded) as gw, ws_client(gw) as client:
+        clock = ShiftedClock()
+        async with running_gateway(loaded, clock=clock) as gw, ws_client(gw) as client:
             # 1. the primary answers, with a tool round: OpenAI-made calls in the history
             down = False
             llm.add_tool_call("bash", {"command": "echo one"}, call_id="call_first")
@@ -108,7 +108,7 @@ async def test_a_rate_limited_primary_hands_turns_to_the_fallback_and_gets_them_
             # 3. the primary answers again: after its wait, the next turn is its own
             down = False
             llm.add_text("third done")
-            await asyncio.sleep(RETRY_SECS)  # the wait is time, not an event
+            clock.advance(seconds=RETRY_SECS)  # the gateway's clock times the wait
             asked_claude = len(claude.requests)
             assert await client.ask("run three", timeout=20) == "third done"
             assert len(claude.requests) == asked_claude

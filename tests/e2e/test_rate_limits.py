@@ -4,24 +4,15 @@ the count survives a restart; the window passing lets the sender in again."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from gateway.i18n import Locale, Msg, tr
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
-from tests.support import make_config, running_gateway, ws_client
+from tests.support import ShiftedClock, make_config, running_gateway, ws_client
 
 LIMITS = {"sender": {"messages_per_minute": 10}}
-
-
-class ShiftedClock:
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.offset
 
 
 def _refusal_prefix() -> str:
@@ -66,7 +57,7 @@ async def test_thirty_messages_at_ten_a_minute_are_answered_or_refused_never_dro
     async with running_gateway(loaded, clock=clock) as gw, ws_client(gw, "fast") as client:
         assert (await client.ask("one more")).startswith(_refusal_prefix())
         assert await client.ask("/stop") == tr(Locale.EN, Msg.NOTHING_RUNNING)
-        clock.offset += timedelta(seconds=61)  # the minute has passed
+        clock.advance(seconds=61)  # the minute has passed
         assert await client.ask("later") == "echo: later"
 
 

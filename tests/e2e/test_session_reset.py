@@ -8,7 +8,7 @@ Each test moves it across a reset once.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -17,18 +17,14 @@ from gateway.i18n import Locale, Msg, tr
 from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
-from tests.support import WsClient, conversation, make_config, running_gateway, ws_client
-
-
-class ShiftedClock:
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    def advance(self, **delta: float) -> None:
-        self.offset += timedelta(**delta)
+from tests.support import (
+    ShiftedClock,
+    WsClient,
+    conversation,
+    make_config,
+    running_gateway,
+    ws_client,
+)
 
 
 async def exchange(ws: WsClient, text: str) -> list[dict[str, Any]]:

@@ -29,12 +29,13 @@ TIMEOUT_SECS = 3.0
 # fs_server.py, then, once its stdin is closed, a process that will not go:
 # SIGTERM is ignored, only SIGKILL ends it.
 STUBBORN = f"""
-import runpy, signal, sys, time
+import runpy, signal, sys
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 sys.path.insert(0, {str(FS_SERVER.parent)!r})
 sys.argv = [{str(FS_SERVER)!r}, "--pid-file", sys.argv[1]]
 runpy.run_path(sys.argv[0], run_name="__main__")
-time.sleep(3600)
+while True:  # until SIGKILL
+    signal.pause()
 """
 
 
