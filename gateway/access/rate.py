@@ -64,13 +64,9 @@ class SenderRate:
         if not self.limits or (admin and self.admins_exempt):
             return None
         key = [f"{message.channel}:{message.sender_id}"]
-        taken: list[RateLimit] = []
-        for limit in self.limits:
-            wait = await self.store.rates.take(limit, key, now)
-            if wait is not None:
-                for done in taken:  # over the hour's rate: the minute's count is given back
-                    await self.store.rates.give_back(done, key, now)
-                self.on_limited(message.channel, limit.kind)
-                return OverRate(limit, wait)
-            taken.append(limit)
-        return None
+        over = await self.store.rates.take_each(self.limits, key, now)  # one transaction
+        if over is None:
+            return None
+        limit, wait = over
+        self.on_limited(message.channel, limit.kind)
+        return OverRate(limit, wait)

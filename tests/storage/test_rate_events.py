@@ -79,3 +79,17 @@ async def test_old_events_are_pruned_and_a_give_back_undoes_one_take(
         await rates.give_back(hourly, ["h2"], later)
         assert await rates.take(hourly, ["h2"], later) is None
         assert await rates.take(hourly, ["h2"], later) is not None
+
+
+async def test_take_each_takes_every_limit_or_none(open_storage: OpenStorage) -> None:
+    """A minute's and an hour's rate in one transaction: over the hour's, the
+    minute's event just taken is given back."""
+    minute = RateLimit("minute", 5, timedelta(minutes=1))
+    hour = RateLimit("hour", 2, timedelta(hours=1))
+    async with open_storage() as db:
+        rates = Store(db).rates
+        assert await rates.take_each([minute, hour], ["s"], T0) is None
+        assert await rates.take_each([minute, hour], ["s"], T0 + timedelta(seconds=1)) is None
+        over = await rates.take_each([minute, hour], ["s"], T0 + timedelta(seconds=2))
+        assert over == (hour, pytest.approx(3598.0))
+        assert await rows(db) == [("minute", "s"), ("hour", "s")] * 2

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from storage.clock import iso, parse_iso
 from storage.database import Database
 
-__all__ = ["RateLimit", "RateStore", "give_back", "take"]
+__all__ = ["RateLimit", "RateStore", "give_back", "take", "take_each"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,22 @@ def give_back(
         )
 
 
+def take_each(
+    conn: sqlite3.Connection, limits: Sequence[RateLimit], keys: Sequence[str], now: datetime
+) -> tuple[RateLimit, float] | None:
+    """`take` under every limit (a minute's and an hour's), all or none: the
+    first limit that is full and its wait, the events already taken given back."""
+    taken: list[RateLimit] = []
+    for limit in limits:
+        wait = take(conn, limit, keys, now)
+        if wait is not None:
+            for done in taken:
+                give_back(conn, done, keys, now)
+            return limit, wait
+        taken.append(limit)
+    return None
+
+
 class RateStore:
     """`take` and `give_back` as units of work of their own (one transaction each)."""
 
@@ -82,6 +98,11 @@ class RateStore:
 
     async def take(self, limit: RateLimit, keys: Sequence[str], now: datetime) -> float | None:
         return await self.db.write(functools.partial(take, limit=limit, keys=keys, now=now))
+
+    async def take_each(
+        self, limits: Sequence[RateLimit], keys: Sequence[str], now: datetime
+    ) -> tuple[RateLimit, float] | None:
+        return await self.db.write(functools.partial(take_each, limits=limits, keys=keys, now=now))
 
     async def give_back(self, limit: RateLimit, keys: Sequence[str], now: datetime) -> None:
         await self.db.write(functools.partial(give_back, limit=limit, keys=keys, now=now))
