@@ -41,6 +41,7 @@ from storage.sql.delivery.inbox import InboxEntry
 from storage.sql.delivery.outbox import Held, OutboxRow, Scan
 from storage.sql.jobs import JobRecord, RunRecord
 from storage.sql.skill_events import SkillEventRow
+from storage.sql.spend import SpendStore
 from storage.units.approvals import ApprovalStore
 from storage.units.memories import MemoryStore
 from storage.units.retention import RetentionStore
@@ -56,9 +57,9 @@ class Store:
         self.transcripts = TranscriptStore(db)  # sub-agents, session messages (docs/subagents.md)
         self.approvals = ApprovalStore(db)  # held tool calls (docs/approvals.md)
         self.retention = RetentionStore(db)  # pruning what is finished (docs/OPERATIONS.md)
-        self.rates = RateStore(
-            db
-        )  # limits that survive a restart (storage/sql/access/rate_events.py)
+        # limits that survive a restart (storage/sql/access/rate_events.py)
+        self.rates = RateStore(db)
+        self.spend = SpendStore(db)  # budgets and usage (storage/sql/spend.py)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

@@ -378,6 +378,50 @@ CREATE INDEX rate_events_by_age ON rate_events (kind, at);
 """
 
 
+# Budgets and usage reports (storage/sql/spend.py): running totals per scope,
+# key and period; one log row per model call; budgets set at run time.
+_V17_SPEND = """
+CREATE TABLE spend_totals (
+    scope       TEXT NOT NULL,   -- sender | chat | agent | total
+    key         TEXT NOT NULL,   -- telegram:42 | feishu:oc_x | default | *
+    period      TEXT NOT NULL,   -- day:2026-12-07 | month:2026-12 (time.timezone)
+    tokens      INTEGER NOT NULL,
+    cost        REAL NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (scope, key, period)
+) WITHOUT ROWID;
+CREATE INDEX spend_totals_by_age ON spend_totals (updated_at);
+CREATE TABLE usage_log (
+    id                  INTEGER PRIMARY KEY,
+    at                  TEXT NOT NULL,
+    day                 TEXT NOT NULL,   -- the local date
+    channel             TEXT NOT NULL,
+    chat_id             TEXT NOT NULL,
+    sender_id           TEXT NOT NULL,
+    agent               TEXT NOT NULL,
+    model               TEXT NOT NULL,
+    kind                TEXT NOT NULL,   -- turn | compaction | memory
+    run_id              TEXT,
+    input_tokens        INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    cache_read_tokens   INTEGER NOT NULL,
+    cache_write_tokens  INTEGER NOT NULL,
+    cost                REAL              -- NULL: the model has no prices
+);
+CREATE INDEX usage_log_by_age ON usage_log (at);
+CREATE INDEX usage_log_by_day ON usage_log (day, channel, sender_id);
+CREATE TABLE limit_overrides (
+    scope   TEXT NOT NULL,
+    key     TEXT NOT NULL,
+    field   TEXT NOT NULL,   -- daily_tokens | monthly_tokens | daily_cost | monthly_cost
+    value   REAL,            -- NULL: no limit
+    set_by  TEXT NOT NULL,
+    set_at  TEXT NOT NULL,
+    PRIMARY KEY (scope, key, field)
+) WITHOUT ROWID;
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -395,4 +439,5 @@ MIGRATIONS: list[str] = [
     _V14_CHAT_OWNERS,
     _V15_JOB_OWNERS,
     _V16_RATE_EVENTS,
+    _V17_SPEND,
 ]

@@ -1,0 +1,305 @@
+"""What the models cost, kept for budgets and reports (docs/limits.md#budgets).
+
+- `spend_totals`: running totals of tokens and cost per (scope, key, period),
+  e.g. ("sender", "telegram:42", "day:2026-12-07"); a budget is checked
+  against a handful of these rows, never by summing the log.
+- `usage_log`: one row per model call (who caused it, agent, model, the
+  four token counts, the cost), for `/usage`, `picobot usage` and reports;
+  pruned after `limits.usage_retention_days`.
+- `limit_overrides`: budgets set at run time (`/limits`, `picobot limits`),
+  one row per (scope, key, field); a NULL value means "no limit".
+
+`charge` adds one call to every total it counts under and logs it, in one
+transaction, and returns each total's amount before and after: the caller
+sees exactly once that a total crossed a line, however many turns charge at
+the same moment.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from storage.clock import iso
+from storage.database import Database
+
+__all__ = [
+    "Call",
+    "Override",
+    "SpendStore",
+    "Total",
+    "TotalKey",
+    "UsageDay",
+    "charge",
+    "clear_override",
+    "overrides",
+    "prune",
+    "set_override",
+    "state",
+    "totals",
+    "usage_days",
+]
+
+TotalKey = tuple[str, str, str]  # (scope, key, period)
+
+
+@dataclass(frozen=True, slots=True)
+class Total:
+    tokens: int = 0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One model call and whom it is charged to."""
+
+    channel: str
+    chat_id: str
+    sender_id: str
+    agent: str
+    model: str
+    kind: str  # turn | compaction | memory
+    run_id: str | None
+    day: str  # the local date, "2026-12-07" (time.timezone)
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: float | None  # None: the model has no prices
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    scope: str
+    key: str
+    field: str
+    value: float | None
+    set_by: str
+    set_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDay:
+    """A report row: one day's calls of one agent and model."""
+
+    day: str
+    agent: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: float
+
+
+def charge(
+    conn: sqlite3.Connection, call: Call, keys: Sequence[TotalKey], now: datetime
+) -> dict[TotalKey, tuple[Total, Total]]:
+    """Log `call` and add it to the total of each of `keys`: each total before and after."""
+    at = iso(now)
+    conn.execute(
+        "INSERT INTO usage_log (at, day, channel, chat_id, sender_id, agent, model, kind, "
+        "run_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            at, call.day, call.channel, call.chat_id, call.sender_id, call.agent, call.model,
+            call.kind, call.run_id, call.input_tokens, call.output_tokens,
+            call.cache_read_tokens, call.cache_write_tokens, call.cost,
+        ),
+    )  # fmt: skip
+    tokens, cost = call.tokens, call.cost or 0.0
+    out: dict[TotalKey, tuple[Total, Total]] = {}
+    for key in keys:
+        # read before adding, not `after - cost`: float sums do not subtract back
+        # exactly, and a line must be seen crossed once (one gateway writes a
+        # database, through one connection: nothing charges in between)
+        was = conn.execute(
+            "SELECT tokens, cost FROM spend_totals WHERE scope = ? AND key = ? AND period = ?",
+            key,
+        ).fetchone()
+        before = Total(int(was[0]), float(was[1])) if was is not None else Total()
+        row = conn.execute(
+            "INSERT INTO spend_totals (scope, key, period, tokens, cost, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key, period) DO UPDATE SET "
+            "tokens = spend_totals.tokens + excluded.tokens, "
+            "cost = spend_totals.cost + excluded.cost, updated_at = excluded.updated_at "
+            "RETURNING tokens, cost",
+            (*key, tokens, cost, at),
+        ).fetchone()
+        out[key] = (before, Total(int(row[0]), float(row[1])))
+    return out
+
+
+def totals(conn: sqlite3.Connection, keys: Sequence[TotalKey]) -> dict[TotalKey, Total]:
+    """The totals of `keys` (a key never charged: zero)."""
+    found = {key: Total() for key in keys}
+    for key in keys:
+        row = conn.execute(
+            "SELECT tokens, cost FROM spend_totals WHERE scope = ? AND key = ? AND period = ?",
+            key,
+        ).fetchone()
+        if row is not None:
+            found[key] = Total(int(row[0]), float(row[1]))
+    return found
+
+
+def overrides(
+    conn: sqlite3.Connection, pairs: Sequence[tuple[str, str]] | None = None
+) -> list[Override]:
+    """The budgets set at run time: all, or those of the (scope, key) `pairs`."""
+    sql = "SELECT scope, key, field, value, set_by, set_at FROM limit_overrides"
+    if pairs is None:
+        rows = conn.execute(f"{sql} ORDER BY scope, key, field").fetchall()
+    else:
+        rows = [
+            row
+            for scope, key in pairs
+            for row in conn.execute(f"{sql} WHERE scope = ? AND key = ?", (scope, key))
+        ]
+    return [_override(r) for r in rows]
+
+
+def _override(r: Any) -> Override:
+    return Override(r[0], r[1], r[2], None if r[3] is None else float(r[3]), r[4], r[5])
+
+
+def state(
+    conn: sqlite3.Connection, pairs: Sequence[tuple[str, str]], keys: Sequence[TotalKey]
+) -> tuple[list[Override], dict[TotalKey, Total]]:
+    """What a budget check reads, in one snapshot: the run-time budgets of
+    `pairs` and the totals of `keys`."""
+    return overrides(conn, pairs), totals(conn, keys)
+
+
+def set_override(
+    conn: sqlite3.Connection,
+    scope: str,
+    key: str,
+    field: str,
+    value: float | None,
+    set_by: str,
+    now: datetime,
+) -> None:
+    conn.execute(
+        "INSERT INTO limit_overrides (scope, key, field, value, set_by, set_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key, field) DO UPDATE SET "
+        "value = excluded.value, set_by = excluded.set_by, set_at = excluded.set_at",
+        (scope, key, field, value, set_by, iso(now)),
+    )
+
+
+def clear_override(conn: sqlite3.Connection, scope: str, key: str, field: str | None) -> int:
+    """Drop one field's override (`field` None: all of that scope and key); how many went."""
+    if field is None:
+        cursor = conn.execute(
+            "DELETE FROM limit_overrides WHERE scope = ? AND key = ?", (scope, key)
+        )
+    else:
+        cursor = conn.execute(
+            "DELETE FROM limit_overrides WHERE scope = ? AND key = ? AND field = ?",
+            (scope, key, field),
+        )
+    return int(cursor.rowcount)
+
+
+def usage_days(
+    conn: sqlite3.Connection,
+    since_day: str,
+    *,
+    channel: str | None = None,
+    sender_id: str | None = None,
+) -> list[UsageDay]:
+    """The log from `since_day` (local dates) by day, agent and model; one sender's if given."""
+    where, args = "day >= ?", [since_day]
+    if channel is not None and sender_id is not None:
+        where += " AND channel = ? AND sender_id = ?"
+        args += [channel, sender_id]
+    rows = conn.execute(
+        "SELECT day, agent, model, COUNT(*), SUM(input_tokens), SUM(output_tokens), "
+        "SUM(cache_read_tokens), SUM(cache_write_tokens), COALESCE(SUM(cost), 0) "
+        f"FROM usage_log WHERE {where} GROUP BY day, agent, model ORDER BY day, agent, model",
+        args,
+    ).fetchall()
+    return [
+        UsageDay(
+            r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]), int(r[7]), float(r[8])
+        )
+        for r in rows
+    ]
+
+
+def prune(
+    conn: sqlite3.Connection, log_before: datetime, totals_before: datetime, batch: int
+) -> int:
+    """Drop up to `batch` log rows older than `log_before`, and the totals
+    last charged before `totals_before` (their period is long over); how
+    many rows went. Run it again while it returns `batch` or more."""
+    gone = conn.execute(
+        "DELETE FROM usage_log WHERE id IN "
+        "(SELECT id FROM usage_log WHERE at < ? ORDER BY id LIMIT ?)",
+        (iso(log_before), batch),
+    ).rowcount
+    gone += conn.execute(
+        "DELETE FROM spend_totals WHERE updated_at < ?", (iso(totals_before),)
+    ).rowcount
+    return int(gone)
+
+
+class SpendStore:
+    """The functions above as units of work (`Store.spend`), one transaction each."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def charge(
+        self, call: Call, keys: Sequence[TotalKey], now: datetime
+    ) -> dict[TotalKey, tuple[Total, Total]]:
+        return await self.db.write(functools.partial(charge, call=call, keys=keys, now=now))
+
+    async def totals(self, keys: Sequence[TotalKey]) -> dict[TotalKey, Total]:
+        return await self.db.read(functools.partial(totals, keys=keys))
+
+    async def overrides(self, pairs: Sequence[tuple[str, str]] | None = None) -> list[Override]:
+        return await self.db.read(functools.partial(overrides, pairs=pairs))
+
+    async def state(
+        self, pairs: Sequence[tuple[str, str]], keys: Sequence[TotalKey]
+    ) -> tuple[list[Override], dict[TotalKey, Total]]:
+        return await self.db.read(functools.partial(state, pairs=pairs, keys=keys))
+
+    async def set_override(
+        self, scope: str, key: str, field: str, value: float | None, set_by: str, now: datetime
+    ) -> None:
+        await self.db.write(
+            functools.partial(
+                set_override, scope=scope, key=key, field=field, value=value, set_by=set_by, now=now
+            )
+        )
+
+    async def clear_override(self, scope: str, key: str, field: str | None) -> int:
+        return await self.db.write(
+            functools.partial(clear_override, scope=scope, key=key, field=field)
+        )
+
+    async def usage_days(
+        self, since_day: str, *, channel: str | None = None, sender_id: str | None = None
+    ) -> list[UsageDay]:
+        return await self.db.read(
+            functools.partial(usage_days, since_day=since_day, channel=channel, sender_id=sender_id)
+        )
+
+    async def prune(self, log_before: datetime, totals_before: datetime, batch: int) -> int:
+        return await self.db.write(
+            functools.partial(
+                prune, log_before=log_before, totals_before=totals_before, batch=batch
+            )
+        )
