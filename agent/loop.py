@@ -37,7 +37,7 @@ from agent.providers.base import (
     ProviderContextOverflow,
     ToolSpec,
 )
-from agent.spend import CostOf, TurnSpend
+from agent.spend import CostOf, SpendRefused, TurnSpend
 from agent.tools.base import ToolCallWatcher, ToolContext, ToolRegistry, ToolResult
 from agent.turn_control import APPROVAL_REFUSED, ApprovalRequired, TurnControl, TurnSteered
 from agent.window import request_budget
@@ -221,7 +221,13 @@ class AgentLoop:
         for round_ in range(s.max_tool_iterations + 1):
             if round_ and control is not None and control.steer_requested():
                 raise TurnSteered(round_)
-            response = await self._call(history, turn_start, context, specs, window, on_delta)
+            try:
+                response = await self._call(history, turn_start, context, specs, window, on_delta)
+            except SpendRefused as refused:  # over a budget: no call was made
+                log.info("turn_budget_stopped", rounds=round_)
+                reply = ChatMessage(Role.ASSISTANT, refused.text)
+                history.append(reply)
+                return TurnResult(reply, round_, window.compaction)
             spend.add(response.model or s.model, response.usage)
             assistant = ChatMessage(
                 Role.ASSISTANT,

@@ -12,10 +12,21 @@ from collections.abc import Callable
 
 from agent.messages import Usage
 
-__all__ = ["CostOf", "TurnSpend"]
+__all__ = ["CostOf", "SpendRefused", "TurnSpend"]
 
 # (id of the model that answered, its usage) → cost; None: that model has no prices
 CostOf = Callable[[str, Usage], float | None]
+
+
+class SpendRefused(Exception):
+    """A model call refused before it was made because whoever pays for it is
+    over a budget (raised by the provider the runtime wraps around the agent's;
+    gateway/spend/). `text` says so to the user, in their language: the turn
+    ends with it as its reply, the transcript valid."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
 
 
 class TurnSpend:

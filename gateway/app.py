@@ -54,6 +54,7 @@ from gateway.memory.setup import build_memory
 from gateway.ops.setup import OpsFeature
 from gateway.scheduling import PipelineHost, TurnWaiters
 from gateway.sessions.setup import SessionsFeature
+from gateway.spend.setup import SpendFeature
 from gateway.tools.setup import ToolsFeature
 from gateway.turns.setup import TurnsFeature
 from gateway.web.setup import WebFeature
@@ -212,14 +213,25 @@ class Gateway:
         tool_settings, registry = tools.settings, tools.registry
         by_name = {c.name: c for c in self.channels}
         events = EventRegistry()  # internal-event handlers, before the scheduler starts
+        locales = LocaleResolver.from_config(cfg)
+        # budgets' notices go through the outbox; the dispatcher's wake is bound later
+        spend = SpendFeature.build(
+            cfg, store, self.clock, lambda channel: self._wake(channel), locales.for_channel,
+            self.metrics,
+        )  # fmt: skip
         memory = build_memory(
-            cfg, store.memories, providers, AgentPromptFile(self.loaded.agent_dir).path
+            cfg,
+            store.memories,
+            providers,
+            AgentPromptFile(self.loaded.agent_dir).path,
+            charged=spend.charged,
         )
         events.register(MEMORY_MAINTENANCE_EVENT, lambda e: memory.maintenance.run(e.job_id))
         parts = [*tools.context_parts(), memory.part]
-        turns = TurnsFeature.build(cfg, self.channels, providers, registry, parts, self.clock)
+        turns = TurnsFeature.build(
+            cfg, self.channels, providers, registry, parts, self.clock, spend.charged
+        )
         agents = turns.agents
-        locales = LocaleResolver.from_config(cfg)
         delivery = DeliveryFeature.build(
             cfg,
             store,
@@ -275,6 +287,7 @@ class Gateway:
             channels=self.channels,
             clock=self.clock,
             approvals=approvals,
+            is_admin=self.access.is_admin_message,
         )
         sessions = self.sessions = conversations.manager(
             execution,
@@ -296,6 +309,7 @@ class Gateway:
             store, self.commands, dispatcher.wake, self.clock, locales.for_channel
         )
         memory.add_commands(store.memories, self.commands)
+        spend.add_commands(self.commands, self.access.is_admin_message)
         SessionsFeature.add_steering(approvals, sessions, self.commands)
         ingress = IngressFeature.build(
             self.bus,
@@ -309,6 +323,7 @@ class Gateway:
             clock=self.clock,
             locales=locales,
             limits=self.config.limits,
+            budgets=spend.budgets,
         )
         processor = self.processor = ingress.processor
 
@@ -338,7 +353,9 @@ class Gateway:
                     lambda: scheduler.stop(grace_secs=grace),
                 )
             )
-        self.retention = self.ops.retention(store, self.loaded.media_dir, cfg.storage, self.clock)
+        self.retention = self.ops.retention(
+            store, self.loaded.media_dir, cfg.storage, self.clock, cfg.limits.usage_retention_days
+        )
         services.append(self.retention)  # last: its first pass runs once the gateway is up
         return services
 
@@ -395,6 +412,11 @@ class Gateway:
         site = web.TCPSite(runner, self.config.gateway.host, self.config.gateway.port)
         await site.start()
         self.port = runner.addresses[0][1]
+
+    def _wake(self, channel: str) -> None:
+        """New outbox rows for `channel`; before the dispatcher exists they wait for its first scan."""
+        if self.dispatcher is not None:
+            self.dispatcher.wake(channel)
 
     async def _render_metrics(self) -> tuple[bytes, str]:
         if self.store is not None:

@@ -25,6 +25,7 @@ from gateway.app import Gateway
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.loading import LoadedConfig, parse_config
+from tests.fakes.recording_channel import RecordingChannel
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -367,3 +368,20 @@ async def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> 
             if result:
                 return
             await asyncio.sleep(0.05)
+
+
+_asked = itertools.count()
+
+
+async def ask_on(channel: RecordingChannel, chat_id: str, text: str, **fields: object) -> str:
+    """Send `text` into `channel` (a RecordingChannel) and return the reply
+    to it; other messages sent meanwhile (notices) are passed over."""
+    message_id = f"ask-{next(_asked)}"
+    seen = len(channel.sent)
+    await channel.submit(chat_id, text, message_id, **fields)
+    while True:
+        sent = await channel.wait_sent(seen + 1)
+        for s in sent[seen:]:
+            if s.message.reply_to_message_id == message_id:
+                return s.message.text
+        seen = len(sent)

@@ -4,5 +4,5 @@ applies it to inbound messages and rate-limits refusals, `pairing` holds the
 pairing codes' rules, `commands` are /whoami and /pair.
 
 Public: gateway.access.gate, gateway.access.policy, gateway.access.pairing, gateway.access.rate
-May import: channels.base, gateway.bus, gateway.commands, gateway.config, gateway.i18n, gateway.work, storage
+May import: channels.base, gateway.bus, gateway.commands, gateway.config, gateway.i18n, gateway.spend, gateway.work, storage
 """

@@ -7,8 +7,8 @@ closed here with `Store.answer`, so nothing stays unfinished and nothing reaches
 the LLM. The sender gets at most one reply an hour (their id and how to get
 access, or a pairing code: `channels.<name>.refusal`), counted in storage so
 that a restart does not reset it; the log line says why. An admitted message
-over its sender's rate (`limits.sender`, gateway.access.rate) is closed the
-same way, with a reply saying when to send it again.
+over its sender's rate (`limits.sender`, gateway.access.rate) or over a budget
+(gateway.spend) is closed the same way, with a reply saying when to try again.
 Chats the bot does not serve (a group not listed, a group message that does not
 address the bot) get no reply at all.
 """
@@ -26,6 +26,8 @@ from gateway.access.policy import AccessPolicy, Reason, Verdict
 from gateway.access.rate import SenderRate
 from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
+from gateway.spend.budget import Budgets
+from gateway.spend.payer import Payer
 from gateway.work import WorkItem
 from storage.sql.access.pairings import CodeRules, IssueOutcome
 from storage.sql.access.rate_events import RateLimit
@@ -85,6 +87,7 @@ class AccessGate:
         rules: CodeRules = CODE_RULES,
         reply_interval: timedelta = REPLY_INTERVAL,
         rate: SenderRate | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         self.policy = policy
         self.store = store
@@ -93,6 +96,7 @@ class AccessGate:
         self.rules = rules
         self.limiter = ReplyLimiter(store, reply_interval)
         self.rate = rate  # limits.sender: None, no limit
+        self.budgets = budgets  # limits' budgets (gateway.spend): None, none
 
     async def judge(self, items: Sequence[WorkItem]) -> list[Verdict]:
         """A verdict per item; one storage read for the whole batch, if any."""
@@ -120,29 +124,38 @@ class AccessGate:
             return False
         return await self.limiter.take((message.channel, message.sender_id), self.clock())
 
-    async def over_rate(self, item: WorkItem, verdict: Verdict) -> bool:
-        """Whether an admitted message is over its sender's rate (limits.sender):
-        then its inbox row is closed here with a reply saying so and when to
-        send it again. The caller leaves commands out."""
-        if self.rate is None:
-            return False
+    async def over_limit(self, item: WorkItem, verdict: Verdict) -> bool:
+        """Whether an admitted message is over its sender's rate (limits.sender)
+        or over a budget of its sender, chat or the deployment: then its inbox
+        row is closed here with a reply saying which and when it frees up, and
+        no turn runs. The caller leaves commands out."""
         m = item.message
-        over = await self.rate.take(m, verdict.admin, self.clock())
-        if over is None:
-            return False
-        log.info(
-            "rate_limited",
-            channel=m.channel,
-            chat_id=m.chat_id,
-            sender_id=m.sender_id,
-            limit=over.limit.kind,
-            wait_secs=round(over.wait_secs, 1),
-        )
-        text = over.text(item.locale)
+        if self.rate is not None:
+            over = await self.rate.take(m, verdict.admin, self.clock())
+            if over is not None:
+                log.info(
+                    "rate_limited",
+                    channel=m.channel,
+                    chat_id=m.chat_id,
+                    sender_id=m.sender_id,
+                    limit=over.limit.kind,
+                    wait_secs=round(over.wait_secs, 1),
+                )
+                await self._close(item, over.text(item.locale))
+                return True
+        if self.budgets is not None:
+            payer = Payer(m.channel, m.chat_id, m.sender_id, verdict.admin, item.locale)
+            spent = await self.budgets.check(payer)
+            if spent is not None:
+                await self._close(item, spent.text(item.locale))
+                return True
+        return False
+
+    async def _close(self, item: WorkItem, text: str) -> None:
+        m = item.message
         out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
         await self.store.answer([item.inbox_id], out)
         self.wake(m.channel)
-        return True
 
     async def refuse(self, item: WorkItem, verdict: Verdict) -> None:
         """Close the refused item's inbox row, with a reply when one is due."""

@@ -4,6 +4,7 @@ re-exports them; split out only to keep that module small."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -19,6 +20,7 @@ __all__ = [
     "ModelConfig",
     "ModelPrices",
     "ProviderConfig",
+    "model_costs",
 ]
 
 
@@ -84,6 +86,18 @@ class ModelConfig(FrozenModel):
     # A speech-to-text model of the same provider (OpenAI-compatible
     # /audio/transcriptions, e.g. "whisper-1"): voice notes reach the agent as text.
     transcription: str | None = Field(None, min_length=1)
+
+
+def model_costs(models: Mapping[str, ModelConfig]) -> Callable[[str, Usage], float | None]:
+    """The cost of a call by the id of the model that answered, at its
+    `models.<name>.prices`; None for a model without prices."""
+    prices = {m.model_id: m.prices for m in models.values() if m.prices is not None}
+
+    def cost_of(model_id: str, usage: Usage) -> float | None:
+        found = prices.get(model_id)
+        return found.cost(usage) if found is not None else None
+
+    return cost_of
 
 
 class CompactionConfig(FrozenModel):

@@ -222,4 +222,47 @@ TEXTS: Final[Mapping[Msg, str]] = {
     ),
     Msg.TOOL_APPROVAL_APPROVE_BUTTON: "Approve",
     Msg.TOOL_APPROVAL_DENY_BUTTON: "Deny",
+    # -- budgets ------------------------------------------------------------------------
+    Msg.BUDGET_EXCEEDED: (
+        "I did not pass this on to the model: {whose} {period} budget of {amount} is used "
+        "up ({spent} so far). It starts afresh at {resets}. If you need more before then, "
+        "ask the bot's admin (they can raise it with /limits); /usage shows your spending."
+    ),
+    Msg.BUDGET_NEAR: (
+        "Heads-up: {pct}% of {whose} {period} budget of {amount} is used ({spent}). "
+        "It starts afresh at {resets}."
+    ),
+    Msg.BUDGET_ADMIN: (
+        "Budget used up: {scope} {key} reached its {period} budget of {amount} ({spent}); "
+        "its requests get no answer from the model until {resets}. To raise it: "
+        "/limits set {scope} {key} {field} VALUE"
+    ),
+    Msg.WHOSE_SENDER: "your",
+    Msg.WHOSE_CHAT: "this chat's",
+    Msg.WHOSE_AGENT: "this assistant's",
+    Msg.WHOSE_TOTAL: "the bot's",
+    Msg.PERIOD_DAILY: "daily",
+    Msg.PERIOD_MONTHLY: "monthly",
+    Msg.AMOUNT_TOKENS: "{n:,} tokens",
+    Msg.AMOUNT_COST: "{cost} in cost",
+    Msg.HELP_USAGE: "what you have spent today and this month, against your budgets",
+    Msg.HELP_LIMITS: "the budgets that apply here; admins: /limits set|clear",
+    Msg.USAGE_HEADER: "Spending of {who} (today is {date}):",
+    Msg.USAGE_SCOPE: "{scope}: today {day_tokens:,} tokens, {day_cost} cost; this month {month_tokens:,} tokens, {month_cost} cost",
+    Msg.USAGE_BUDGET: "  {period} budget of {whose}: {spent} of {amount} ({pct}%)",
+    Msg.USAGE_NO_BUDGETS: "No budgets apply.",
+    Msg.USAGE_ONLY_ADMINS: "Only admins can see someone else's spending.",
+    Msg.LIMITS_HEADER: "Budgets that apply here:",
+    Msg.LIMITS_LINE: "{scope} {key}: {field} = {value}",
+    Msg.LIMITS_NONE: "No budgets apply here.",
+    Msg.LIMITS_USAGE: (
+        "Usage: /limits — the budgets that apply here. Admins: /limits set SCOPE KEY FIELD "
+        "VALUE|none, /limits clear SCOPE KEY [FIELD]; SCOPE is sender, chat, agent or "
+        "total; KEY is channel:id, an agent's name, or * for the scope's default; FIELD is "
+        "daily_tokens, monthly_tokens, daily_cost or monthly_cost."
+    ),
+    Msg.LIMITS_SET: "Set: {scope} {key} {field} = {value}.",
+    Msg.LIMITS_CLEARED: "Cleared {count} budget(s) of {scope} {key}; the configured ones apply.",
+    Msg.LIMITS_NOTHING_TO_CLEAR: "No budget of {scope} {key} was set at run time.",
+    Msg.LIMITS_ONLY_ADMINS: "Only admins can change budgets.",
 }

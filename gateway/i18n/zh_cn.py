@@ -184,4 +184,43 @@ TEXTS: Final[Mapping[Msg, str]] = {
     ),
     Msg.TOOL_APPROVAL_APPROVE_BUTTON: "批准",
     Msg.TOOL_APPROVAL_DENY_BUTTON: "拒绝",
+    # -- 额度 ----------------------------------------------------------------------------
+    Msg.BUDGET_EXCEEDED: (
+        "这条消息没有交给模型处理：{whose}{period}额度（{amount}）已用完（已用 {spent}），"
+        "将于 {resets} 重置。如需更多，请联系机器人管理员（可用 /limits 调整）；"
+        "发送 /usage 查看用量。"
+    ),
+    Msg.BUDGET_NEAR: "提醒：{whose}{period}额度（{amount}）已用 {pct}%（{spent}），将于 {resets} 重置。",
+    Msg.BUDGET_ADMIN: (
+        "额度已用完：{scope} {key} 的{period}额度（{amount}）已用完（{spent}），"
+        "在 {resets} 之前其请求不会交给模型。提高额度：/limits set {scope} {key} {field} 数值"
+    ),
+    Msg.WHOSE_SENDER: "你的",
+    Msg.WHOSE_CHAT: "本会话的",
+    Msg.WHOSE_AGENT: "这个助手的",
+    Msg.WHOSE_TOTAL: "机器人的",
+    Msg.PERIOD_DAILY: "每日",
+    Msg.PERIOD_MONTHLY: "每月",
+    Msg.AMOUNT_TOKENS: "{n:,} 个 token",
+    Msg.AMOUNT_COST: "费用 {cost}",
+    Msg.HELP_USAGE: "你今天和本月的用量，以及对应的额度",
+    Msg.HELP_LIMITS: "这里适用的额度；管理员：/limits set|clear",
+    Msg.USAGE_HEADER: "{who} 的用量（今天是 {date}）：",
+    Msg.USAGE_SCOPE: "{scope}：今天 {day_tokens:,} 个 token，费用 {day_cost}；本月 {month_tokens:,} 个 token，费用 {month_cost}",
+    Msg.USAGE_BUDGET: "  {whose}{period}额度：已用 {spent}，共 {amount}（{pct}%）",
+    Msg.USAGE_NO_BUDGETS: "没有适用的额度。",
+    Msg.USAGE_ONLY_ADMINS: "只有管理员可以查看别人的用量。",
+    Msg.LIMITS_HEADER: "这里适用的额度：",
+    Msg.LIMITS_LINE: "{scope} {key}：{field} = {value}",
+    Msg.LIMITS_NONE: "这里没有适用的额度。",
+    Msg.LIMITS_USAGE: (
+        "用法：/limits 查看这里适用的额度。管理员：/limits set 范围 键 字段 数值|none，"
+        "/limits clear 范围 键 [字段]；范围为 sender、chat、agent 或 total；键为 channel:id、"
+        "助手名称，或 * 表示该范围的默认值；字段为 daily_tokens、monthly_tokens、daily_cost "
+        "或 monthly_cost。"
+    ),
+    Msg.LIMITS_SET: "已设置：{scope} {key} {field} = {value}。",
+    Msg.LIMITS_CLEARED: "已清除 {scope} {key} 的 {count} 项运行时额度，恢复配置中的额度。",
+    Msg.LIMITS_NOTHING_TO_CLEAR: "{scope} {key} 没有运行时设置的额度。",
+    Msg.LIMITS_ONLY_ADMINS: "只有管理员可以修改额度。",
 }

@@ -5,5 +5,5 @@ hands the rest to the session manager; after a crash it resumes unfinished
 rows. `dead_letters` keeps what cannot be parsed or recorded.
 
 Public: gateway.ingress.inbound, gateway.ingress.dead_letters
-May import: gateway.access, gateway.bus, gateway.commands, gateway.config, gateway.i18n, gateway.lifecycle, gateway.ops, gateway.sessions, gateway.work, storage
+May import: gateway.access, gateway.bus, gateway.commands, gateway.config, gateway.i18n, gateway.lifecycle, gateway.ops, gateway.sessions, gateway.spend, gateway.work, storage
 """

@@ -239,7 +239,7 @@ class InboundProcessor:
             return []
         admitted: list[WorkItem] = []
         for item, verdict in zip(items, verdicts, strict=True):
-            if verdict.admitted and await self._over_rate(gate, item, verdict):
+            if verdict.admitted and await self._over_limit(gate, item, verdict):
                 continue  # answered with a reply saying so
             if verdict.admitted or await self._open_command(gate, item, verdict):
                 admitted.append(item)
@@ -252,16 +252,16 @@ class InboundProcessor:
                 log.exception("access_refusal_failed", channel=item.message.channel)
         return admitted
 
-    async def _over_rate(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
+    async def _over_limit(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
         """A person's message (not a command, not a scheduled run, not a resumed
-        row) over its sender's rate."""
+        row) over its sender's rate or a budget."""
         message = item.message
         if item.resume or message.request.origin is not Origin.CHAT:
             return False
         if self.registry.parse(message.text) is not None:
             return False
         try:
-            return await gate.over_rate(item, verdict)
+            return await gate.over_limit(item, verdict)
         except asyncio.CancelledError:
             raise
         except Exception:  # the message is answered as if there were no limit

@@ -20,6 +20,7 @@ from gateway.ingress.inbound import InboundProcessor
 from gateway.lifecycle import ShutdownBudget
 from gateway.ops.metrics import Metrics
 from gateway.sessions.manager import SessionManager, StorageRetry
+from gateway.spend.budget import Budgets
 from storage.store import Store
 
 __all__ = ["IngressFeature"]
@@ -45,6 +46,7 @@ class IngressFeature:
         clock: Callable[[], datetime],
         locales: LocaleResolver,
         limits: LimitsConfig,
+        budgets: Budgets | None = None,
     ) -> IngressFeature:
         dead_letters = DeadLetterSink(store, metrics)
         processor = InboundProcessor(
@@ -56,7 +58,12 @@ class IngressFeature:
             on_accepted=metrics.inbound,
             budget=budget,
             access=AccessGate(
-                policy, store, wake, clock, rate=SenderRate(store, limits, metrics.rate_limited)
+                policy,
+                store,
+                wake,
+                clock,
+                rate=SenderRate(store, limits, metrics.rate_limited),
+                budgets=budgets,
             ),
             dead_letters=dead_letters,
             locales=locales,

@@ -20,6 +20,7 @@ from agent.messages import ChatMessage
 from agent.providers.base import LLMProvider, LLMRequest, ProviderError
 from gateway.memory.plan import PLAN_INSTRUCTIONS, InvalidPlan, check_plan, plan_request
 from gateway.memory.service import SummaryFile
+from gateway.spend.payer import Payer, paying
 from storage.sql.memory.maintenance import Rewrite
 from storage.sql.memory.memories import Scope
 from storage.units.memories import MemoryStore
@@ -83,7 +84,8 @@ class MemoryMaintenance:
                 max_tokens=self.max_tokens,
             )
             async with asyncio.timeout(self.timeout_secs):
-                response = await self.provider.complete(request)
+                with paying(_payer(scope)):
+                    response = await self.provider.complete(request)
             rewrite = check_plan(response.content, snapshot)
         done = await self.store.apply(scope, snapshot.revision, rewrite)
         if not done:
@@ -96,3 +98,10 @@ class MemoryMaintenance:
                 written=len(rewrite.upserts),
             )
         return done
+
+
+def _payer(scope: Scope) -> Payer:
+    """The user whose memory it is pays for tidying it (budgets: gateway.spend);
+    never refused, as a compaction is not."""
+    channel, _, sender = scope.key.partition(":") if scope.kind == "user" else ("", "", "")
+    return Payer(channel, "", sender, kind="memory", gated=False)

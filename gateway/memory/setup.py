@@ -6,7 +6,7 @@ later, in their turn among the others (`add_commands`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,9 +39,12 @@ def build_memory(
     store: MemoryStore,
     providers: Mapping[str, LLMProvider],
     agent_prompt_path: Path,
+    charged: Callable[[LLMProvider, str], LLMProvider] = lambda provider, agent: provider,
 ) -> MemoryFeature:
-    """Maintenance uses the `default` agent (else the first one): its provider,
-    its model and that provider's `memory_maintenance_timeout_secs`."""
+    """Maintenance uses the `default` agent (else the first one): its provider
+    (as `charged` wraps it: its calls count against the budgets of the user
+    whose memory it tidies), its model and that provider's
+    `memory_maintenance_timeout_secs`."""
     service = MemoryGateway(store)
     summary_file = SummaryFile(store, agent_prompt_path)
     name = "default" if "default" in config.agents else next(iter(config.agents))
@@ -50,7 +53,7 @@ def build_memory(
     maintenance = MemoryMaintenance(
         store,
         summary_file,
-        providers[agent.provider],
+        charged(providers[agent.provider], name),
         model.model_id,
         timeout_secs=config.providers[agent.provider].memory_maintenance_timeout_secs,
         max_tokens=model.max_tokens,

@@ -172,6 +172,24 @@ class Metrics:
         ProcessCollector(namespace="picobot", registry=reg)
         # labels() hashes and locks on every call; the hot series are looked up once
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._spend_tokens = Counter(
+            "picobot_spend_tokens",
+            "Tokens (input + output) of model calls, charged to budgets.",
+            ["agent", "channel", "model"],
+            registry=reg,
+        )
+        self._spend_cost = Counter(
+            "picobot_spend_cost",
+            "Cost of model calls at models.<name>.prices (calls of models without prices add 0).",
+            ["agent", "channel", "model"],
+            registry=reg,
+        )
+        self._budget_refused = Counter(
+            "picobot_spend_budget_refused",
+            "Turns and model calls refused because a budget was used up.",
+            ["scope", "field"],
+            registry=reg,
+        )
 
     def _child(self, metric: Any, *values: str) -> Any:
         key = (id(metric), values)
@@ -216,6 +234,13 @@ class Metrics:
 
     def rate_limited(self, channel: str, limit: str) -> None:
         self._child(self._rate_limited, channel, limit).inc()
+
+    def spend(self, agent: str, channel: str, model: str, tokens: int, cost: float | None) -> None:
+        self._child(self._spend_tokens, agent, channel or "-", model).inc(tokens)
+        self._child(self._spend_cost, agent, channel or "-", model).inc(cost or 0.0)
+
+    def budget_refused(self, scope: str, field: str) -> None:
+        self._child(self._budget_refused, scope, field).inc()
 
     def scheduler_run(self, status: str) -> None:
         self._scheduler.labels(status=status).inc()

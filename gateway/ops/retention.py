@@ -14,7 +14,9 @@ One pass, each step on its own (one failing is logged, the others still run):
    retry`); a copy without a row only after `ORPHAN_GRACE_SECS`: it is made
    just before its row is written;
 4. received attachments older than `storage.media_retention_days`, except
-   those of an inbox row not finished yet.
+   those of an inbox row not finished yet;
+5. usage rows older than `limits.usage_retention_days` (storage.sql.spend),
+   and budget totals of periods over for two months.
 
 It never deletes sessions, messages or memories: history is kept. File
 deletions run in worker threads. One info line per pass gives the counts.
@@ -49,6 +51,7 @@ log = structlog.get_logger(__name__)
 
 ORPHAN_GRACE_SECS: Final = 3600.0
 FIRST_PASS_DELAY_SECS: Final = 60.0
+TOTALS_KEPT_DAYS: Final = 63  # spend_totals: this month's and last month's stay
 T = TypeVar("T")
 
 
@@ -56,6 +59,7 @@ T = TypeVar("T")
 class RetentionSettings:
     retention_days: float = 30.0  # 0: rows are kept
     media_retention_days: float = 30.0  # 0: received files are kept
+    usage_retention_days: float = 400.0  # usage_log rows (limits.usage_retention_days)
     interval_secs: float = 3600.0
     batch: int = 500  # rows a transaction, files a worker-thread call
     # the first pass waits this long after start: not while a restart's
@@ -63,11 +67,12 @@ class RetentionSettings:
     first_delay_secs: float = FIRST_PASS_DELAY_SECS
 
     @classmethod
-    def of(cls, storage: StorageConfig) -> RetentionSettings:
+    def of(cls, storage: StorageConfig, usage_retention_days: float = 400.0) -> RetentionSettings:
         interval = storage.prune_interval_secs
         return cls(
             storage.retention_days,
             storage.media_retention_days,
+            usage_retention_days,
             interval,
             first_delay_secs=min(FIRST_PASS_DELAY_SECS, interval),
         )
@@ -77,6 +82,7 @@ class RetentionSettings:
 class PassCounts:
     rows: dict[RetainedTable, int] = field(default_factory=dict)
     channel_state: int = 0
+    usage: int = 0
     outbox_files: Removed = field(default_factory=Removed)
     media_files: Removed = field(default_factory=Removed)
 
@@ -84,6 +90,7 @@ class PassCounts:
         return {
             **{str(table): n for table, n in self.rows.items()},
             "channel_state": self.channel_state,
+            "usage": self.usage,
             "outbox_files": self.outbox_files.removed,
             "media_files": self.media_files.removed,
             "files_failed": self.outbox_files.failed + self.media_files.failed,
@@ -144,6 +151,7 @@ class RetentionService:
                     f"rows {table}", self._prune_rows(table, cutoff), 0
                 )
         counts.channel_state = await _step("channel state", self._prune_row_state(), 0)
+        counts.usage = await _step("usage", self._prune_usage(now), 0)
         counts.outbox_files = await _step("outbox files", self._prune_copies(now), Removed())
         if self.settings.media_retention_days > 0:
             before = now - timedelta(days=self.settings.media_retention_days)
@@ -157,6 +165,18 @@ class RetentionService:
     async def _prune_rows(self, table: RetainedTable, cutoff: datetime) -> int:
         rows = self._store.retention
         return await _drain(lambda after: rows.prune(table, cutoff, after, self.settings.batch), 0)
+
+    async def _prune_usage(self, now: datetime) -> int:
+        """Usage rows past `usage_retention_days`; budget totals of periods
+        over for more than a month (a monthly total is last charged in its month)."""
+        log_before = now - timedelta(days=self.settings.usage_retention_days)
+        totals_before = now - timedelta(days=TOTALS_KEPT_DAYS)
+        gone = 0
+        while True:
+            n = await self._store.spend.prune(log_before, totals_before, self.settings.batch)
+            gone += n
+            if n < self.settings.batch:
+                return gone
 
     async def _prune_row_state(self) -> int:
         rows = self._store.retention

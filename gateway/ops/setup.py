@@ -25,6 +25,12 @@ class OpsFeature:
         return MeteredProvider(provider, self.metrics)
 
     def retention(
-        self, store: Store, media_dir: Path, storage: StorageConfig, clock: Clock
+        self,
+        store: Store,
+        media_dir: Path,
+        storage: StorageConfig,
+        clock: Clock,
+        usage_retention_days: float = 400.0,
     ) -> RetentionService:
-        return RetentionService(store, media_dir, RetentionSettings.of(storage), clock=clock)
+        settings = RetentionSettings.of(storage, usage_retention_days)
+        return RetentionService(store, media_dir, settings, clock=clock)

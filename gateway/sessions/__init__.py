@@ -6,5 +6,5 @@ the rest; `steering` is /approve, /deny and /steer over a running turn;
 histories in the background; `usage` is what /status shows.
 
 Public: gateway.sessions.manager
-May import: agent, gateway.approvals, gateway.bus, gateway.clock, gateway.commands, gateway.config, gateway.i18n, gateway.lifecycle, gateway.turns, gateway.work, storage
+May import: agent, gateway.approvals, gateway.bus, gateway.clock, gateway.commands, gateway.config, gateway.i18n, gateway.lifecycle, gateway.spend, gateway.turns, gateway.work, storage
 """

@@ -31,6 +31,7 @@ from gateway.bus import OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
 from gateway.sessions.manager import ConversationGates
+from gateway.spend.payer import Payer, paying
 from gateway.turns.agents import AgentProfile
 from gateway.turns.execution import TurnEnd
 from gateway.work import WorkItem
@@ -182,14 +183,15 @@ class Compactor:
                 size = CompactionState(estimate_tokens(history), count_user_turns(history))
                 self._states[job.session_id] = (segment, size)
                 return ""
-            result = await compact(
-                history,
-                p.provider,
-                p.summary_model,
-                window,
-                cfg.keep_user_turns,
-                timeout_secs=p.summary_timeout_secs,
-            )
+            with paying(Payer(job.channel, job.chat_id, "", kind="compaction", gated=False)):
+                result = await compact(
+                    history,
+                    p.provider,
+                    p.summary_model,
+                    window,
+                    cfg.keep_user_turns,
+                    timeout_secs=p.summary_timeout_secs,
+                )
             last_seq = history[-1].seq if history else None
         if result is None:
             return tr(job.locale, Msg.COMPACT_TOO_SHORT, keep=cfg.keep_user_turns)

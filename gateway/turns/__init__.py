@@ -8,5 +8,5 @@ turn adds besides the model's words, `transcription` turns voice into text
 first.
 
 Public: gateway.turns.agents, gateway.turns.chat_policy, gateway.turns.execution, gateway.turns.opener, gateway.turns.replies, gateway.turns.run_slots, gateway.turns.session_reset
-May import: agent, channels.base, gateway.approvals, gateway.bus, gateway.clock, gateway.config, gateway.i18n, gateway.ops, gateway.work, storage
+May import: agent, channels.base, gateway.approvals, gateway.bus, gateway.clock, gateway.config, gateway.i18n, gateway.ops, gateway.spend, gateway.work, storage
 """

@@ -15,13 +15,14 @@ from urllib.parse import urlsplit
 from agent.compaction import CompactionResult, compact
 from agent.context import ContextBuilder, ContextPart, ContextSettings
 from agent.loop import LoopSettings
-from agent.messages import ChatMessage, Usage
+from agent.messages import ChatMessage
 from agent.providers import deferred_provider
 from agent.providers.base import CacheTTL, LLMProvider, PromptCacheSettings, ProviderSettings
 from agent.providers.fallback import FallbackProvider, FallbackTarget
 from agent.tools.base import ToolRegistry
 from channels.base import ChannelSettings
 from gateway.clock import Clock, utc_now
+from gateway.config.agents import model_costs
 from gateway.config.core import CompactionConfig, Config, ModelPrices, ProviderConfig
 from gateway.config.loading import LoadedConfig
 from gateway.ops.metered import fallback_counter
@@ -41,17 +42,6 @@ __all__ = [
 
 class UnknownAgent(LookupError):
     """A turn named an agent, or ran on a channel, that this gateway does not have."""
-
-
-def _costs(config: Config) -> Callable[[str, Usage], float | None]:
-    """The cost of a call by the id of the model that answered, at its prices."""
-    prices = {m.model_id: m.prices for m in config.models.values() if m.prices is not None}
-
-    def cost_of(model_id: str, usage: Usage) -> float | None:
-        found = prices.get(model_id)
-        return found.cost(usage) if found is not None else None
-
-    return cost_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +209,7 @@ def build_profile(
         max_identical_tool_calls=agent.max_identical_tool_calls,
         max_turn_tokens=agent.max_turn_tokens,
         max_turn_cost=agent.max_turn_cost,
-        cost_of=_costs(config),
+        cost_of=model_costs(config.models),
         tool_result_max_chars=agent.tool_result_max_chars,
         stream=stream,
         context_window_tokens=model.context_window_tokens,

@@ -54,6 +54,7 @@ from gateway.bus import (
 )
 from gateway.clock import Clock, utc_now
 from gateway.i18n import Msg, tr
+from gateway.spend.payer import Payer, paying
 from gateway.turns.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.turns.chat_policy import DEFAULT_POLICY, ChatPolicy
 from gateway.turns.feedback import TurnRecorder, TypingSignal
@@ -105,10 +106,12 @@ class ExecutionService:
         chat_policies: Mapping[str, ChatPolicy] | None = None,
         clock: Clock = utc_now,
         approvals: Approvals | None = None,
+        is_admin: Callable[[InboundMessage], bool] = lambda message: False,
     ) -> None:
         """`chat_policies`: per channel (default: no resets, no tool progress);
         `clock`: now, timezone-aware (tests move it across reset times);
-        `approvals`: tool calls held for a person's yes (None: none are)."""
+        `approvals`: tool calls held for a person's yes (None: none are);
+        `is_admin`: whether a sender's turns are exempt from budgets."""
         self.store = store
         self.sink = sink
         self.agents = agents
@@ -121,6 +124,7 @@ class ExecutionService:
         self.chat_policies = dict(chat_policies or {})
         self.clock = clock
         self.approvals = approvals
+        self.is_admin = is_admin
 
     async def run_turn(
         self,
@@ -136,13 +140,19 @@ class ExecutionService:
         # a job that reports only failures has nobody to ask: held calls are refused
         controls = TurnControls(self.approvals, steer_requested, can_pause=not plan.silent)
         structlog.contextvars.bind_contextvars(channel=plan.channel, run_id=plan.run_id)
+        first = plan.items[0].message
+        payer = Payer(
+            channel, chat_id, first.sender_id, self.is_admin(first), plan.locale,
+            run_id=plan.run_id,
+        )  # fmt: skip
         try:
-            try:
-                return await self._run_turn(plan, stop_requested, controls)
-            except StaleTurn as exc:  # nothing of it was stored: run it again from storage
-                log.error("turn_cache_stale", reason=str(exc))
-                self.opener.forget(channel, chat_id)
-                return await self._run_turn(plan, stop_requested, controls)
+            with paying(payer):  # every model call of the turn, sub-agents too (gateway.spend)
+                try:
+                    return await self._run_turn(plan, stop_requested, controls)
+                except StaleTurn as exc:  # nothing of it was stored: run it again from storage
+                    log.error("turn_cache_stale", reason=str(exc))
+                    self.opener.forget(channel, chat_id)
+                    return await self._run_turn(plan, stop_requested, controls)
         except Exception as exc:  # whatever it stored, the cached history is not it
             self.opener.forget(channel, chat_id)
             return await self._broken(plan, exc)

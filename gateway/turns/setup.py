@@ -5,6 +5,7 @@ that turns and sub-agents share, and the execution service."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from agent.providers.base import LLMProvider
 from agent.tools.base import ToolRegistry, ToolServices, ToolSettings
 from channels.base import Channel
 from gateway.approvals.service import Approvals
+from gateway.bus import InboundMessage
 from gateway.clock import Clock
 from gateway.config.core import Config
 from gateway.config.loading import LoadedConfig
@@ -48,13 +50,16 @@ class TurnsFeature:
         registry: ToolRegistry,
         parts: Sequence[ContextPart],
         clock: Clock,
+        charged: Callable[[LLMProvider, str], LLMProvider] = lambda provider, agent: provider,
     ) -> TurnsFeature:
-        """The agent directory: a channel without a section gets the `default` agent."""
+        """The agent directory: a channel without a section gets the `default`
+        agent. `charged(provider, agent)`: an agent's provider as its turns
+        use it (gateway.spend: checked against budgets and charged)."""
         enabled = config.channels.enabled()
         by_name = {c.name: c for c in channels}
 
         def profile(agent: str, channel: str) -> AgentProfile:
-            return build_profile(
+            built = build_profile(
                 config,
                 agent,
                 providers,
@@ -64,6 +69,7 @@ class TurnsFeature:
                 parts=parts,
                 clock=clock,
             )
+            return dataclasses.replace(built, provider=charged(built.provider, agent))
 
         agents = AgentDirectory(
             {c.name: enabled[c.name].agent if c.name in enabled else "default" for c in channels},
@@ -100,6 +106,7 @@ class TurnsFeature:
         channels: Sequence[Channel],
         clock: Clock,
         approvals: Approvals,
+        is_admin: Callable[[InboundMessage], bool],
     ) -> ExecutionService:
         return ExecutionService(
             store,
@@ -114,4 +121,5 @@ class TurnsFeature:
             chat_policies=build_chat_policies(config, channels),
             clock=clock,
             approvals=approvals,
+            is_admin=is_admin,
         )

@@ -171,6 +171,15 @@ async def test_a_scripted_plan_merges_drops_and_writes_the_summaries(
 
         # maintained scopes are not looked at again until they change
         assert await gw.store.memories.changed_scopes() == []
+        # each plan was charged to the user whose memory it tidied (gateway.spend)
+        payers = await gw.db.read(
+            lambda c: c.execute(
+                "SELECT channel, chat_id, sender_id FROM usage_log WHERE kind = 'memory' "
+                "ORDER BY sender_id"
+            ).fetchall()
+        )
+        assert [f"{r[0]}:{r[2]}" for r in payers] == sorted([ALICE.key, BOB.key])
+        assert {r[1] for r in payers} == {""}
 
 
 async def test_a_malformed_plan_or_a_timeout_changes_nothing_and_chats_go_on(
