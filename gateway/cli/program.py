@@ -1,7 +1,7 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
 Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing,
-skills, sessions,
+skills, sessions, usage, limits,
 mcp, channels.
 Each bigger family lives in its own module of this package; this one only
 parses the command line and hands over.
@@ -273,6 +273,24 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return asyncio.run(run_sessions_command(args, _load(args)))
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    from gateway.cli.spend import run_usage_command
+    from gateway.ops.logging import configure_logging
+
+    loaded = _load(args)
+    configure_logging("warning", "console", stream=sys.stderr)  # stdout: the report (--json)
+    return asyncio.run(run_usage_command(args, loaded))
+
+
+def cmd_limits(args: argparse.Namespace) -> int:
+    from gateway.cli.spend import run_limits_command
+    from gateway.ops.logging import configure_logging
+
+    loaded = _load(args)
+    configure_logging("warning", "console", stream=sys.stderr)  # stdout: the budgets
+    return asyncio.run(run_limits_command(args, loaded))
+
+
 def cmd_channels_login(args: argparse.Namespace) -> int:
     if args.channel != "wechat":
         print(f"picobot: channel {args.channel!r} has no login flow", file=sys.stderr)
@@ -302,7 +320,8 @@ AddParser = Callable[
     None,
 ]
 
-# name (module gateway.cli.<name>, function add_<name>_parser), its --help line, its command
+# name (module gateway.cli.<name>, or the one FAMILY_MODULES names; function
+# add_<name>_parser), its --help line, its command
 FAMILIES: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
     ("outbox", "inspect or retry undelivered replies", cmd_outbox),
     ("dead-letters", "inbound events that could not be recorded", cmd_dead_letters),
@@ -312,7 +331,11 @@ FAMILIES: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
     ("mcp", "check and call the configured MCP servers", cmd_mcp),
     ("skills", "the skills found, and their usage events", cmd_skills),
     ("sessions", "stored sessions and their transcripts", cmd_sessions),
+    ("usage", "model calls, tokens and cost by day, agent and model", cmd_usage),
+    ("limits", "budgets from the config and set at run time", cmd_limits),
 )
+# a family whose parser is in a module of another name (gateway.cli.<module>)
+FAMILY_MODULES = {"usage": "spend", "limits": "spend"}
 
 
 def _version() -> str:
@@ -403,7 +426,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     # only for the command about to run (the top-level help needs their names)
     for name, summary, func in FAMILIES:
         if command is None or command == name:
-            module = importlib.import_module(f"gateway.cli.{name.replace('-', '_')}")
+            where = FAMILY_MODULES.get(name, name).replace("-", "_")
+            module = importlib.import_module(f"gateway.cli.{where}")
             add: AddParser = getattr(module, f"add_{name.replace('-', '_')}_parser")
             add(sub, with_config)
         else:
