@@ -342,6 +342,8 @@ class Gateway:
             approvals,  # after the sessions: answered approvals go back into their queues
             compactor,
             processor.lanes,
+            # releases messages kept over their rate; stops after ingress (open rows stay)
+            *([ingress.later] if ingress.later is not None else []),
             processor,  # recovery, then ingress
         ]
         if scheduler is not None:

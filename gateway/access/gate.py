@@ -8,7 +8,9 @@ the LLM. The sender gets at most one reply an hour (their id and how to get
 access, or a pairing code: `channels.<name>.refusal`), counted in storage so
 that a restart does not reset it; the log line says why. An admitted message
 over its sender's rate (`limits.sender`, gateway.access.rate) or over a budget
-(gateway.spend) is closed the same way, with a reply saying when to try again.
+(gateway.spend) is closed the same way, with a reply saying when to try again;
+with `limits.over_rate` "later", one over the rate is kept instead
+(gateway.access.later), with a note saying when it will be answered.
 Chats the bot does not serve (a group not listed, a group message that does not
 address the bot) get no reply at all.
 """
@@ -21,9 +23,10 @@ from datetime import datetime, timedelta
 import structlog
 
 from channels.base import Refusal
+from gateway.access.later import LaterMessages
 from gateway.access.pairing import CODE_RULES, new_code
 from gateway.access.policy import AccessPolicy, Reason, Verdict
-from gateway.access.rate import SenderRate
+from gateway.access.rate import OverRate, SenderRate
 from gateway.bus import ChatType, InboundMessage, OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
 from gateway.spend.budget import Budgets
@@ -88,6 +91,7 @@ class AccessGate:
         reply_interval: timedelta = REPLY_INTERVAL,
         rate: SenderRate | None = None,
         budgets: Budgets | None = None,
+        later: LaterMessages | None = None,
     ) -> None:
         self.policy = policy
         self.store = store
@@ -97,6 +101,7 @@ class AccessGate:
         self.limiter = ReplyLimiter(store, reply_interval)
         self.rate = rate  # limits.sender: None, no limit
         self.budgets = budgets  # limits' budgets (gateway.spend): None, none
+        self.later = later  # limits.over_rate "later": where such messages wait
 
     async def judge(self, items: Sequence[WorkItem]) -> list[Verdict]:
         """A verdict per item; one storage read for the whole batch, if any."""
@@ -124,25 +129,17 @@ class AccessGate:
             return False
         return await self.limiter.take((message.channel, message.sender_id), self.clock())
 
-    async def over_limit(self, item: WorkItem, verdict: Verdict) -> bool:
+    async def over_limit(self, item: WorkItem, verdict: Verdict, *, again: bool = False) -> bool:
         """Whether an admitted message is over its sender's rate (limits.sender)
         or over a budget of its sender, chat or the deployment: then its inbox
         row is closed here with a reply saying which and when it frees up, and
-        no turn runs. The caller leaves commands out."""
+        no turn runs; or, over the rate with `limits.over_rate` "later", it is
+        kept to be answered then (gateway.access.later), with a reply saying
+        so. `again`: a kept message coming back (no second reply). The caller
+        leaves commands out."""
         m = item.message
-        if self.rate is not None:
-            over = await self.rate.take(m, verdict.admin, self.clock())
-            if over is not None:
-                log.info(
-                    "rate_limited",
-                    channel=m.channel,
-                    chat_id=m.chat_id,
-                    sender_id=m.sender_id,
-                    limit=over.limit.kind,
-                    wait_secs=round(over.wait_secs, 1),
-                )
-                await self._close(item, over.text(item.locale))
-                return True
+        if self.rate is not None and await self._over_rate(item, verdict, again):
+            return True
         if self.budgets is not None:
             payer = Payer(m.channel, m.chat_id, m.sender_id, verdict.admin, item.locale)
             spent = await self.budgets.check(payer)
@@ -150,6 +147,40 @@ class AccessGate:
                 await self._close(item, spent.text(item.locale))
                 return True
         return False
+
+    async def _over_rate(self, item: WorkItem, verdict: Verdict, again: bool) -> bool:
+        assert self.rate is not None
+        m, now, later = item.message, self.clock(), self.later
+        behind = None if later is None or again else later.waiting((m.channel, m.sender_id))
+        if behind is not None:  # in line behind the sender's earlier messages
+            over: OverRate | None = OverRate(self.rate.limits[0], (behind - now).total_seconds())
+        else:
+            over = await self.rate.take(m, verdict.admin, now)
+        if over is None:
+            return False
+        kept = later is not None and later.hold(
+            item, verdict, now + timedelta(seconds=over.wait_secs)
+        )
+        log.info(
+            "rate_limited",
+            channel=m.channel,
+            chat_id=m.chat_id,
+            sender_id=m.sender_id,
+            limit=over.limit.kind,
+            wait_secs=round(over.wait_secs, 1),
+            kept=kept,
+        )
+        if not kept:
+            await self._close(item, over.text(item.locale))
+        elif not again:  # the row stays open: answered when it falls due
+            await self._note(item, over.text(item.locale, later=True))
+        return True
+
+    async def _note(self, item: WorkItem, text: str) -> None:
+        m = item.message
+        out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+        await self.store.enqueue(out)
+        self.wake(m.channel)
 
     async def _close(self, item: WorkItem, text: str) -> None:
         m = item.message

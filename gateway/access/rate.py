@@ -31,10 +31,12 @@ class OverRate:
     limit: RateLimit
     wait_secs: float
 
-    def text(self, locale: Locale) -> str:
+    def text(self, locale: Locale, *, later: bool = False) -> str:
+        """The refusal; `later`: the note that it will be answered then instead."""
         per = Msg.PER_MINUTE if self.limit.kind == SENDER_MINUTE_RATE else Msg.PER_HOUR
         wait = max(1, math.ceil(self.wait_secs))
-        return tr(locale, Msg.RATE_LIMITED, limit=self.limit.count, per=tr(locale, per), wait=wait)
+        key = Msg.RATE_LATER if later else Msg.RATE_LIMITED
+        return tr(locale, key, limit=self.limit.count, per=tr(locale, per), wait=wait)
 
 
 class SenderRate:

@@ -86,6 +86,10 @@ class LimitsConfig(FrozenModel):
     users: dict[str, Budget] = Field(default_factory=dict)
     # "channel:chat_id" → that chat's own budget (replaces limits.chat's, field by field)
     chats: dict[str, Budget] = Field(default_factory=dict)
+    # a message over its sender's rate: "refuse" answers it with a reply saying
+    # so; "later" says when it will be answered, keeps it and answers it then
+    over_rate: Literal["refuse", "later"] = "refuse"
+    max_waiting_per_sender: int = Field(10, ge=1)  # "later": past this, refused
     # gateway.admins and PICOBOT_ADMINS are never rate-limited nor stopped by a budget
     admins_exempt: bool = True
     notice_ratio: float = Field(0.8, gt=0, le=1)  # one notice when this share is spent

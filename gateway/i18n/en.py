@@ -190,6 +190,10 @@ TEXTS: Final[Mapping[Msg, str]] = {
         "You are sending messages faster than I take them (at most {limit} {per}), "
         "so I did not answer this one. Send it again in {wait} s."
     ),
+    Msg.RATE_LATER: (
+        "You are sending messages faster than I take them (at most {limit} {per}); "
+        "I will answer this one in about {wait} s."
+    ),
     Msg.PER_MINUTE: "a minute",
     Msg.PER_HOUR: "an hour",
     # -- memory commands ----------------------------------------------------------

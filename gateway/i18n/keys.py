@@ -135,6 +135,7 @@ class Msg(StrEnum):
     PAIRING_CODE = "pairing_code"
     APPROVED_MEANWHILE = "approved_meanwhile"
     RATE_LIMITED = "rate_limited"
+    RATE_LATER = "rate_later"
     PER_MINUTE = "per_minute"
     PER_HOUR = "per_hour"
     # -- memory commands (gateway.memory.commands) -------------------------------

@@ -155,6 +155,7 @@ TEXTS: Final[Mapping[Msg, str]] = {
     ),
     Msg.APPROVED_MEANWHILE: "管理员刚刚批准了你的访问：请重新发送你的消息。",
     Msg.RATE_LIMITED: "你发消息太快了（{per}最多 {limit} 条），这条我没有处理。请 {wait} 秒后再发。",
+    Msg.RATE_LATER: "你发消息太快了（{per}最多 {limit} 条），这条我会在大约 {wait} 秒后回复。",
     Msg.PER_MINUTE: "每分钟",
     Msg.PER_HOUR: "每小时",
     # -- memory commands ----------------------------------------------------------

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from gateway.access.gate import AccessGate
+from gateway.access.later import Held
 from gateway.access.policy import Verdict
 from gateway.bus import InboundMessage, MessageBus, Origin, OutboundMessage, Receipt, reply_handle
 from gateway.commands import CommandLanes, CommandRegistry
@@ -267,6 +268,14 @@ class InboundProcessor:
         except Exception:  # the message is answered as if there were no limit
             log.exception("rate_limit_failed", channel=item.message.channel)
             return False
+
+    async def release(self, held: Held) -> None:
+        """A message kept over its sender's rate, fallen due (gateway.access.later):
+        through the gate again (it may wait once more), then to its session."""
+        gate = self.access
+        assert gate is not None
+        if not await gate.over_limit(held.item, held.verdict, again=True):
+            await self._route(held.item)
 
     async def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
         command = self.registry.parse(item.message.text)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.access.gate import AccessGate
+from gateway.access.later import LaterMessages
 from gateway.access.policy import AccessPolicy
 from gateway.access.rate import SenderRate
 from gateway.bus import MessageBus
@@ -30,6 +31,8 @@ __all__ = ["IngressFeature"]
 class IngressFeature:
     dead_letters: DeadLetterSink
     processor: InboundProcessor
+    # limits.over_rate "later": the messages kept for later (a Service); None: refused
+    later: LaterMessages | None = None
 
     @classmethod
     def build(
@@ -49,6 +52,11 @@ class IngressFeature:
         budgets: Budgets | None = None,
     ) -> IngressFeature:
         dead_letters = DeadLetterSink(store, metrics)
+        later = (
+            LaterMessages(clock, limits.max_waiting_per_sender)
+            if limits.over_rate == "later"
+            else None
+        )
         processor = InboundProcessor(
             bus,
             store,
@@ -64,10 +72,13 @@ class IngressFeature:
                 clock,
                 rate=SenderRate(store, limits, metrics.rate_limited),
                 budgets=budgets,
+                later=later,
             ),
             dead_letters=dead_letters,
             locales=locales,
         )
         # a turn storage failed runs again once writes pass, as recovery runs it
         sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
-        return cls(dead_letters, processor)
+        if later is not None:
+            later.release = processor.release
+        return cls(dead_letters, processor, later)

@@ -8,9 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from gateway.i18n import Locale, Msg, tr
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, last_user_text
 from tests.fakes.recording_channel import RecordingChannel
-from tests.support import ShiftedClock, make_config, running_gateway, ws_client
+from tests.support import (
+    ShiftedClock,
+    ask_on,
+    make_config,
+    running_gateway,
+    wait_until,
+    ws_client,
+)
 
 LIMITS = {"sender": {"messages_per_minute": 10}}
 
@@ -96,3 +103,78 @@ async def test_scheduled_runs_are_not_counted_against_a_rate(home: Path, llm: Fa
     async with running_gateway(loaded, extra_channels=[channel]):
         sent = await channel.wait_sent(3)
     assert sorted(s.message.text for s in sent) == [f"echo: report {n}" for n in range(3)]
+
+
+async def test_later_mode_keeps_messages_over_the_rate_and_answers_them_in_order(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """limits.over_rate "later": five messages at two a minute; two are answered,
+    three get a note and are answered as the minute passes (by the gateway's
+    clock), in order, each once; one still waiting at a restart is answered
+    after it."""
+    clock = ShiftedClock()
+    loaded = make_config(
+        home,
+        llm.base_url,
+        limits={"sender": {"messages_per_minute": 2}, "over_rate": "later"},
+        gateway={"queue_mode": "followup"},
+    )
+    channel = RecordingChannel()
+    async with running_gateway(loaded, clock=clock, extra_channels=[channel]) as gw:
+        for n in range(5):
+            await channel.submit("home", f"m{n}", f"m{n}", sender_id="ann", language="en")
+        sent = await channel.wait_sent(5)  # two answers and three notes
+        assert sorted(s.message.text for s in sent) == [
+            *[_later_note(2)] * 3, "echo: m0", "echo: m1",
+        ]  # fmt: skip
+        later = gw.processor.access.later if gw.processor and gw.processor.access else None
+        assert later is not None
+        assert len(later) == 3
+        clock.advance(seconds=61)  # m0's and m1's places are free again
+        later.wake()
+        await channel.wait_sent(7)
+
+        def m4_waits_again() -> bool:  # over again: it waits once more, no second note
+            due = later.waiting(("rec", "ann"))
+            return due is not None and due > clock()
+
+        await wait_until(m4_waits_again)
+        assert len(later) == 1
+    assert len(channel.sent) == 7
+    assert len(llm.requests) == 4
+
+    clock.advance(seconds=61)
+    channel = RecordingChannel()
+    async with running_gateway(loaded, clock=clock, extra_channels=[channel]):
+        [answer] = await channel.wait_sent(1)  # recovery takes up the open row
+    assert answer.message.text == "echo: m4"
+    assert len(llm.requests) == 5
+    answered = [last_user_text(r["messages"]) for r in llm.requests]
+    assert answered == ["m0", "m1", "m2", "m3", "m4"]  # in the order they were sent
+
+
+async def test_later_mode_refuses_past_the_waiting_cap(home: Path, llm: FakeOpenAI) -> None:
+    loaded = make_config(
+        home,
+        llm.base_url,
+        limits={
+            "sender": {"messages_per_minute": 1},
+            "over_rate": "later",
+            "max_waiting_per_sender": 1,
+        },
+        gateway={"queue_mode": "followup"},
+    )
+    channel = RecordingChannel()
+    async with running_gateway(loaded, extra_channels=[channel]):
+        replies = [
+            await ask_on(channel, "home", f"m{n}", sender_id="ben", language="en") for n in range(3)
+        ]
+    assert replies[0] == "echo: m0"
+    assert replies[1] == _later_note(1)
+    assert replies[2].startswith(_refusal_prefix()[:40])  # refused: one waits already
+
+
+def _later_note(limit: int) -> str:
+    """The note on a message kept for a minute's place (its wait rounds up to 60 s)."""
+    per = tr(Locale.EN, Msg.PER_MINUTE)
+    return tr(Locale.EN, Msg.RATE_LATER, limit=limit, per=per, wait=60)
