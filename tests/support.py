@@ -7,17 +7,19 @@ import asyncio
 import inspect
 import itertools
 import json
+import logging
 import os
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import structlog
 import websockets
 
 from channels.base import Channel
@@ -385,3 +387,25 @@ async def ask_on(channel: RecordingChannel, chat_id: str, text: str, **fields: o
             if s.message.reply_to_message_id == message_id:
                 return s.message.text
         seen = len(sent)
+
+
+@contextmanager
+def logging_restored() -> Iterator[None]:
+    """Undo what `configure_logging` did to the process's logging, for tests
+    that run a command which sets it up (root handlers and level, the levels
+    of the loggers it tunes, structlog's configuration and bound context)."""
+    from gateway.ops.logging import _CHATTY_LOGGERS, _QUIET_LOGGERS
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+        for name in (*_CHATTY_LOGGERS, *_QUIET_LOGGERS):
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        structlog.contextvars.clear_contextvars()
+        structlog.reset_defaults()

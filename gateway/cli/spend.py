@@ -6,7 +6,8 @@ model. `limits` lists every budget of the config file and every one set at
 run time, and sets or clears the run-time ones through the same
 `Budgets.set` and `Budgets.clear` as the chat's /limits, recorded as set by
 "cli". Works whether or not the gateway runs: a running gateway reads the
-stored budgets at each check, so a change counts from its next check.
+stored budgets every few seconds (gateway.spend.budget.STORED_TTL_SECS), so a
+change counts within that.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 CLI = "cli"  # set_by of the budgets this command sets
-APPLIES = "a running gateway applies the change at its next budget check"
+APPLIES = "a running gateway applies the change within 5 s"
 
 Clock = Callable[[], datetime]
 

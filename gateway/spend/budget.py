@@ -18,6 +18,7 @@ that one key wins over all. A field set to null means no limit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,6 +39,7 @@ __all__ = ["SCOPES", "Budgets", "Line", "OverBudget", "amount_text", "payer_pair
 log = structlog.get_logger(__name__)
 
 SCOPES: tuple[Scope, ...] = ("sender", "chat", "agent", "total")
+STORED_TTL_SECS = 5.0  # how stale the run-time budgets may be (set by another process)
 TOTAL_KEY = "*"  # the one key of the total scope, and a scope's run-time default
 
 Notify = Callable[[OutboundMessage], Awaitable[None]]
@@ -77,6 +79,9 @@ class Line:
 
     def spent(self, total: Total) -> float:
         return total.tokens if self.tokens else total.cost
+
+    def log_fields(self) -> dict[str, object]:
+        return {"scope": self.scope, "key": self.key, "field": self.field, "amount": self.amount}
 
 
 def amount_text(locale: Locale, tokens: bool, value: float) -> str:
@@ -143,6 +148,8 @@ class Budgets:
         self.admin_locale = admin_locale
         self.on_spend = on_spend
         self.on_refused = on_refused
+        self._stored: list[Override] | None = None
+        self._stored_at = 0.0
 
     def periods(self, now: datetime | None = None) -> Periods:
         return Periods.of(now or self.clock(), self.zone)
@@ -166,10 +173,14 @@ class Budgets:
             out += [Line(scope, key, n, v) for n, v in values.items() if v is not None]
         return out
 
-    @staticmethod
-    def _with_defaults(pairs: list[tuple[Scope, str]]) -> list[tuple[Scope, str]]:
-        """`pairs` and the run-time default of each of their scopes (key "*")."""
-        return [*pairs, *((s, TOTAL_KEY) for s, _ in pairs if s != "total")]
+    async def stored(self) -> list[Override]:
+        """The budgets set at run time, read at most every `STORED_TTL_SECS`
+        (one set here is seen at once; one `picobot limits` set, within that)."""
+        now = time.monotonic()
+        if self._stored is None or now - self._stored_at >= STORED_TTL_SECS:
+            self._stored = await self.store.spend.overrides()
+            self._stored_at = now
+        return self._stored
 
     def _total_key(self, line: Line, periods: Periods) -> TotalKey:
         return (line.scope, line.key, periods.key(line.field))
@@ -178,8 +189,7 @@ class Budgets:
         self, payer: Payer, agent: str | None, now: datetime
     ) -> tuple[list[Line], dict[TotalKey, Total], Periods]:
         pairs = payer_pairs(payer, agent)
-        stored = await self.store.spend.overrides(self._with_defaults(pairs))
-        lines = self.lines(pairs, stored)
+        lines = self.lines(pairs, await self.stored())
         periods = self.periods(now)
         keys = sorted({self._total_key(line, periods) for line in lines})
         totals = await self.store.spend.totals(keys) if keys else {}
@@ -191,11 +201,13 @@ class Budgets:
     ) -> None:
         """A run-time budget (`value` None: no limit), stored; wins over the config."""
         await self.store.spend.set_override(scope, key, field, value, by, self.clock())
+        self._stored = None
         log.info("budget_set", scope=scope, key=key, field=field, value=value, by=by)
 
     async def clear(self, scope: Scope, key: str, field: BudgetField | None, by: str) -> int:
         """Drop run-time budgets (one field, or all of scope and key): the config's apply."""
         count = await self.store.spend.clear_override(scope, key, field)
+        self._stored = None
         log.info("budget_cleared", scope=scope, key=key, field=field, count=count, by=by)
         return count
 
@@ -213,14 +225,7 @@ class Budgets:
         for line in lines:
             spent = line.spent(totals[self._total_key(line, periods)])
             if spent >= line.amount:
-                log.info(
-                    "budget_refused",
-                    scope=line.scope,
-                    key=line.key,
-                    field=line.field,
-                    amount=line.amount,
-                    spent=spent,
-                )
+                log.info("budget_refused", spent=spent, **line.log_fields())
                 if self.on_refused is not None:
                     self.on_refused(line)
                 return OverBudget(line, spent, periods.ends(line.field), self.zone)
@@ -244,8 +249,7 @@ class Budgets:
         pairs = payer_pairs(payer, agent)
         keys = [(s, k, p) for s, k in pairs for p in (periods.day, periods.month)]
         moved = await self.store.spend.charge(call, keys, now)
-        stored = await self.store.spend.overrides(self._with_defaults(pairs))
-        for line in self.lines(pairs, stored):
+        for line in self.lines(pairs, await self.stored()):
             before, after = moved[self._total_key(line, periods)]
             await self._crossed(line, line.spent(before), line.spent(after), payer, periods)
 
@@ -265,17 +269,10 @@ class Budgets:
                 resets=_when(periods.ends(line.field), self.zone),
                 **words,
             )
-            log.info("budget_near", scope=line.scope, key=line.key, field=line.field)
+            log.info("budget_near", spent=after, **line.log_fields())
             await self._send(OutboundMessage(payer.channel, payer.chat_id, text))
         if before < line.amount <= after:
-            log.warning(
-                "budget_reached",
-                scope=line.scope,
-                key=line.key,
-                field=line.field,
-                amount=line.amount,
-                spent=after,
-            )
+            log.warning("budget_reached", spent=after, **line.log_fields())
             admin = self.limits.admin_chat
             if admin is not None:
                 locale = self.admin_locale

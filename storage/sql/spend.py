@@ -39,7 +39,6 @@ __all__ = [
     "overrides",
     "prune",
     "set_override",
-    "state",
     "totals",
     "usage_days",
 ]
@@ -172,14 +171,6 @@ def _override(r: Any) -> Override:
     return Override(r[0], r[1], r[2], None if r[3] is None else float(r[3]), r[4], r[5])
 
 
-def state(
-    conn: sqlite3.Connection, pairs: Sequence[tuple[str, str]], keys: Sequence[TotalKey]
-) -> tuple[list[Override], dict[TotalKey, Total]]:
-    """What a budget check reads, in one snapshot: the run-time budgets of
-    `pairs` and the totals of `keys`."""
-    return overrides(conn, pairs), totals(conn, keys)
-
-
 def set_override(
     conn: sqlite3.Connection,
     scope: str,
@@ -270,11 +261,6 @@ class SpendStore:
 
     async def overrides(self, pairs: Sequence[tuple[str, str]] | None = None) -> list[Override]:
         return await self.db.read(functools.partial(overrides, pairs=pairs))
-
-    async def state(
-        self, pairs: Sequence[tuple[str, str]], keys: Sequence[TotalKey]
-    ) -> tuple[list[Override], dict[TotalKey, Total]]:
-        return await self.db.read(functools.partial(state, pairs=pairs, keys=keys))
 
     async def set_override(
         self, scope: str, key: str, field: str, value: float | None, set_by: str, now: datetime

@@ -19,8 +19,6 @@ from agent.messages import ChatMessage
 from agent.providers.base import LLMRequest, ProviderSettings
 from agent.providers.openai import OpenAIProvider
 from gateway.ops.logging import (
-    _CHATTY_LOGGERS,
-    _QUIET_LOGGERS,
     MASK,
     clear_secrets,
     configure_logging,
@@ -29,6 +27,7 @@ from gateway.ops.logging import (
 )
 from storage.sqlite.db import Database
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support import logging_restored
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -40,17 +39,8 @@ class TtyStream(io.StringIO):
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        if handler not in handlers:
-            root.removeHandler(handler)
-    root.setLevel(level)
-    for name in (*_CHATTY_LOGGERS, *_QUIET_LOGGERS):  # the levels configure_logging set
-        logging.getLogger(name).setLevel(logging.NOTSET)
-    structlog.contextvars.clear_contextvars()
-    structlog.reset_defaults()
+    with logging_restored():
+        yield
     clear_secrets()
 
 

@@ -177,16 +177,6 @@ async def test_overrides_are_set_replaced_listed_and_cleared(open_storage: OpenS
         assert [(o.scope, o.key) for o in remaining] == [("chat", "telegram:c"), ("sender", "*")]
 
 
-async def test_state_reads_overrides_and_totals_together(open_storage: OpenStorage) -> None:
-    async with open_storage() as db:
-        spend = Store(db).spend
-        await spend.set_override("sender", "telegram:42", "daily_tokens", 100, "a", T0)
-        await spend.charge(call(), [SENDER_DAY], T0)
-        stored, found = await spend.state([("sender", "telegram:42")], [SENDER_DAY, TOTAL_DAY])
-        assert [(o.field, o.value) for o in stored] == [("daily_tokens", 100.0)]
-        assert found == {SENDER_DAY: Total(100, 0.25), TOTAL_DAY: Total(0, 0.0)}
-
-
 async def test_usage_days_groups_by_day_agent_and_model_and_filters_by_sender(
     open_storage: OpenStorage,
 ) -> None:

@@ -4,36 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from gateway.cli.program import main
 from gateway.config.loading import load_config
-from gateway.ops.logging import _CHATTY_LOGGERS, _QUIET_LOGGERS
 from storage.sql.spend import Call, Override
 from storage.sqlite.db import Database
 from storage.store import Store
+from tests.support import logging_restored
 
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """The commands send their log lines to stderr (configure_logging): undo it."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        if handler not in handlers:
-            root.removeHandler(handler)
-    root.setLevel(level)
-    for name in (*_CHATTY_LOGGERS, *_QUIET_LOGGERS):  # the levels configure_logging set
-        logging.getLogger(name).setLevel(logging.NOTSET)
-    structlog.reset_defaults()
+    with logging_restored():
+        yield
 
 
 def _write_config(tmp_path: Path, limits: dict[str, Any]) -> Path:
@@ -207,7 +197,7 @@ def test_limits_set_list_clear(
     assert _run(config, "limits", "set", "sender", "telegram:42", "daily_tokens", "1_000") == 0
     out = capsys.readouterr().out
     assert out.startswith("set sender telegram:42 daily_tokens = 1,000 (stored, set by cli)")
-    assert "a running gateway applies the change at its next budget check" in out
+    assert "a running gateway applies the change within 5 s" in out
     assert _run(config, "limits", "set", "agent", "helper", "daily_cost", "2.5") == 0
     capsys.readouterr()
     stored = asyncio.run(_stored(_db(config)))
