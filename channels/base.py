@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from aiohttp import web
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -51,11 +51,13 @@ __all__ = [
     "RateLimited",
     "RecipientOffline",
     "Refusal",
+    "ReplyArchive",
     "SendResult",
     "ServedHosts",
     "SessionInfo",
     "SessionList",
     "StateStore",
+    "StoredReply",
     "ToolCallInfo",
     "ToolFilter",
     "TransientSendError",
@@ -355,6 +357,33 @@ class ChatDirectory(Protocol):
     async def history(self, chat_id: str, session_id: str | None, limit: int) -> History | None:
         """The active history of `session_id` (None: the chat's current
         session), newest `limit` messages; None if the chat has no such session."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReply:
+    """What storage has of the reply to one inbound message."""
+
+    known: bool  # the message was recorded
+    text: str | None = None  # its reply, once written
+    failed: bool = False  # the reply is the notice of a failed turn
+    run_id: str | None = None
+    usage: tuple[int, int] | None = None  # (input, output) tokens of the turn
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class ReplyArchive(Protocol):
+    """The replies of a channel whose clients come back for them by message
+    id (the API channel: retries with an Idempotency-Key, fetches)."""
+
+    async def reply(self, chat_id: str, message_id: str) -> StoredReply: ...
+
+    async def usage(self, run_id: str) -> tuple[int, int] | None:
+        """(input, output) tokens of every model call of the turn `run_id`."""
+        ...
+
+    async def chats(self, channel: str, prefix: str) -> list[str]:
+        """The chat ids of `channel` that start with `prefix` and have a session."""
         ...
 
 

@@ -29,6 +29,7 @@ from agent.prompt_file import AgentPromptFile
 from agent.providers.base import LLMProvider
 from agent.providers.deferred import DeferredProvider
 from agent.tools.base import ToolServices
+from channels.api.channel import ApiChannel
 from channels.base import Channel
 from channels.websocket import WebSocketChannel
 from gateway.access.setup import AccessFeature
@@ -389,6 +390,10 @@ class Gateway:
                 locale = LocaleResolver.from_config(self.config).for_channel(channel.name)
                 channel.use_directory(web_ui.directory(channel.name, locale))
                 channel.use_owners(web_ui.owners(channel.name))
+            if isinstance(channel, ApiChannel):
+                channel.use_archive(web_ui.replies(channel.name))
+                locale = LocaleResolver.from_config(self.config).for_channel(channel.name)
+                channel.use_directory(web_ui.directory(channel.name, locale))
             delivery.connect(channel, self.bus, store, mount, ingress.dead_letters)
         self._readiness.add("storage", self._storage_state)
         for channel in self.channels:

@@ -14,6 +14,7 @@ import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from agent.messages import ChatMessage
 from gateway.bus import InboundMessage, OutboundMessage
@@ -166,6 +167,12 @@ class Store:
         )
 
     # -- sessions --------------------------------------------------------------
+    async def chats_with_prefix(self, channel: str, prefix: str) -> list[str]:
+        """The chat ids of `channel` beginning with `prefix` that have a session."""
+        return await self.db.read(
+            functools.partial(sessions.chats_with_prefix, channel=channel, prefix=prefix)
+        )
+
     async def active_session(self, channel: str, chat_id: str) -> SessionRecord | None:
         return await self.db.read(
             functools.partial(sessions.active_session, channel=channel, chat_id=chat_id)
@@ -288,6 +295,16 @@ class Store:
         )
 
     # -- outbox ----------------------------------------------------------------
+    async def reply_of(
+        self, channel: str, chat_id: str, message_id: str
+    ) -> tuple[bool, str | None, dict[str, Any]]:
+        """Whether `message_id` was recorded, and its last reply (text, metadata)."""
+        return await self.db.read(
+            functools.partial(
+                outbox.reply_of, channel=channel, chat_id=chat_id, message_id=message_id
+            )
+        )
+
     async def enqueue(self, message: OutboundMessage, inbox_id: int | None = None) -> int:
         return await self.db.write(
             functools.partial(outbox.enqueue, message=message, inbox_id=inbox_id)

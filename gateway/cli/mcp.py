@@ -1,4 +1,6 @@
-"""`picobot mcp list|tools|call`: the configured MCP servers, seen from this machine.
+"""`picobot mcp list|tools|call`: the configured MCP servers, seen from this
+machine; and `picobot mcp serve`: picobot itself as an MCP server over stdio
+(below, docs/mcp-server.md).
 
 Each command connects to the servers itself, exactly as the gateway would
 (same config, same SDK, same tool names and filters), whether or not a
@@ -13,13 +15,15 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agent.mcp.config import McpServerConfig
 from agent.mcp.naming import tool_name
+from gateway.cli.client.target import connect_host
 from gateway.config.loading import LoadedConfig
 from gateway.ops.logging import register_secrets
 from gateway.tools.mcp import secret_values
@@ -27,7 +31,7 @@ from gateway.tools.mcp import secret_values
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
 
-__all__ = ["add_mcp_parser", "run_mcp_command"]
+__all__ = ["KEY_VARIABLE", "add_mcp_parser", "run_mcp_command", "serve_stdio"]
 
 
 def add_mcp_parser(
@@ -42,6 +46,16 @@ def add_mcp_parser(
     call = with_config(commands.add_parser("call", help="call a tool by its mcp_* name"))
     call.add_argument("tool", help="e.g. mcp_fs_read_file")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object (default {})")
+    serve = with_config(
+        commands.add_parser(
+            "serve", help="picobot's own tools over stdio, relayed to the gateway's /mcp"
+        )
+    )
+    serve.add_argument("--url", help="the gateway's MCP endpoint (default: from the config)")
+    serve.add_argument(
+        "--key",
+        help="an API key of channels.api.keys (default: $PICOBOT_API_KEY, else the gateway token)",
+    )
     for sub in (listing, tools, call):
         sub.add_argument(
             "--timeout", type=float, default=30.0, help="seconds to wait for servers (default 30)"
@@ -56,6 +70,8 @@ async def run_mcp_command(
     servers = loaded.config.mcp_servers
     register_secrets(secret_values(servers))
     command: str = args.mcp_command
+    if command == "serve":
+        return await serve_stdio(mcp_url(loaded, args.url), api_key(loaded, args.key))
     if command == "call":
         return await _call(args, loaded, out)
     chosen = dict(servers)
@@ -164,4 +180,69 @@ async def _call(args: argparse.Namespace, loaded: LoadedConfig, out: TextIO) -> 
         except ToolError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+    return 0
+
+
+# -- picobot mcp serve ---------------------------------------------------------------------
+# picobot's own MCP tools over stdio, for a desktop client that launches its
+# servers (docs/mcp-server.md). It relays to the running gateway's `/mcp`
+# endpoint (channels/api/mcp_server.py) with an API key, so the tools, their
+# checks and the conversations are the gateway's own: this process holds no
+# state. stdout carries the protocol; anything else goes to stderr.
+
+KEY_VARIABLE = "PICOBOT_API_KEY"
+REPLY_WAIT_SECS = 900.0  # above channels.api.reply_timeout_secs' default (300)
+
+
+def mcp_url(loaded: LoadedConfig, given: str | None) -> str:
+    if given:
+        return given
+    gateway = loaded.config.gateway
+    return f"http://{connect_host(gateway.host)}:{gateway.port}/mcp"
+
+
+def api_key(loaded: LoadedConfig, given: str | None) -> str | None:
+    """--key, else $PICOBOT_API_KEY, else the gateway's own token (the operator)."""
+    if given:
+        return given
+    if os.environ.get(KEY_VARIABLE):
+        return os.environ[KEY_VARIABLE]
+    token = loaded.config.gateway.auth_token
+    return token.get_secret_value() or None if token is not None else None
+
+
+async def serve_stdio(url: str, key: str | None) -> int:
+    import httpx
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    # a send_message waits for the agent: up to channels.api.reply_timeout_secs
+    timeout = httpx.Timeout(30.0, read=REPLY_WAIT_SECS)
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as gateway,
+    ):
+        await gateway.initialize()
+        server: Server[Any, Any] = Server("picobot")
+
+        @server.list_tools()  # type: ignore[untyped-decorator, no-untyped-call]
+        async def tools() -> list[types.Tool]:
+            listed = await gateway.list_tools()
+            return listed.tools
+
+        @server.call_tool()  # type: ignore[untyped-decorator]
+        async def call_tool(name: str, arguments: dict[str, Any]) -> list[Any]:
+            result = await gateway.call_tool(name, arguments)
+            if result.isError:
+                texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+                raise ValueError("\n".join(texts) or f"{name} failed")
+            return list(result.content)
+
+        print(f"picobot mcp serve: relaying to {url}", file=sys.stderr)
+        async with stdio_server() as (stdin, stdout):
+            await server.run(stdin, stdout, server.create_initialization_options())
     return 0

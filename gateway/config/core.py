@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from agent.mcp.config import McpServerConfig
+from channels.api.config import ApiConfig
 from channels.base import ChannelSettings, DailyTime, LocaleSetting, ServedHosts
 from channels.feishu.config import FeishuConfig
 from channels.telegram.config import TelegramConfig, TelegramMode
@@ -149,6 +150,7 @@ class ChannelsConfig(FrozenModel):
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
     wechat: WechatConfig = Field(default_factory=WechatConfig)
     wecom_kf: WecomKfConfig = Field(default_factory=WecomKfConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
 
     def enabled(self) -> dict[str, ChannelSettings]:
         sections: dict[str, ChannelSettings] = {
@@ -157,6 +159,7 @@ class ChannelsConfig(FrozenModel):
             "feishu": self.feishu,
             "wechat": self.wechat,
             "wecom_kf": self.wecom_kf,
+            "api": self.api,
         }
         return {name: s for name, s in sections.items() if s.enabled}
 
@@ -346,13 +349,19 @@ class Config(FrozenModel):
             "mcpServers: a server key must not be empty" for key in self.mcp_servers if not key
         )
         problems += self._provider_limits()
-        if not self.gateway.loopback_only and self.channels.websocket.enabled:
-            token = self.gateway.auth_token
-            if token is None or not token.get_secret_value():
-                problems.append(
-                    "gateway.auth_token: required when gateway.host is not a loopback "
-                    f"address ({self.gateway.host!r})"
-                )
+        token = self.gateway.auth_token
+        no_token = token is None or not token.get_secret_value()
+        if not self.gateway.loopback_only and self.channels.websocket.enabled and no_token:
+            problems.append(
+                "gateway.auth_token: required when gateway.host is not a loopback "
+                f"address ({self.gateway.host!r})"
+            )
+        api = self.channels.api
+        if not self.gateway.loopback_only and api.enabled and no_token and not api.keys:
+            problems.append(
+                "channels.api.keys: an API key (or gateway.auth_token) is required when "
+                f"gateway.host is not a loopback address ({self.gateway.host!r})"
+            )
         return problems
 
     def job_target_problems(self, channels: Collection[str]) -> list[str]:

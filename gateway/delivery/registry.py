@@ -26,6 +26,17 @@ def build_channels(config: Config) -> list[Channel]:
                 show_tool_results=show_tool_results(config, "websocket"),
             )
         )
+    if section.api.enabled:
+        from channels.api.channel import ApiChannel
+
+        token = config.gateway.auth_token
+        channels.append(
+            ApiChannel(
+                section.api,
+                auth_token=token.get_secret_value() if token else None,
+                agents=list(config.agents),
+            )
+        )
     if section.telegram.enabled:
         from channels.telegram.channel import TelegramChannel
 

@@ -3,5 +3,5 @@ under `/api/ops/`, and the storage-backed answers to the WebSocket channel's
 queries. Wired by the composition root (gateway/app.py).
 
 Public: gateway.web.directory, gateway.web.ops, gateway.web.owners, gateway.web.static
-May import: agent, channels.base, gateway.commands, gateway.config, gateway.i18n, storage
+May import: agent, channels.base, gateway.bus, gateway.commands, gateway.config, gateway.i18n, storage
 """

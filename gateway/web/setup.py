@@ -17,6 +17,7 @@ from gateway.i18n import Locale
 from gateway.web.directory import StoreDirectory
 from gateway.web.ops import JobsView, OpsApi
 from gateway.web.owners import StoreChatOwners
+from gateway.web.replies import StoreReplyArchive
 from gateway.web.static import PACKAGED_ROOT, StaticSite
 from storage.store import Store
 
@@ -33,6 +34,9 @@ class WebFeature:
 
     def owners(self, channel: str) -> StoreChatOwners:
         return StoreChatOwners(self.store, channel)
+
+    def replies(self, channel: str) -> StoreReplyArchive:
+        return StoreReplyArchive(self.store, channel)
 
     def mount(
         self,

@@ -38,6 +38,7 @@ __all__ = [
     "clear_override",
     "overrides",
     "prune",
+    "run_tokens",
     "set_override",
     "totals",
     "usage_days",
@@ -228,6 +229,16 @@ def usage_days(
     ]
 
 
+def run_tokens(conn: sqlite3.Connection, run_id: str) -> tuple[int, int] | None:
+    """(input, output) tokens of the model calls of one turn; None: none logged."""
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0) "
+        "FROM usage_log WHERE run_id = ?",
+        (run_id,),
+    ).fetchone()
+    return (int(row[1]), int(row[2])) if row[0] else None
+
+
 def prune(
     conn: sqlite3.Connection, log_before: datetime, totals_before: datetime, batch: int
 ) -> int:
@@ -282,6 +293,9 @@ class SpendStore:
         return await self.db.read(
             functools.partial(usage_days, since_day=since_day, channel=channel, sender_id=sender_id)
         )
+
+    async def run_tokens(self, run_id: str) -> tuple[int, int] | None:
+        return await self.db.read(functools.partial(run_tokens, run_id=run_id))
 
     async def prune(self, log_before: datetime, totals_before: datetime, batch: int) -> int:
         return await self.db.write(

@@ -410,6 +410,7 @@ CREATE TABLE usage_log (
 );
 CREATE INDEX usage_log_by_age ON usage_log (at);
 CREATE INDEX usage_log_by_day ON usage_log (day, channel, sender_id);
+CREATE INDEX usage_log_by_run ON usage_log (run_id);
 CREATE TABLE limit_overrides (
     scope   TEXT NOT NULL,
     key     TEXT NOT NULL,

@@ -27,7 +27,13 @@ from urllib.parse import urlsplit, urlunsplit
 from gateway.config.core import ConfigError
 from gateway.config.loading import find_config_file, parse_config
 
-__all__ = ["DEFAULT_URL", "Target", "gateway_url", "resolve_target"]
+__all__ = [
+    "DEFAULT_URL",
+    "Target",
+    "connect_host",
+    "gateway_url",
+    "resolve_target",
+]
 
 DEFAULT_URL = "ws://127.0.0.1:19876/ws"
 WS_PATH = "/ws"  # channels.websocket.path's default
@@ -65,7 +71,7 @@ def gateway_url(raw: str, path: str = WS_PATH) -> str:
     return urlunsplit((scheme, parts.netloc, chosen, parts.query, ""))
 
 
-def _connect_host(host: str) -> str:
+def connect_host(host: str) -> str:
     """Where to reach a gateway listening on `host`, as a URL's host part."""
     if host.strip() in _ANY_ADDRESS:
         return "127.0.0.1"
@@ -111,7 +117,7 @@ def _from_config(path: Path, environ: Mapping[str, str]) -> tuple[str, str | Non
         raise ConfigError(
             f"{path}: gateway.port is 0 (any free port): pass --gateway-url with the port it got"
         )
-    url = f"ws://{_connect_host(cfg.host)}:{cfg.port}{config.channels.websocket.path}"
+    url = f"ws://{connect_host(cfg.host)}:{cfg.port}{config.channels.websocket.path}"
     token = cfg.auth_token.get_secret_value() if cfg.auth_token is not None else None
     variable = missing.get("gateway.auth_token")
     hint = f"gateway.auth_token in {path} reads ${{{variable}}}, unset here" if variable else None

@@ -13,6 +13,7 @@ __all__ = [
     "SessionStatus",
     "active_session",
     "bind_session",
+    "chats_with_prefix",
     "create_next_session",
     "create_session",
     "delete_session",
@@ -199,3 +200,14 @@ def set_session_status(conn: sqlite3.Connection, session_id: str, status: Sessio
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
     """Remove a session, its bindings and its messages for good."""
     conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+
+def chats_with_prefix(conn: sqlite3.Connection, channel: str, prefix: str) -> list[str]:
+    """The chat ids of `channel` that begin with `prefix` (compared as text,
+    no wildcards) and have a session, in order."""
+    rows = conn.execute(
+        "SELECT DISTINCT chat_id FROM sessions WHERE channel = ? AND substr(chat_id, 1, ?) = ? "
+        "ORDER BY chat_id",
+        (channel, len(prefix), prefix),
+    ).fetchall()
+    return [r[0] for r in rows]

@@ -35,6 +35,7 @@ __all__ = [
     "next_due_at",
     "outbox_counts",
     "park",
+    "reply_of",
     "reschedule",
     "resume",
     "retry_row",
@@ -383,3 +384,23 @@ def unsent_counts(conn: sqlite3.Connection) -> dict[str, int]:
     ).fetchall()
     counts.update((r[0], r[1]) for r in rows)
     return counts
+
+
+def reply_of(
+    conn: sqlite3.Connection, channel: str, chat_id: str, message_id: str
+) -> tuple[bool, str | None, dict[str, Any]]:
+    """Whether `message_id` (a platform id of `channel`) was recorded, and
+    the text and metadata of the last outbox row that replies to it (None
+    while there is none; any state: a reply already sent is still its reply)."""
+    known = conn.execute(
+        "SELECT 1 FROM inbox WHERE channel = ? AND platform_id = ? AND chat_id = ?",
+        (channel, message_id, chat_id),
+    ).fetchone()
+    row = conn.execute(
+        "SELECT text, metadata FROM outbox WHERE channel = ? AND chat_id = ? "
+        "AND reply_to_message_id = ? ORDER BY id DESC LIMIT 1",
+        (channel, chat_id, message_id),
+    ).fetchone()
+    if row is None:
+        return known is not None, None, {}
+    return True, row[0], json.loads(row[1]) if row[1] else {}
