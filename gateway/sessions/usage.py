@@ -46,9 +46,17 @@ def usage_status(stats: SessionStats, profile: AgentProfile, locale: Locale) -> 
                 model=profile.loop.model,
             )
         )
-    provider = profile.provider
-    if isinstance(provider, FallbackProvider):
+    provider = _fallbacks(profile.provider)
+    if provider is not None:
         answered = provider.answered_by(stats.record.id)
         if answered is not None and answered != profile.loop.model:
             lines.append(tr(locale, Msg.USAGE_FALLBACK, model=answered, primary=profile.loop.model))
     return "\n".join(lines)
+
+
+def _fallbacks(provider: object) -> FallbackProvider | None:
+    """The FallbackProvider inside the wrappers around an agent's provider
+    (the budget check's, the metrics'): each keeps what it wraps as `inner`."""
+    while provider is not None and not isinstance(provider, FallbackProvider):
+        provider = getattr(provider, "inner", None)
+    return provider

@@ -25,6 +25,7 @@ from tests.support import (
     make_config,
     replies_written,
     running_gateway,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -123,6 +124,22 @@ async def test_a_second_message_and_stop_typed_during_a_long_tool_call_go_out_at
     assert stopped[3]["content"] == "and then say hi"
 
 
+async def tool_call_running(gw: Gateway) -> None:
+    """Until the turn's tool call is stored: its batch runs from then on."""
+    assert gw.store is not None
+    store = gw.store
+
+    async def stored() -> bool:
+        count = await store.db.read(
+            lambda c: c.execute(
+                "SELECT COUNT(*) FROM messages WHERE tool_calls IS NOT NULL"
+            ).fetchone()[0]
+        )
+        return bool(count)
+
+    await wait_until(stored)
+
+
 async def test_ctrl_c_once_stops_the_turn_twice_quits(home: Path, llm: FakeOpenAI) -> None:
     llm.add_tool_call("bash", {"command": "sleep 30"})
     async with (
@@ -130,6 +147,7 @@ async def test_ctrl_c_once_stops_the_turn_twice_quits(home: Path, llm: FakeOpenA
         terminal(gw, home, "ctrl-c") as term,
     ):
         await slow_turn(term, llm)
+        await tool_call_running(gw)  # stopped in the call, not while it is being stored
         term.ctrl_c()
         await term.expect("stopping the running task")
         await term.expect("Stopped.")

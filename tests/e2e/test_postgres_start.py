@@ -16,6 +16,7 @@ import aiohttp
 import psycopg
 import pytest
 
+from storage.postgres.migrations import MIGRATIONS
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import (
     GatewayProcess,
@@ -63,8 +64,11 @@ async def test_two_gateways_started_at_once_migrate_an_empty_database_once(
     assert codes == [0, 0]
 
     migrated = [line for gw in gateways for line in gw.events("storage_migrated")]
-    assert [(m["version"], m["backend"]) for m in migrated] == [(1, "postgresql")]
-    assert await asyncio.to_thread(_schema_rows, postgres_url) == [(1,)]
+    latest = len(MIGRATIONS)
+    assert [(m["version"], m["backend"]) for m in migrated] == [
+        (version, "postgresql") for version in range(1, latest + 1)
+    ]  # each version once, by one of them
+    assert await asyncio.to_thread(_schema_rows, postgres_url) == [(latest,)]
 
 
 def _pretend_a_newer_picobot_wrote(url: str) -> None:
@@ -91,7 +95,7 @@ async def test_a_database_of_a_newer_picobot_is_refused_and_left_alone(
 
     assert code != 0, text
     assert "database schema version 99" in text, text
-    assert "newer than this picobot understands (1)" in text, text
+    assert f"newer than this picobot understands ({len(MIGRATIONS)})" in text, text
     assert "gateway_started" not in text
     assert await asyncio.to_thread(_tables, postgres_url) == ["picobot_schema"]
     assert await asyncio.to_thread(_schema_rows, postgres_url) == [(99,)]
