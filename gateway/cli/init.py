@@ -30,7 +30,7 @@ PROVIDERS: Final = ("openai", "anthropic")
 LOCALES: Final = tuple(DEFAULT_AGENT_PROMPTS)  # "en", "zh-CN"
 DEFAULT_KEY_ENV: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 DEFAULT_MODELS: Final = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
-CHANNELS: Final = ("websocket", "telegram", "feishu", "wechat", "wecom_kf")
+CHANNELS: Final = ("websocket", "telegram", "feishu", "wechat", "wecom_kf", "api")
 # The variables README.md and config.example.json read for an OpenAI-compatible
 # endpoint: init takes them as the defaults of --base-url and --model.
 OPENAI_ENV_DEFAULTS: Final = {"base_url": "OPENAI_BASE_URL", "model": "OPENAI_MODEL"}
@@ -46,6 +46,8 @@ CHANNEL_SECRETS: Final[Mapping[str, Mapping[str, str]]] = {
         "encoding_aes_key": "WECOM_KF_AES_KEY",
     },
 }
+# The API channel's one key (docs/api.md): a dict of name → key, not a flat one
+API_KEY: Final = ("app", "PICOBOT_API_KEY")
 # What stands in for each unset variable when the file is checked before it is
 # written: 43 characters, the length of a WeCom EncodingAESKey
 _STAND_IN: Final = "s" * 43
@@ -103,6 +105,8 @@ def build_config(
         if name in channels:  # a disabled channel's unset variables would only be noise
             for key, env in _channel_secrets(name).items():
                 section[key] = f"${{{env}}}"
+            if name == "api":
+                section["keys"] = {API_KEY[0]: f"${{{API_KEY[1]}}}"}
         channel_sections[name] = section
     return {
         "providers": {"default": provider_section},
@@ -338,6 +342,8 @@ def _print_next_steps(
     variables = [env]
     for name in channels:
         variables.extend(_channel_secrets(name).values())
+        if name == "api":
+            variables.append(API_KEY[1])
     print("next:", file=out)
     print(
         f"  set {', '.join(variables)} in the environment (for the service: /etc/picobot/env)",

@@ -17,23 +17,23 @@ __all__ = ["build_channels"]
 def build_channels(config: Config) -> list[Channel]:
     channels: list[Channel] = []
     section = config.channels
+    token = config.gateway.auth_token
+    auth_token = token.get_secret_value() if token else None
     if section.websocket.enabled:
-        token = config.gateway.auth_token
         channels.append(
             WebSocketChannel(
                 section.websocket,
-                auth_token=token.get_secret_value() if token else None,
+                auth_token=auth_token,
                 show_tool_results=show_tool_results(config, "websocket"),
             )
         )
     if section.api.enabled:
         from channels.api.channel import ApiChannel
 
-        token = config.gateway.auth_token
         channels.append(
             ApiChannel(
                 section.api,
-                auth_token=token.get_secret_value() if token else None,
+                auth_token=auth_token,
                 agents=list(config.agents),
             )
         )

@@ -247,3 +247,12 @@ def test_every_channel_can_be_enabled_including_wecom_kf(tmp_path: Path) -> None
     }
     assert "WECOM_KF_AES_KEY" in out.getvalue()
     assert set(raw["channels"]) == set(ChannelsConfig.model_fields)  # every channel is offered
+
+
+def test_the_api_channel_gets_a_key_placeholder(tmp_path: Path) -> None:
+    env = {"PICOBOT_HOME": str(tmp_path)}
+    out = io.StringIO()
+    assert run_init(parse("--channel", "api"), env, interactive=False, out=out) == 0
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert raw["channels"]["api"] == {"enabled": True, "keys": {"app": "${PICOBOT_API_KEY}"}}
+    assert "PICOBOT_API_KEY" in out.getvalue()
