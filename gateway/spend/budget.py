@@ -18,10 +18,12 @@ that one key wins over all. A field set to null means no limit.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -149,6 +151,9 @@ class Budgets:
         self.on_spend = on_spend
         self.on_refused = on_refused
         self._stored: list[Override] | None = None
+        self._configured = limits.has_budgets
+        # charges queued without waiting (no budget to check): kept until they commit
+        self._inflight: set[asyncio.Future[Any]] = set()
         self._stored_at = 0.0
 
     def periods(self, now: datetime | None = None) -> Periods:
@@ -181,6 +186,11 @@ class Budgets:
             self._stored = await self.store.spend.overrides()
             self._stored_at = now
         return self._stored
+
+    async def _any(self) -> bool:
+        """Whether any budget is set, in the file or at run time (else checking
+        costs nothing: the common case)."""
+        return self._configured or bool(await self.stored())
 
     def _total_key(self, line: Line, periods: Periods) -> TotalKey:
         return (line.scope, line.key, periods.key(line.field))
@@ -218,7 +228,7 @@ class Budgets:
     async def check(self, payer: Payer, agent: str | None = None) -> OverBudget | None:
         """The first budget `payer` has used up (agent: that agent's too); None
         while every one has room, or when the payer is exempt."""
-        if self.exempt(payer):
+        if self.exempt(payer) or not await self._any():
             return None
         now = self.clock()
         lines, totals, periods = await self.state(payer, agent, now)
@@ -248,10 +258,24 @@ class Budgets:
             self.on_spend(call)
         pairs = payer_pairs(payer, agent)
         keys = [(s, k, p) for s, k in pairs for p in (periods.day, periods.month)]
+        if not await self._any():  # nothing to check against: join the next commit
+            queued = self.store.spend.charge_soon(call, keys, now)
+            if queued is not None:
+                self._inflight.add(queued)
+                queued.add_done_callback(self._charged)
+                return
         moved = await self.store.spend.charge(call, keys, now)
+        if not await self._any():
+            return
         for line in self.lines(pairs, await self.stored()):
             before, after = moved[self._total_key(line, periods)]
             await self._crossed(line, line.spent(before), line.spent(after), payer, periods)
+
+    def _charged(self, future: asyncio.Future[Any]) -> None:
+        """A charge that joined a group commit, done (its failure is logged)."""
+        self._inflight.discard(future)
+        if not future.cancelled() and (failed := future.exception()) is not None:
+            log.error("spend_charge_failed", error=f"{type(failed).__name__}: {failed}")
 
     async def _crossed(
         self, line: Line, before: float, after: float, payer: Payer, periods: Periods

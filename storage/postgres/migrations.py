@@ -292,7 +292,6 @@ CREATE TABLE spend_totals (
     updated_at  TEXT NOT NULL,
     PRIMARY KEY (scope, key, period)
 );
-CREATE INDEX spend_totals_by_age ON spend_totals (updated_at);
 CREATE TABLE usage_log (
     id                  @ID,
     at                  TEXT NOT NULL,
@@ -310,7 +309,6 @@ CREATE TABLE usage_log (
     cache_write_tokens  BIGINT NOT NULL,
     cost                DOUBLE PRECISION
 );
-CREATE INDEX usage_log_by_age ON usage_log (at);
 CREATE INDEX usage_log_by_day ON usage_log (day, channel, sender_id);
 CREATE INDEX usage_log_by_run ON usage_log (run_id);
 CREATE TABLE limit_overrides (

@@ -17,6 +17,7 @@ the same moment.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sqlite3
 from collections.abc import Sequence
@@ -117,25 +118,30 @@ def charge(
         ),
     )  # fmt: skip
     tokens, cost = call.tokens, call.cost or 0.0
+    if not keys:
+        return {}
+    # the totals before, read in this transaction (one gateway writes a database,
+    # through one connection: nothing charges in between), then all added in one
+    # statement; after = before + the call, as the database adds it (IEEE doubles
+    # both), so a line is seen crossed exactly once
+    match = " OR ".join("(scope = ? AND key = ? AND period = ?)" for _ in keys)
+    found = conn.execute(
+        f"SELECT scope, key, period, tokens, cost FROM spend_totals WHERE {match}",
+        [part for key in keys for part in key],
+    ).fetchall()
+    before = {(r[0], r[1], r[2]): Total(int(r[3]), float(r[4])) for r in found}
+    rows = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in keys)
+    conn.execute(
+        "INSERT INTO spend_totals (scope, key, period, tokens, cost, updated_at) "
+        f"VALUES {rows} ON CONFLICT (scope, key, period) DO UPDATE SET "
+        "tokens = spend_totals.tokens + excluded.tokens, "
+        "cost = spend_totals.cost + excluded.cost, updated_at = excluded.updated_at",
+        [value for key in keys for value in (*key, tokens, cost, at)],
+    )
     out: dict[TotalKey, tuple[Total, Total]] = {}
     for key in keys:
-        # read before adding, not `after - cost`: float sums do not subtract back
-        # exactly, and a line must be seen crossed once (one gateway writes a
-        # database, through one connection: nothing charges in between)
-        was = conn.execute(
-            "SELECT tokens, cost FROM spend_totals WHERE scope = ? AND key = ? AND period = ?",
-            key,
-        ).fetchone()
-        before = Total(int(was[0]), float(was[1])) if was is not None else Total()
-        row = conn.execute(
-            "INSERT INTO spend_totals (scope, key, period, tokens, cost, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key, period) DO UPDATE SET "
-            "tokens = spend_totals.tokens + excluded.tokens, "
-            "cost = spend_totals.cost + excluded.cost, updated_at = excluded.updated_at "
-            "RETURNING tokens, cost",
-            (*key, tokens, cost, at),
-        ).fetchone()
-        out[key] = (before, Total(int(row[0]), float(row[1])))
+        was = before.get(key, Total())
+        out[key] = (was, Total(was.tokens + tokens, was.cost + cost))
     return out
 
 
@@ -242,13 +248,16 @@ def run_tokens(conn: sqlite3.Connection, run_id: str) -> tuple[int, int] | None:
 def prune(
     conn: sqlite3.Connection, log_before: datetime, totals_before: datetime, batch: int
 ) -> int:
-    """Drop up to `batch` log rows older than `log_before`, and the totals
-    last charged before `totals_before` (their period is long over); how
-    many rows went. Run it again while it returns `batch` or more."""
+    """Drop log rows older than `log_before` among the `batch` oldest, and the
+    totals last charged before `totals_before` (their period is long over);
+    how many rows went. Run it again while it returns `batch` or more. Rows
+    are written in time order, so the oldest by id are the oldest by time: no
+    index on the time (one less to update per model call), and a pass reads
+    `batch` rows, not the table."""
     gone = conn.execute(
-        "DELETE FROM usage_log WHERE id IN "
-        "(SELECT id FROM usage_log WHERE at < ? ORDER BY id LIMIT ?)",
-        (iso(log_before), batch),
+        "DELETE FROM usage_log WHERE id IN (SELECT id FROM "
+        "(SELECT id, at FROM usage_log ORDER BY id LIMIT ?) AS oldest WHERE at < ?)",
+        (batch, iso(log_before)),
     ).rowcount
     gone += conn.execute(
         "DELETE FROM spend_totals WHERE updated_at < ?", (iso(totals_before),)
@@ -266,6 +275,13 @@ class SpendStore:
         self, call: Call, keys: Sequence[TotalKey], now: datetime
     ) -> dict[TotalKey, tuple[Total, Total]]:
         return await self.db.write(functools.partial(charge, call=call, keys=keys, now=now))
+
+    def charge_soon(
+        self, call: Call, keys: Sequence[TotalKey], now: datetime
+    ) -> asyncio.Future[dict[TotalKey, tuple[Total, Total]]] | None:
+        """`charge` queued for the next group commit, not waited for; None when
+        the write queue is full (then await `charge`)."""
+        return self.db.submit(functools.partial(charge, call=call, keys=keys, now=now))
 
     async def totals(self, keys: Sequence[TotalKey]) -> dict[TotalKey, Total]:
         return await self.db.read(functools.partial(totals, keys=keys))

@@ -390,7 +390,6 @@ CREATE TABLE spend_totals (
     updated_at  TEXT NOT NULL,
     PRIMARY KEY (scope, key, period)
 ) WITHOUT ROWID;
-CREATE INDEX spend_totals_by_age ON spend_totals (updated_at);
 CREATE TABLE usage_log (
     id                  INTEGER PRIMARY KEY,
     at                  TEXT NOT NULL,
@@ -408,7 +407,6 @@ CREATE TABLE usage_log (
     cache_write_tokens  INTEGER NOT NULL,
     cost                REAL              -- NULL: the model has no prices
 );
-CREATE INDEX usage_log_by_age ON usage_log (at);
 CREATE INDEX usage_log_by_day ON usage_log (day, channel, sender_id);
 CREATE INDEX usage_log_by_run ON usage_log (run_id);
 CREATE TABLE limit_overrides (
