@@ -47,6 +47,7 @@ from channels.api.wire import (
     error_body,
     models_body,
     parse_request,
+    read_body,
 )
 from channels.base import (
     Capabilities,
@@ -219,7 +220,7 @@ class ApiChannel(Channel):
         if identity is None:
             return self._unauthorized()
         try:
-            raw = await self._body(request)
+            raw = await read_body(request, self.config.max_request_bytes)
             try:
                 body = json.loads(raw)
             except ValueError:
@@ -234,19 +235,6 @@ class ApiChannel(Channel):
         chat_id = f"{identity.principal}/{session}"
         message_id = f"{identity.principal}:{key or uuid.uuid4().hex}"
         return await self._answer(request, identity, asked, chat_id, message_id, key)
-
-    async def _body(self, request: web.Request) -> bytes:
-        """The whole body, refused (413) past `max_request_bytes` before it is all read."""
-        limit = self.config.max_request_bytes
-        if (request.content_length or 0) > limit:
-            raise BadRequest("the request is too large", status=413)
-        chunks, size = [], 0
-        async for data in request.content.iter_chunked(65_536):
-            size += len(data)
-            if size > limit:
-                raise BadRequest("the request is too large", status=413)
-            chunks.append(data)
-        return b"".join(chunks)
 
     async def _answer(
         self,

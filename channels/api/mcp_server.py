@@ -29,7 +29,7 @@ import structlog
 from aiohttp import web
 from multidict import CIMultiDict
 
-from channels.api.wire import BadRequest, check_session
+from channels.api.wire import BadRequest, check_session, read_body
 from channels.base import ChatDirectory, ReplyArchive
 from channels.tasks import cancel_and_wait
 from channels.ws_input import Identity
@@ -135,9 +135,10 @@ class McpEndpoint:
             )
         if not self._running.is_set() or self._stop.is_set():
             return web.json_response({"error": "the MCP endpoint is not running"}, status=503)
-        body = await request.content.read(MAX_BODY_BYTES + 1)
-        if len(body) > MAX_BODY_BYTES:
-            return web.json_response({"error": "the request is too large"}, status=413)
+        try:
+            body = await read_body(request, MAX_BODY_BYTES)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=exc.status)
         return await _asgi(self._manager.handle_request, request, body)
 
     # -- tools ---------------------------------------------------------------------------

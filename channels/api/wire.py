@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
+
 __all__ = [
     "DEFAULT_MODEL",
     "ApiRequest",
@@ -28,6 +30,7 @@ __all__ = [
     "model_id",
     "models_body",
     "parse_request",
+    "read_body",
 ]
 
 DEFAULT_MODEL = "picobot"  # the channel's agent
@@ -214,3 +217,16 @@ def models_body(agents: list[str]) -> dict[str, Any]:
             {"id": i, "object": "model", "created": created, "owned_by": "picobot"} for i in ids
         ],
     }
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body, refused (413) past `limit` bytes before it is all read."""
+    if (request.content_length or 0) > limit:
+        raise BadRequest("the request is too large", status=413)
+    chunks, size = [], 0
+    async for data in request.content.iter_chunked(65_536):
+        size += len(data)
+        if size > limit:
+            raise BadRequest("the request is too large", status=413)
+        chunks.append(data)
+    return b"".join(chunks)

@@ -206,3 +206,18 @@ async def test_a_slow_answer_is_504_then_fetched_and_the_session_stays_busy_unti
         async with http.post(f"{url}/chat/completions", json=body, headers=auth) as free:
             assert free.status == 200  # the reply came: the session is free again
             assert (await free.json())["choices"][0]["message"]["content"] == "echo: next"
+
+
+async def test_an_oversized_body_is_413_before_it_is_all_read(home: Path, llm: FakeOpenAI) -> None:
+    async with (
+        running_gateway(_config(home, llm, max_request_bytes=2048)) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        body = {"model": "picobot", "messages": [{"role": "user", "content": "x" * 5000}]}
+        headers = {"Authorization": f"Bearer {KEYS['alice']}"}
+        url = f"http://127.0.0.1:{gw.port}"
+        async with http.post(f"{url}/v1/chat/completions", json=body, headers=headers) as big:
+            assert big.status == 413
+        async with http.post(f"{url}/mcp", data=b"x" * 1_000_001, headers=headers) as big:
+            assert big.status == 413
+    assert llm.requests == []
