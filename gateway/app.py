@@ -220,6 +220,7 @@ class Gateway:
             cfg, store, self.clock, lambda channel: self._wake(channel), locales.for_channel,
             self.metrics,
         )  # fmt: skip
+        await spend.prepare()
         memory = build_memory(
             cfg,
             store.memories,

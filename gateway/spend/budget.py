@@ -1,9 +1,12 @@
 """Budgets: how much a sender, a chat, an agent and the whole deployment may
 spend per day and per month (`limits`, docs/limits.md#budgets).
 
-Every model call is charged as it returns (`charge`): one transaction adds
-it to the totals of its sender, chat, agent and the deployment, for the day
-and the month (storage/sql/spend.py), and logs it. A turn is checked before
+Every model call is charged as it returns (`charge`): one transaction logs
+it and adds it to the day's and month's totals of its sender, chat, agent and
+the deployment (storage/sql/spend.py), for each of those scopes that has a
+budget; a scope that gets its first budget has its totals summed from the log
+first (`_total`). Without any budget the log row joins the next commit,
+unwaited. A turn is checked before
 it starts (the access gate) and before each model call (`check`, through
 gateway.spend.provider): once a total reaches its budget, no further call is
 made for that payer until the period ends. Because each call is checked
@@ -152,6 +155,7 @@ class Budgets:
         self.on_refused = on_refused
         self._stored: list[Override] | None = None
         self._configured = limits.has_budgets
+        self._totalled: set[Scope] = set()  # scopes whose totals are kept (prepare, stored)
         # charges queued without waiting (no budget to check): kept until they commit
         self._inflight: set[asyncio.Future[Any]] = set()
         self._stored_at = 0.0
@@ -180,12 +184,46 @@ class Budgets:
 
     async def stored(self) -> list[Override]:
         """The budgets set at run time, read at most every `STORED_TTL_SECS`
-        (one set here is seen at once; one `picobot limits` set, within that)."""
+        (one set here is seen at once; one `picobot limits` set, within that).
+        A scope that has a budget for the first time gets its totals summed
+        from the log before anything reads them."""
         now = time.monotonic()
         if self._stored is None or now - self._stored_at >= STORED_TTL_SECS:
             self._stored = await self.store.spend.overrides()
             self._stored_at = now
+            await self._total(self._budgeted(self._stored))
         return self._stored
+
+    def _budgeted(self, stored: Sequence[Override]) -> set[Scope]:
+        """The scopes that may have a budget: in the file or set at run time."""
+        scopes = {o.scope for o in stored if o.scope in SCOPES}
+        for scope in SCOPES:
+            if self.limits.overrides(scope) or any(
+                v is not None for v in self.limits.defaults(scope).values().values()
+            ):
+                scopes.add(scope)
+        return scopes
+
+    async def _total(self, scopes: set[Scope]) -> None:
+        """Keep totals for `scopes` from now on, those new to it summed from the
+        log first (their calls were logged but not totalled until now)."""
+        new = sorted(scopes - self._totalled)
+        if not new:
+            return
+        periods = self.periods()
+        month_start = periods.date[:8] + "01"
+        spans = [
+            (periods.day, periods.date, periods.date),
+            (periods.month, month_start, periods.date),
+        ]
+        await self.store.spend.rebuild_totals(new, spans, self.clock())
+        self._totalled |= set(new)
+        log.info("budget_totals_rebuilt", scopes=new)
+
+    async def prepare(self) -> None:
+        """At start: the totals of every scope with a budget, from the log."""
+        self._stored = None
+        await self.stored()
 
     async def _any(self) -> bool:
         """Whether any budget is set, in the file or at run time (else checking
@@ -212,6 +250,7 @@ class Budgets:
         """A run-time budget (`value` None: no limit), stored; wins over the config."""
         await self.store.spend.set_override(scope, key, field, value, by, self.clock())
         self._stored = None
+        await self.stored()
         log.info("budget_set", scope=scope, key=key, field=field, value=value, by=by)
 
     async def clear(self, scope: Scope, key: str, field: BudgetField | None, by: str) -> int:
@@ -256,20 +295,23 @@ class Budgets:
         )  # fmt: skip
         if self.on_spend is not None:
             self.on_spend(call)
-        pairs = payer_pairs(payer, agent)
+        await self.stored()  # totals begin for a scope that just got a budget
+        pairs = [(s, k) for s, k in payer_pairs(payer, agent) if s in self._totalled]
         keys = [(s, k, p) for s, k in pairs for p in (periods.day, periods.month)]
-        if not await self._any():  # nothing to check against: join the next commit
+        if not keys:  # no budget anywhere: logged only, in the next commit, unwaited
             queued = self.store.spend.charge_soon(call, keys, now)
             if queued is not None:
                 self._inflight.add(queued)
                 queued.add_done_callback(self._charged)
                 return
         moved = await self.store.spend.charge(call, keys, now)
-        if not await self._any():
-            return
         for line in self.lines(pairs, await self.stored()):
             before, after = moved[self._total_key(line, periods)]
             await self._crossed(line, line.spent(before), line.spent(after), payer, periods)
+
+    async def drained(self) -> None:
+        """Until the charges queued without waiting have committed."""
+        await asyncio.gather(*self._inflight, return_exceptions=True)
 
     def _charged(self, future: asyncio.Future[Any]) -> None:
         """A charge that joined a group commit, done (its failure is logged)."""

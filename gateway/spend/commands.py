@@ -70,14 +70,20 @@ class SpendCommands:
     async def report(self, payer: Payer, loc: Locale) -> str:
         periods = self.budgets.periods()
         lines, _, _ = await self.budgets.state(payer, None, self.budgets.clock())
-        scopes: list[tuple[Scope, str]] = [("sender", payer.sender_key)]
+        spend, first = self.budgets.store.spend, periods.date[:8] + "01"
+        # from the log: a scope without a budget keeps no totals
+        scopes: list[tuple[Scope, str, tuple[Total, Total]]] = [
+            (
+                "sender",
+                payer.sender_key,
+                await spend.sender_spent(payer.channel, payer.sender_id, first, periods.date),
+            )
+        ]
         if payer.chat_id:
-            scopes.append(("chat", payer.chat_key))
-        keys = [(s, k, p) for s, k in scopes for p in (periods.day, periods.month)]
-        totals = await self.budgets.store.spend.totals(keys)
+            chat = await spend.chat_spent(payer.channel, payer.chat_id, first, periods.date)
+            scopes.append(("chat", payer.chat_key, chat))
         out = [tr(loc, Msg.USAGE_HEADER, who=payer.sender_key, date=periods.date)]
-        for scope, key in scopes:
-            day, month = totals[(scope, key, periods.day)], totals[(scope, key, periods.month)]
+        for scope, key, (day, month) in scopes:
             out.append(
                 tr(
                     loc,

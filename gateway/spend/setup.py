@@ -64,6 +64,10 @@ class SpendFeature:
         )
         return cls(budgets, model_costs(config.models), tuple(config.agents))
 
+    async def prepare(self) -> None:
+        """Before the first turn: the totals of every scope with a budget."""
+        await self.budgets.prepare()
+
     def charged(self, provider: LLMProvider, agent: str) -> LLMProvider:
         """`provider` as agent `agent`'s calls go through it: checked and charged."""
         return ChargedProvider(provider, self.budgets, agent, self.cost_of)

@@ -39,8 +39,10 @@ __all__ = [
     "clear_override",
     "overrides",
     "prune",
+    "rebuild_totals",
     "run_tokens",
     "set_override",
+    "spent",
     "totals",
     "usage_days",
 ]
@@ -118,7 +120,7 @@ def charge(
         ),
     )  # fmt: skip
     tokens, cost = call.tokens, call.cost or 0.0
-    if not keys:
+    if not keys:  # no scope keeps totals: the log alone
         return {}
     # the totals before, read in this transaction (one gateway writes a database,
     # through one connection: nothing charges in between), then all added in one
@@ -235,6 +237,56 @@ def usage_days(
     ]
 
 
+# the key of each scope in a usage_log row (gateway/spend/budget.py scope_key)
+_SCOPE_KEY = {
+    "sender": "channel || ':' || sender_id",
+    "chat": "channel || ':' || chat_id",
+    "agent": "agent",
+    "total": "'*'",
+}
+_KNOWN = {"sender": "sender_id != ''", "chat": "chat_id != ''", "agent": "agent != ''"}
+
+
+def rebuild_totals(
+    conn: sqlite3.Connection,
+    scopes: Sequence[str],
+    periods: Sequence[tuple[str, str, str]],
+    now: datetime,
+) -> None:
+    """Totals of `scopes` for `periods` ((period key, first day, last day),
+    local dates) summed afresh from the log: for a scope that had no budget
+    until now, whose calls were logged but not totalled."""
+    at = iso(now)
+    for scope in scopes:
+        key = _SCOPE_KEY[scope]
+        known = _KNOWN.get(scope, "1 = 1")
+        for period, first, last in periods:
+            conn.execute("DELETE FROM spend_totals WHERE scope = ? AND period = ?", (scope, period))
+            conn.execute(
+                "INSERT INTO spend_totals (scope, key, period, tokens, cost, updated_at) "
+                f"SELECT ?, {key}, ?, SUM(input_tokens + output_tokens), "
+                f"COALESCE(SUM(cost), 0), ? FROM usage_log WHERE day >= ? AND day <= ? "
+                f"AND {known} GROUP BY {key}",
+                (scope, period, at, first, last),
+            )
+
+
+def spent(
+    conn: sqlite3.Connection, where: str, args: Sequence[str], first_day: str, day: str
+) -> tuple[Total, Total]:
+    """(today, this month) of the log rows matching `where` (a fixed condition
+    of this module's callers), from the log itself: for `/usage`, whether or
+    not the scope has a budget."""
+    row = conn.execute(
+        "SELECT COALESCE(SUM(CASE WHEN day = ? THEN input_tokens + output_tokens END), 0), "
+        "COALESCE(SUM(CASE WHEN day = ? THEN cost END), 0), "
+        "COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost), 0) "
+        f"FROM usage_log WHERE day >= ? AND day <= ? AND {where}",
+        (day, day, first_day, day, *args),
+    ).fetchone()
+    return Total(int(row[0]), float(row[1])), Total(int(row[2]), float(row[3]))
+
+
 def run_tokens(conn: sqlite3.Connection, run_id: str) -> tuple[int, int] | None:
     """(input, output) tokens of the model calls of one turn; None: none logged."""
     row = conn.execute(
@@ -308,6 +360,29 @@ class SpendStore:
     ) -> list[UsageDay]:
         return await self.db.read(
             functools.partial(usage_days, since_day=since_day, channel=channel, sender_id=sender_id)
+        )
+
+    async def rebuild_totals(
+        self, scopes: Sequence[str], periods: Sequence[tuple[str, str, str]], now: datetime
+    ) -> None:
+        await self.db.write(
+            functools.partial(rebuild_totals, scopes=scopes, periods=periods, now=now)
+        )
+
+    async def sender_spent(
+        self, channel: str, sender_id: str, first_day: str, day: str
+    ) -> tuple[Total, Total]:
+        where, args = "channel = ? AND sender_id = ?", (channel, sender_id)
+        return await self.db.read(
+            functools.partial(spent, where=where, args=args, first_day=first_day, day=day)
+        )
+
+    async def chat_spent(
+        self, channel: str, chat_id: str, first_day: str, day: str
+    ) -> tuple[Total, Total]:
+        where, args = "channel = ? AND chat_id = ?", (channel, chat_id)
+        return await self.db.read(
+            functools.partial(spent, where=where, args=args, first_day=first_day, day=day)
         )
 
     async def run_tokens(self, run_id: str) -> tuple[int, int] | None:

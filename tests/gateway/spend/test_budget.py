@@ -364,7 +364,8 @@ async def test_over_budget_text_in_chinese(db: Database) -> None:
 async def test_a_payer_without_a_sender_is_charged_to_chat_agent_and_total(
     db: Database,
 ) -> None:
-    s = Setup(db, {"sender": {"daily_tokens": 10}})
+    every = {"daily_tokens": 10_000}
+    s = Setup(db, dict.fromkeys(("sender", "chat", "agent", "total"), every))
     compaction = Payer("telegram", "c1", "", kind="compaction", gated=False)
     await s.spend(100, cost=0.5, payer=compaction)
     totals = await db.read(
@@ -396,3 +397,52 @@ async def test_a_cost_budget_is_reported_used_up_exactly_once(db: Database) -> N
     for _ in range(3):
         await s.spend(10, cost=0.01)
     assert [m.chat_id for m in s.sent] == ["admins"]
+
+
+async def _totals(db: Database) -> list[tuple[Any, ...]]:
+    rows = await db.read(
+        lambda c: c.execute(
+            "SELECT scope, key, period, tokens FROM spend_totals ORDER BY scope, key, period"
+        ).fetchall()
+    )
+    return [tuple(r) for r in rows]
+
+
+async def test_only_scopes_with_a_budget_keep_totals_and_a_new_one_is_summed_from_the_log(
+    db: Database,
+) -> None:
+    """No budget: calls are logged, no totals kept (the cheap path). A budget set
+    at run time sums that scope's day and month from the log before it is checked."""
+    s = Setup(db, {})
+    await s.budgets.prepare()
+    await s.spend(300)
+    await s.spend(300, payer=Payer("telegram", "c2", "7"))
+    await s.budgets.drained()
+    assert await _totals(db) == []
+    assert await s.budgets.check(ALICE) is None
+
+    await s.budgets.set("sender", "*", "daily_tokens", 500, "test")
+    assert await _totals(db) == [
+        ("sender", "telegram:42", "day:2026-12-08", 300),
+        ("sender", "telegram:42", "month:2026-12", 300),
+        ("sender", "telegram:7", "day:2026-12-08", 300),
+        ("sender", "telegram:7", "month:2026-12", 300),
+    ]
+    await s.spend(300)  # 600 of 500: counted into the totals from now on
+    over = await s.budgets.check(ALICE)
+    assert over is not None
+    assert over.spent == 600
+    assert await s.budgets.check(Payer("telegram", "c2", "7")) is None  # 300 of 500
+
+
+async def test_a_restart_sums_the_totals_of_budgets_added_to_the_config(db: Database) -> None:
+    """Calls made while the file had no budget count once it has one."""
+    before = Setup(db, {})
+    await before.budgets.prepare()
+    await before.spend(400)
+    await before.budgets.drained()
+    after = Setup(db, {"sender": {"daily_tokens": 400}})
+    await after.budgets.prepare()
+    over = await after.budgets.check(ALICE)
+    assert over is not None
+    assert over.spent == 400
