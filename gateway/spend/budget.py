@@ -216,8 +216,14 @@ class Budgets:
             (periods.day, periods.date, periods.date),
             (periods.month, month_start, periods.date),
         ]
-        await self.store.spend.rebuild_totals(new, spans, self.clock())
+        # totalled from now: a charge made while the sums run is added after
+        # them (one writer, in order); one made before is in the log they sum
         self._totalled |= set(new)
+        try:
+            await self.store.spend.rebuild_totals(new, spans, self.clock())
+        except BaseException:
+            self._totalled -= set(new)  # summed again at the next read
+            raise
         log.info("budget_totals_rebuilt", scopes=new)
 
     async def prepare(self) -> None:
