@@ -290,8 +290,8 @@ class Budgets:
     async def charge(
         self, payer: Payer, agent: str, model: str, usage: Usage, cost: float | None
     ) -> None:
-        """Count one model call for its payer (whether or not budgets are set:
-        the totals and the log are what /usage reports)."""
+        """Count one model call for its payer: always in the log (what /usage
+        and `picobot usage` read), in the totals of each scope with a budget."""
         now = self.clock()
         periods = self.periods(now)
         call = Call(
