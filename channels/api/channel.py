@@ -309,10 +309,10 @@ class ApiChannel(Channel):
                 waiters.remove(waiter)
             if not waiters:
                 self._waiters.pop(message_id, None)
-            if first and self._running_in(chat_id) == message_id:
-                if waiter.reply.done():
+            if self._running_in(chat_id) == message_id:
+                if waiter.reply.done():  # answered, whichever request of it saw it
                     del self._running[chat_id]
-                else:  # the turn goes on: busy until its reply (`send`), or a while
+                elif first:  # the turn goes on: busy until its reply (`send`), or a while
                     ends = time.monotonic() + self.config.reply_timeout_secs
                     self._running[chat_id] = (message_id, ends)
 

@@ -81,7 +81,7 @@ async def test_sigkill_mid_request_then_the_retry_with_its_key_gets_the_answer_o
             if retry == "while_running":
                 assert (await _fetch(http, gw2.port))[0] == 202
                 again = asyncio.create_task(_post(http, gw2.port))
-                await asyncio.sleep(0.3)  # the retry is recorded as a duplicate and waits
+                await gw2.wait_event("inbound_duplicate")  # the retry waits for the first's answer
                 llm.release()
                 status, answer = await again
             else:
@@ -94,8 +94,7 @@ async def test_sigkill_mid_request_then_the_retry_with_its_key_gets_the_answer_o
             assert fetched_status == 200, fetched
             assert fetched["choices"][0]["message"]["content"] == f"echo: {QUESTION}"
             assert fetched["id"] == answer["id"]
-            await asyncio.sleep(0.5)  # room for a second turn, were one started
-        finally:
+        finally:  # a second turn, were one started, would ask the LLM before the stop ends
             llm.release()
             assert await gw2.stop() == 0
 

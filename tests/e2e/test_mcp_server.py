@@ -19,12 +19,15 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.support import PICOBOT, child_env, make_config, running_gateway
 
 KEY = "key-claude-desktop-0123"
+OTHER = "key-someone-else-4567"
 TOOLS = ["list_sessions", "read_history", "send_message"]
 
 
 def _config(home: Path, llm: FakeOpenAI) -> Any:
     return make_config(
-        home, llm.base_url, channels={"api": {"enabled": True, "keys": {"desk": KEY}}}
+        home,
+        llm.base_url,
+        channels={"api": {"enabled": True, "keys": {"desk": KEY, "other": OTHER}}},
     )
 
 
@@ -57,6 +60,16 @@ async def test_over_streamable_http(home: Path, llm: FakeOpenAI) -> None:
             ClientSession(read, write) as session,
         ):
             await _exercise(session)
+        async with (  # another key names the same session: it is its own, empty
+            httpx.AsyncClient(headers={"Authorization": f"Bearer {OTHER}"}) as http,
+            streamable_http_client(url, http_client=http) as (read, write, _),
+            ClientSession(read, write) as other,
+        ):
+            await other.initialize()
+            history = await other.call_tool("read_history", {"session": "notes"})
+            assert json.loads(history.content[0].text)["messages"] == []  # type: ignore[union-attr]
+            sessions = await other.call_tool("list_sessions", {})
+            assert json.loads(sessions.content[0].text) == []  # type: ignore[union-attr]
         async with aiohttp.ClientSession() as http:
             probe = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
             async with http.post(url, json=probe) as refused:
