@@ -38,6 +38,7 @@ from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.loading import LoadedConfig
+from gateway.console.setup import ConsoleFeature
 from gateway.delivery.setup import DeliveryFeature
 from gateway.http import AppMount, HttpProbes, build_http_app
 from gateway.i18n.locales import LocaleResolver
@@ -330,6 +331,13 @@ class Gateway:
         processor = self.processor = ingress.processor
 
         app = self._http_app(store, delivery, scheduler, ingress)
+        ConsoleFeature(
+            self.loaded, store, self.commands, self.access, approvals, self.channels,
+            self._readiness.checks, dispatcher.wake, dispatcher.sending_problem,
+            functools.partial(_job_views, store, cfg.time.zone), scheduler, self.mcp,
+            self.skills, self.clock,
+        ).mount(app)  # fmt: skip
+        WebFeature(store, self.commands).mount(app, self.loaded.static_dir)  # last: every GET
         # Stopping last, the server gives requests still running the closing
         # reserve, not aiohttp's 60 s (the WebSocket channel has closed its own).
         runner = web.AppRunner(
@@ -377,7 +385,8 @@ class Gateway:
         scheduler: Scheduler | None,
         ingress: IngressFeature,
     ) -> web.Application:
-        """The HTTP app with each channel's routes mounted, and what /ready reads."""
+        """The HTTP app with each channel's routes mounted, and what /ready reads
+        (the console and the web UI are mounted after it)."""
         app = build_http_app(
             HttpProbes(
                 self.readiness, self._render_metrics, lambda: ToolsFeature.mcp_details(self.mcp)
@@ -405,14 +414,6 @@ class Gateway:
                 "scheduler",
                 lambda: "not running" if self.started.is_set() and not scheduler.running else None,
             )
-        web_ui.mount(
-            app,
-            self.config,
-            self._readiness.checks,
-            delivery.dispatcher.wake,
-            functools.partial(_job_views, store, self.config.time.zone),
-            self.loaded.static_dir,
-        )
         return app
 
     async def _serve_http(self, runner: web.AppRunner) -> None:
