@@ -11,7 +11,7 @@ LOCK   := requirements.lock
 CONFIG ?=
 HOME_CONFIG = $${PICOBOT_HOME:-$$HOME/.picobot}/config.json
 
-.PHONY: install run test lint bench lock clean
+.PHONY: install run test lint bench lock clean screenshots
 
 install: $(STAMP)
 
@@ -36,6 +36,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# the console's screenshots in docs/webui/ (docs/WEBUI.md), from its browser tests
+screenshots: $(STAMP)
+	PICOBOT_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/web -k console
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

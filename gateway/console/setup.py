@@ -83,4 +83,3 @@ def _named_tokens(loaded: LoadedConfig) -> list[NamedToken]:
         for channel, tokens in named.items()
         for name, secret in tokens.items()
     ]
-

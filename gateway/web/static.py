@@ -39,7 +39,9 @@ SECURITY_HEADERS: Final = {
 }
 
 # the gateway's own routes: a miss under these is a 404, never the page
-RESERVED: Final = frozenset({"api", "ws", "webhooks", "health", "ready", "metrics"})
+RESERVED: Final = frozenset(
+    {"api", "ws", "webhooks", "health", "ready", "metrics", "i18n", "v1", "mcp"}
+)
 
 _TYPES: Final = {
     ".html": "text/html; charset=utf-8",

@@ -1,12 +1,17 @@
 """The catalogue of the gateway's own texts: every key in every language, with
-the same placeholders, and a text looked up by key and filled by name."""
+the same placeholders, and a text looked up by key and filled by name; the
+web UI's texts (gateway/i18n/web/) held to the same rules."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
 from gateway.i18n import CATALOGUE, Locale, Msg, catalogue_problems, placeholders, tr
 from gateway.i18n.keys import Msg as KeyList
+from gateway.i18n.page import page_problems, page_texts
 
 
 def test_every_key_has_a_text_in_every_language() -> None:
@@ -51,3 +56,21 @@ def test_the_chinese_texts_are_translations() -> None:
     """A copy of the English table would pass the key check; this would not."""
     same = [k for k in KeyList if CATALOGUE[Locale.ZH_CN][k] == CATALOGUE[Locale.EN][k]]
     assert same == [Msg.HELP_LINE]  # "/{name} — {help}": nothing to translate
+
+
+def test_the_page_texts_are_whole() -> None:
+    assert page_problems() == []
+    assert page_texts()[Locale.ZH_CN]["nav.console"] != page_texts()[Locale.EN]["nav.console"]
+
+
+def test_planted_page_texts_that_disagree_fail_the_check(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(
+        json.dumps({"en": {"x.one": "One {n}", "x.two": "Two"}, "zh-CN": {"x.one": "一"}})
+    )
+    (tmp_path / "b.json").write_text(json.dumps({"en": {"x.two": "Again"}, "fr": {}}))
+    assert page_problems(tmp_path) == [
+        "b.json: 'fr' is not a language of the catalogue",
+        "x.two: in a.json and b.json",
+        "x.two: no zh-CN text",
+        "x.one: the languages fill different fields (en ['n'], zh-CN [])",
+    ]

@@ -22,6 +22,7 @@ from tests.external import External
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "web"
+DOCS_SHOTS = ROOT / "docs" / "webui"  # the screenshots docs/WEBUI.md shows
 CHROMIUM = (
     os.environ.get("PICOBOT_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 )
@@ -85,8 +86,13 @@ async def page_on(
         await context.close()
 
 
-async def screenshot(page: Page, name: str) -> Path:
+async def screenshot(page: Page, name: str, *, docs: bool = False) -> Path:
+    """The page as test-artifacts/web/<name>.png; a `docs` one also goes to
+    docs/webui/ when PICOBOT_DOCS_SCREENSHOTS=1 (`make screenshots`)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     await page.screenshot(path=str(path), full_page=False)
+    if docs and os.environ.get("PICOBOT_DOCS_SCREENSHOTS") == "1":
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        (DOCS_SHOTS / path.name).write_bytes(path.read_bytes())
     return path

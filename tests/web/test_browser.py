@@ -144,7 +144,7 @@ async def test_chat_streams_markdown_stops_a_tool_switches_sessions_and_reloads(
         )
         await screenshot(page, "sessions-phone")
 
-        await page.goto(gw.base_url + "/ops")
+        await page.goto(gw.base_url + "/ops/delivery")
         await expect(page.locator("#checks li", has_text="channel websocket")).to_be_visible()
         await screenshot(page, "ops-phone")
         await page.set_viewport_size({"width": 1280, "height": 800})

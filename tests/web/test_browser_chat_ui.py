@@ -207,7 +207,7 @@ async def test_the_operator_page_shows_schedules_and_times_in_words(
         chromium() as browser,
         page_on(browser) as page,
     ):
-        await page.goto(gw.base_url + "/ops")
+        await page.goto(gw.base_url + "/ops/agent")
         row = page.locator("#jobs tbody tr", has_text="builtin.memory_maintenance_daily")
         await expect(row).to_contain_text("every 4 h at :00")  # cron 0 */4 * * *
         text = await row.inner_text()

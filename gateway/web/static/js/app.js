@@ -1,9 +1,11 @@
-// Boot: the token (asked once, kept in this browser), this browser's chat id,
-// routing between the chat ("/", "/chat/<id>") and the operator pages ("/ops").
+// Boot: the page's language, the token (asked once, kept in this browser),
+// this browser's chat id, routing between the chat ("/", "/chat/<id>") and
+// the operator's console ("/ops/<view>", admins only).
 
 import { Chat } from "./chat.js";
 import { Connection } from "./conn.js";
-import { Ops } from "./ops.js";
+import { Console } from "./console/console.js";
+import { LANGS, browserLang, t, useLang } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "picobot.token";
@@ -42,7 +44,8 @@ $("token-form").addEventListener("submit", (e) => {
   dialog.close();
   ops.token = token;
   conn.reconnect(token);
-  if (location.pathname.startsWith("/ops")) ops.load();
+  if (location.pathname.startsWith("/ops")) ops.show(location.pathname);
+  else ops.check();
 });
 
 const chat = new Chat(conn, {
@@ -60,31 +63,23 @@ const chat = new Chat(conn, {
 });
 window.picobot = { chat, conn }; // for the browser console and tests
 
-const ops = new Ops(
-  {
-    refresh: $("ops-refresh"),
-    error: $("ops-error"),
-    counts: $("outbox-counts"),
-    outbox: $("outbox"),
-    jobs: $("jobs"),
-    ready: $("ready"),
-    checks: $("checks"),
-  },
+const ops = new Console(
+  { root: $("ops-view"), tabs: $("console-tabs"), error: $("ops-error"), refresh: $("ops-refresh"), navLink: $("nav-ops") },
   token,
   () => askToken(Boolean(token)),
 );
 
 const badge = $("conn");
-conn.addEventListener("state", (e) => {
-  const { state, retryMs } = e.detail;
+let lastState = { state: "connecting" };
+function showState() {
+  const { state, retryMs } = lastState;
   badge.dataset.state = state;
-  badge.textContent = {
-    connecting: "connecting…",
-    online: "connected",
-    offline: `offline — retrying in ${Math.round((retryMs || 0) / 1000)}s`,
-    unauthorized: "token needed",
-    forbidden: "this chat belongs to another user",
-  }[state];
+  badge.textContent = t(`conn.${state}`, { seconds: Math.round((retryMs || 0) / 1000) });
+}
+conn.addEventListener("state", (e) => {
+  lastState = e.detail;
+  showState();
+  const { state } = e.detail;
   if (state === "unauthorized") askToken(Boolean(token));
   // the saved chat is another token's (a shared browser): start a chat of this one's
   if (state === "forbidden" && !deepLink) {
@@ -101,7 +96,8 @@ function route() {
   $("nav-ops").toggleAttribute("aria-current", onOps);
   if (!onOps) $("nav-chat").setAttribute("aria-current", "page");
   else $("nav-ops").setAttribute("aria-current", "page");
-  if (onOps) ops.load();
+  if (onOps) ops.show(location.pathname);
+  else ops.hide();
 }
 
 document.addEventListener("click", (e) => {
@@ -121,5 +117,31 @@ document.addEventListener("click", (e) => {
   if (!e.target.closest("#sidebar")) document.body.classList.remove("sidebar-open");
 });
 
-route();
-conn.connect();
+const langSelect = $("lang");
+langSelect.replaceChildren(
+  ...Object.entries(LANGS).map(([code, name]) => {
+    const option = document.createElement("option");
+    option.value = code;
+    option.textContent = name;
+    return option;
+  }),
+);
+langSelect.addEventListener("change", async () => {
+  await useLang(langSelect.value, true);
+  showState();
+  ops.tabs();
+  if (location.pathname.startsWith("/ops")) ops.reload();
+});
+
+const wanted = browserLang();
+langSelect.value = wanted;
+useLang(wanted)
+  .catch(() => useLang("en"))
+  .finally(() => {
+    showState();
+    ops.tabs();
+    route();
+    // a saved token may be a non-admin's: then the console is not offered
+    if (token && !location.pathname.startsWith("/ops")) ops.check();
+    conn.connect();
+  });
