@@ -17,7 +17,7 @@ import { confirmAction } from "../dialogs.js";
 import { t } from "../i18n.js";
 import { el } from "../render.js";
 
-export const VIEWS = ["usage", "conversations", "delivery", "agent", "logs", "config"];
+export const VIEWS = ["usage", "conversations", "delivery", "agent", "people", "logs", "config"];
 const DEFAULT_VIEW = "usage";
 
 export class ApiError extends Error {
