@@ -38,6 +38,7 @@ from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.loading import LoadedConfig
+from gateway.console.api import ConsoleApi
 from gateway.console.setup import ConsoleFeature
 from gateway.delivery.setup import DeliveryFeature
 from gateway.http import AppMount, HttpProbes, build_http_app
@@ -126,6 +127,7 @@ class Gateway:
         self.mcp: McpManager | None = None
         self.skills: SkillRuntime | None = None
         self.retention: RetentionService | None = None
+        self.console: ConsoleApi | None = None
 
     @property
     def base_url(self) -> str:
@@ -331,7 +333,7 @@ class Gateway:
         processor = self.processor = ingress.processor
 
         app = self._http_app(store, delivery, scheduler, ingress)
-        ConsoleFeature(
+        self.console = ConsoleFeature(
             self.loaded, store, self.commands, self.access, approvals, self.channels,
             self._readiness.checks, dispatcher.wake, dispatcher.sending_problem,
             functools.partial(_job_views, store, cfg.time.zone), scheduler, self.mcp,

@@ -97,14 +97,16 @@ class ConsoleApi:
     def __init__(self, guard: Guard, views: Sequence[View]) -> None:
         self.guard = guard
         self.views = views
+        self.mounted: list[Route] = []  # every route, for the access tests
 
     def mount(self, app: web.Application) -> None:
-        app.router.add_get(f"{self.PREFIX}/whoami", self._guarded(self.whoami))
-        for view in self.views:
-            for route in view.routes():
-                app.router.add_route(
-                    route.method, self.PREFIX + route.path, self._guarded(route.handler, route)
-                )
+        routes = [Route("GET", "/whoami", self.whoami)]
+        routes += [route for view in self.views for route in view.routes()]
+        for route in routes:
+            app.router.add_route(
+                route.method, self.PREFIX + route.path, self._guarded(route.handler, route)
+            )
+        self.mounted = routes
         app.router.add_route("*", "/api/{tail:.*}", self._guarded(self.not_found))
 
     def _guarded(self, handler: Handler, route: Route | None = None) -> Handler:

@@ -67,8 +67,10 @@ class ConsoleFeature:
             exposed=not config.gateway.loopback_only,
         )
 
-    def mount(self, app: web.Application) -> None:
-        ConsoleApi(self.guard(), self.views()).mount(app)
+    def mount(self, app: web.Application) -> ConsoleApi:
+        api = ConsoleApi(self.guard(), self.views())
+        api.mount(app)
+        return api
 
 
 def _named_tokens(loaded: LoadedConfig) -> list[NamedToken]:
