@@ -20,7 +20,7 @@ Adding a text:
 tests/gateway/test_i18n.py fails while a key lacks a language or the
 languages disagree on a placeholder. Adding a language is a new table here.
 
-Public: gateway.i18n, gateway.i18n.keys, gateway.i18n.locales
+Public: gateway.i18n, gateway.i18n.keys, gateway.i18n.locales, gateway.i18n.page
 May import: gateway.bus, gateway.config
 """
 

@@ -64,11 +64,16 @@ async def chromium() -> AsyncIterator[Browser]:
 
 @asynccontextmanager
 async def page_on(
-    browser: Browser, *, viewport: dict[str, int] = DESKTOP, errors: list[str] | None = None
+    browser: Browser,
+    *,
+    viewport: dict[str, int] = DESKTOP,
+    errors: list[str] | None = None,
+    locale: str | None = None,
 ) -> AsyncIterator[Page]:
-    """A page in a fresh context (its own localStorage); page errors and
-    console errors are appended to `errors`."""
-    context: BrowserContext = await browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+    """A page in a fresh context (its own localStorage; the browser's
+    language `locale`, else chromium's); page errors and console errors are
+    appended to `errors`."""
+    context: BrowserContext = await browser.new_context(viewport=viewport, locale=locale)  # type: ignore[arg-type]
     page = await context.new_page()
     if errors is not None:
         page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))

@@ -5,6 +5,7 @@
 // who asked, or an admin); the page only sends it.
 
 import { newId } from "./conn.js";
+import { t } from "./i18n.js";
 import { el } from "./render.js";
 
 export class ApprovalButtons {
@@ -17,7 +18,7 @@ export class ApprovalButtons {
   remember(f) {
     if (f.id === null || !Number.isInteger(f.approval_id)) return;
     const given = f.labels || {}; // in the chat's language; absent from an older gateway
-    const labels = { approve: given.approve || "Approve", deny: given.deny || "Deny" };
+    const labels = { approve: given.approve || t("approval.approve"), deny: given.deny || t("approval.deny") };
     this.asks.set(f.id, [f.approval_id, labels]);
   }
 

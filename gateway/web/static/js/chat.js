@@ -2,14 +2,17 @@
 // replies, tool calls, files sent), the working state, stop, and the status
 // panel. Sessions are changed with the chat commands sent as messages, as in
 // every channel. A reply whose turn failed (`failed: true` on its `message`
-// frame, docs/PROTOCOL.md) is shown as an error.
+// frame, docs/PROTOCOL.md) is shown as an error. The page's own words are
+// in its language (js/i18n.js); a switch re-says the session list and the
+// working time, while messages already shown stay as they were.
 
 import { ApprovalButtons } from "./approve.js";
 import { newId } from "./conn.js";
 import { askText } from "./dialogs.js";
 import { decorateCode } from "./highlight.js";
+import { t } from "./i18n.js";
 import { el, setMarkdown, toolBlock, toolCall } from "./render.js";
-import { SessionList, UNTITLED } from "./sessions.js";
+import { SessionList, untitled } from "./sessions.js";
 import { StatusPanel } from "./status.js";
 import { Attachments } from "./upload.js";
 
@@ -51,13 +54,24 @@ export class Chat {
     });
     dom.stop.addEventListener("click", () => this.command("/stop", "stop"));
     dom.newSession.addEventListener("click", async () => {
-      const title = await askText("New session", {
-        label: "Title (optional)",
-        placeholder: "Title (optional: named after its first message)",
-        okLabel: "Start",
+      const title = await askText(t("chat.new.title"), {
+        label: t("chat.new.label"),
+        placeholder: t("chat.new.placeholder"),
+        okLabel: t("chat.new.start"),
       });
       if (title !== null) this.command(`/new ${title}`.trim(), "new");
     });
+    document.addEventListener("picobot:lang", () => this.relabel());
+  }
+
+  // the page's language changed: what the page wrote and keeps up to date
+  relabel() {
+    this.sessionList.render(this.sessions.sessions, this.sessions.active);
+    const active = this.sessions.sessions.find((s) => s.id === this.sessions.active);
+    if (active && !active.title) this.dom.sessionTitle.textContent = untitled();
+    if (this.busy) this.showWorking();
+    const empty = this.dom.messages.querySelector(":scope > .empty");
+    if (empty) empty.textContent = t("chat.empty");
   }
 
   // -- connection ------------------------------------------------------------
@@ -66,7 +80,7 @@ export class Chat {
       this.commandNames = new Set(frame.commands.map((c) => c.name));
     }
     this.sessions = { sessions: [], active: null }; // so the list asks for /status once
-    this.status.set("state", this.busy ? "working" : "idle");
+    this.status.setState(this.busy ? "working" : "idle");
     await Promise.all([this.loadSessions(), this.loadHistory(null)]);
   }
 
@@ -79,7 +93,7 @@ export class Chat {
     }
     this.sessionList.render(this.sessions.sessions, this.sessions.active);
     const active = this.sessions.sessions.find((s) => s.id === this.sessions.active);
-    if (active) this.dom.sessionTitle.textContent = active.title || UNTITLED;
+    if (active) this.dom.sessionTitle.textContent = active.title || untitled();
     this.status.session(active);
     if (!before && this.sessions.active && this.conn.online) this.command("/status", "status"); // the chat's first session
   }
@@ -119,7 +133,7 @@ export class Chat {
     if (match) {
       const name = match[1].toLowerCase();
       if (this.commandNames && !this.commandNames.has(name)) {
-        this.notice(`Unknown command /${name}. /help lists the commands.`, "error");
+        this.notice(t("chat.unknown_command", { name }), "error");
         return;
       }
       this.command(text, name);
@@ -132,16 +146,16 @@ export class Chat {
     this.scroll();
     let files = [];
     if (withFiles) {
-      this.label(node, "uploading…");
+      this.label(node, t("chat.uploading"));
       files = await this.attachments.take();
       this.showFiles(node, files);
       if (!files.length && !text) {
-        this.label(node, "not sent: no file could be uploaded");
+        this.label(node, t("chat.no_file_uploaded"));
         return;
       }
     }
     const refs = files.map((f) => f.ref);
-    if (!this.conn.sendMessage(id, text, refs)) this.label(node, "waiting for the connection");
+    if (!this.conn.sendMessage(id, text, refs)) this.label(node, t("chat.waiting_connection"));
     else if (withFiles) this.label(node, "");
   }
 
@@ -170,13 +184,13 @@ export class Chat {
 
   acked(f) {
     const mine = this.pending.get(f.id);
-    if (mine) this.label(mine.node, this.busy ? "✓ queued" : "✓");
+    if (mine) this.label(mine.node, this.busy ? t("chat.queued") : "✓");
   }
 
   error(f) {
     const mine = this.pending.get(f.id);
     if (mine) {
-      this.label(mine.node, `not sent: ${f.message}`);
+      this.label(mine.node, t("chat.not_sent", { reason: f.message }));
       mine.node.classList.add("refused");
     } else this.notice(`${f.code}: ${f.message}`, "error");
   }
@@ -189,13 +203,14 @@ export class Chat {
     clearInterval(this.tick);
     if (on) {
       this.workingSince = Date.now();
-      const show = () => {
-        const secs = ((Date.now() - this.workingSince) / 1000).toFixed(0);
-        this.dom.workingText.textContent = `Working… ${secs}s`;
-      };
-      show();
-      this.tick = setInterval(show, 1000);
+      this.showWorking();
+      this.tick = setInterval(() => this.showWorking(), 1000);
     }
+  }
+
+  showWorking() {
+    const secs = ((Date.now() - this.workingSince) / 1000).toFixed(0);
+    this.dom.workingText.textContent = t("chat.working_for", { secs });
   }
 
   delta(f) {
@@ -233,8 +248,9 @@ export class Chat {
       node = toolCall({ id: f.id, name: f.name, arguments: f.summary || "" });
       block.append(node);
     }
-    const secs = typeof f.secs === "number" ? ` in ${f.secs.toFixed(1)}s` : "";
-    node.querySelector(".result").textContent = f.status === "running" ? "running…" : `${f.status}${secs}`;
+    const status = ["ok", "error"].includes(f.status) ? t(`chat.tool.status.${f.status}`) : f.status;
+    const done = typeof f.secs === "number" ? t("chat.tool.took", { status, secs: f.secs.toFixed(1) }) : status;
+    node.querySelector(".result").textContent = f.status === "running" ? t("chat.tool.running") : done;
     this.scroll();
   }
 
@@ -261,11 +277,11 @@ export class Chat {
       return; // the history already showed it
     } else {
       node = this.assistantBubble(f.text);
-      if (f.earlier) this.label(node, "earlier, while you were away");
+      if (f.earlier) this.label(node, t("chat.earlier"));
       this.dom.messages.append(node);
     }
     if (f.session_id && this.viewSession && f.session_id !== this.viewSession) {
-      this.label(node, `in session ${f.session_id}`);
+      this.label(node, t("chat.in_session", { id: f.session_id }));
     }
     this.approvals.attach(f, node);
     if (f.failed) this.markFailed(node);
@@ -293,7 +309,7 @@ export class Chat {
   markFailed(node) {
     node.classList.add("failed");
     node.setAttribute("role", "alert");
-    this.label(node, "⚠ The reply failed");
+    this.label(node, t("chat.reply_failed"));
     this.status.failed(node.querySelector(".md").textContent.trim().slice(0, 120));
   }
 
@@ -314,7 +330,7 @@ export class Chat {
     box.replaceChildren();
     this.viewSession = history.session_id;
     this.historyRuns = new Set();
-    if (history.more) box.append(el("div", "msg notice", "Older messages are not shown."));
+    if (history.more) box.append(el("div", "msg notice", t("chat.older_hidden")));
     let tools = [];
     const flush = () => {
       const block = tools.length ? toolBlock(tools) : null;
@@ -338,7 +354,7 @@ export class Chat {
         tools.push(entry);
       } else if (entry.role === "summary") {
         flush();
-        box.append(el("div", "msg notice", `Summary of earlier messages:\n${entry.text}`));
+        box.append(el("div", "msg notice", t("chat.summary", { text: entry.text })));
       }
     }
     flush();
@@ -346,9 +362,9 @@ export class Chat {
       if (!mine.answered && !asked.has(mine.text)) box.append(mine.node); // queued, not yet in a turn
     }
     if (!history.messages.length && !box.childElementCount) {
-      box.append(el("div", "msg notice empty", "No messages yet. Say hello."));
+      box.append(el("div", "msg notice empty", t("chat.empty")));
     }
-    this.dom.sessionTitle.textContent = history.title || (history.session_id ? UNTITLED : "");
+    this.dom.sessionTitle.textContent = history.title || (history.session_id ? untitled() : "");
     this.scroll();
   }
 

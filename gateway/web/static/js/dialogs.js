@@ -3,6 +3,7 @@
 // Cancel answers null/false. One question at a time; each dialog is removed
 // from the page once answered.
 
+import { t } from "./i18n.js";
 import { el } from "./render.js";
 
 let counter = 0;
@@ -44,10 +45,10 @@ function open({ title, text, field, okLabel, cancelLabel, danger }) {
       form.append(input);
     }
     const actions = el("div", "actions");
-    const cancel = el("button", "", cancelLabel || "Cancel");
+    const cancel = el("button", "", cancelLabel || t("dialog.cancel"));
     cancel.type = "button";
     cancel.value = "cancel";
-    const ok = el("button", danger ? "danger" : "primary", okLabel || "OK");
+    const ok = el("button", danger ? "danger" : "primary", okLabel || t("dialog.ok"));
     ok.type = "submit";
     ok.value = "ok";
     actions.append(cancel, ok);

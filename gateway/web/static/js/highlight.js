@@ -2,6 +2,7 @@
 // button. It only ever sets textContent and class names: a reply's code
 // cannot become markup here (the block was sanitised before, by render.js).
 
+import { t } from "./i18n.js";
 import { el } from "./render.js";
 
 const C_LIKE = { line: "//", block: true };
@@ -117,14 +118,14 @@ export function decorateCode(root) {
     highlight(code, name);
     const box = el("div", "codeblock");
     const head = el("div", "code-head");
-    head.append(el("span", "code-lang", name || "text"));
-    const button = el("button", "copy", "Copy");
+    head.append(el("span", "code-lang", name || t("code.plain")));
+    const button = el("button", "copy", t("code.copy"));
     button.type = "button";
-    button.setAttribute("aria-label", "Copy the code");
+    button.setAttribute("aria-label", t("code.copy_label"));
     button.addEventListener("click", async () => {
       const ok = await copyText(code.textContent);
-      button.textContent = ok ? "Copied ✓" : "Copy failed";
-      setTimeout(() => { button.textContent = "Copy"; }, 1500);
+      button.textContent = ok ? t("code.copied") : t("code.copy_failed");
+      setTimeout(() => { button.textContent = t("code.copy"); }, 1500);
     });
     head.append(button);
     pre.replaceWith(box);

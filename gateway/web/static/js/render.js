@@ -3,6 +3,8 @@
 
 /* global marked, DOMPurify */
 
+import { t } from "./i18n.js";
+
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
     node.setAttribute("target", "_blank");
@@ -50,19 +52,19 @@ export function toolCall(call) {
   const details = el("details", "tool");
   details.dataset.callId = call.id;
   const summary = el("summary");
-  summary.append(el("span", "tool-badge", "tool"), ` ${call.name}(${preview(call.arguments)})`);
+  summary.append(el("span", "tool-badge", t("chat.tool.badge")), ` ${call.name}(${preview(call.arguments)})`);
   details.append(summary);
   const body = el("div", "body");
-  body.append(el("div", "muted", "arguments"), el("pre", "args", pretty(call.arguments)));
+  body.append(el("div", "muted", t("chat.tool.arguments")), el("pre", "args", pretty(call.arguments)));
   const result = el("pre", "result", "…");
-  body.append(el("div", "muted", "result"), result);
+  body.append(el("div", "muted", t("chat.tool.result")), result);
   details.append(body);
   return details;
 }
 
 export function fillResult(details, entry) {
   const result = details.querySelector(".result");
-  result.textContent = entry.text + (entry.truncated ? "\n[cut for display]" : "");
+  result.textContent = entry.text + (entry.truncated ? `\n${t("chat.tool.cut")}` : "");
 }
 
 // a block of tool calls and their results, from history entries

@@ -5,10 +5,12 @@
 // channel.
 
 import { confirmAction } from "./dialogs.js";
+import { t } from "./i18n.js";
 import { localTime } from "./status.js";
 import { el } from "./render.js";
 
-export const UNTITLED = "Untitled session";
+// a session's name in the list: its title, else this
+export const untitled = () => t("sessions.untitled");
 
 export class SessionList {
   constructor(list, command) {
@@ -23,11 +25,11 @@ export class SessionList {
       const item = el("li", `${current ? "current" : ""} ${s.archived ? "archived" : ""}`.trim());
       item.dataset.sessionId = s.id;
       item.title = s.id;
-      const name = el(current ? "button" : "div", "name", s.title || UNTITLED);
+      const name = el(current ? "button" : "div", "name", s.title || untitled());
       if (!s.title) name.classList.add("untitled");
       item.append(name);
-      const bits = [`${s.message_count} messages`, localTime(s.updated_at)];
-      if (s.archived) bits.push("archived");
+      const bits = [t("sessions.count", { count: s.message_count }), localTime(s.updated_at)];
+      if (s.archived) bits.push(t("sessions.archived"));
       item.append(el("div", "meta", bits.join(" · ")));
       const actions = el("div", "actions");
       const button = (label, handler, className = "") => {
@@ -41,15 +43,15 @@ export class SessionList {
       };
       if (current) {
         name.type = "button";
-        name.setAttribute("aria-label", `Rename: ${s.title || UNTITLED}`);
+        name.setAttribute("aria-label", t("sessions.rename_label", { title: s.title || untitled() }));
         name.addEventListener("click", (e) => {
           e.stopPropagation();
           this.edit(item, name, s.title || "");
         });
-        button("Rename", () => this.edit(item, name, s.title || ""), "rename");
-        button("Archive", async () => {
-          const yes = await confirmAction("Archive this session?", "It is kept; a new session starts.", {
-            okLabel: "Archive",
+        button(t("sessions.rename"), () => this.edit(item, name, s.title || ""), "rename");
+        button(t("sessions.archive"), async () => {
+          const yes = await confirmAction(t("sessions.archive_title"), t("sessions.archive_text"), {
+            okLabel: t("sessions.archive"),
           });
           if (yes) this.command("/archive", "archive");
         });
@@ -64,9 +66,10 @@ export class SessionList {
           if (e.key === "Enter" && e.target === item) open();
         });
       }
-      button("Delete", async () => {
-        const yes = await confirmAction(`Delete “${s.title || UNTITLED}”?`, "Its messages are deleted for good.", {
-          okLabel: "Delete",
+      button(t("sessions.delete"), async () => {
+        const title = t("sessions.delete_title", { title: s.title || untitled() });
+        const yes = await confirmAction(title, t("sessions.delete_text"), {
+          okLabel: t("sessions.delete"),
           danger: true,
         });
         if (yes) this.command(`/delete ${s.id}`, "delete");
@@ -83,7 +86,7 @@ export class SessionList {
     input.type = "text";
     input.value = title;
     input.maxLength = 200;
-    input.setAttribute("aria-label", "Session title");
+    input.setAttribute("aria-label", t("sessions.title_label"));
     name.replaceWith(input);
     input.focus();
     input.select();

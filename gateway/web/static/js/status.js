@@ -2,8 +2,17 @@
 // session, whether a turn is running (and which tool), the last reply and the
 // last error. The gateway's own /status figures sit under "Details", asked
 // for when the panel is opened and again after each turn while it is open.
+// Its labels and words follow the page's language, again on a switch.
 
+import { lang, t } from "./i18n.js";
 import { el } from "./render.js";
+
+// the browser's own formats when they are in the page's language, else the page's
+function timeLocale() {
+  const page = lang();
+  const browser = (navigator.language || "").toLowerCase();
+  return browser.startsWith(page.slice(0, 2).toLowerCase()) ? undefined : page;
+}
 
 export function localTime(iso, withDate = false) {
   if (!iso) return "–";
@@ -12,17 +21,10 @@ export function localTime(iso, withDate = false) {
   const sameDay = when.toDateString() === new Date().toDateString();
   const options = { hour: "2-digit", minute: "2-digit" };
   if (withDate || !sameDay) Object.assign(options, { year: "numeric", month: "short", day: "numeric" });
-  return when.toLocaleString(undefined, options);
+  return when.toLocaleString(timeLocale(), options);
 }
 
-const FIELDS = [
-  ["connection", "Connection"],
-  ["session", "Session"],
-  ["messages", "Messages"],
-  ["state", "Now"],
-  ["reply", "Last reply"],
-  ["error", "Last error"],
-];
+const FIELDS = ["connection", "session", "messages", "state", "reply", "error"];
 
 export class StatusPanel {
   constructor(dom, onDetails) {
@@ -31,17 +33,32 @@ export class StatusPanel {
     this.since = 0;
     this.tick = null;
     this.tools = new Map(); // call id -> tool name, of the running turn
-    for (const [key, label] of FIELDS) {
-      const dt = el("dt", "", label);
+    this.labels = new Map();
+    this.shown = { connection: null, session: undefined, state: null, reply: null }; // said again on a switch
+    for (const key of FIELDS) {
+      const dt = el("dt", "", t(`status.field.${key}`));
       const dd = el("dd", "", "–");
       dd.dataset.field = key;
+      this.labels.set(key, dt);
       this.values.set(key, dd);
       dom.fields.append(dt, dd);
     }
+    document.addEventListener("picobot:lang", () => this.relabel());
     this.onDetails = onDetails;
     dom.details.addEventListener("toggle", () => {
       if (dom.details.open) onDetails();
     });
+  }
+
+  // the page's language changed: the labels, and the words of the fields the page wrote
+  relabel() {
+    for (const [key, dt] of this.labels) dt.textContent = t(`status.field.${key}`);
+    const { connection, session, state, reply } = this.shown;
+    if (connection) this.connection(...connection);
+    if (session !== undefined) this.session(session);
+    if (this.tick) this.showState();
+    else if (state) this.setState(state);
+    if (reply) this.set("reply", localTime(reply));
   }
 
   set(key, text, kind = "") {
@@ -51,23 +68,25 @@ export class StatusPanel {
   }
 
   connection(state, retryMs) {
-    const text = {
-      connecting: "connecting…",
-      online: "connected",
-      offline: `offline, retrying in ${Math.round((retryMs || 0) / 1000)}s`,
-      unauthorized: "token needed",
-      forbidden: "another user's chat",
-    }[state];
+    this.shown.connection = [state, retryMs];
+    const text = t(`status.conn.${state}`, { seconds: Math.round((retryMs || 0) / 1000) });
     this.set("connection", text, state === "online" ? "ok" : state === "connecting" ? "" : "bad");
   }
 
+  // "idle" or "working" (the words of the Now field when no turn is timed)
+  setState(word) {
+    this.shown.state = word;
+    this.set("state", t(`status.${word}`));
+  }
+
   session(info) {
+    this.shown.session = info || null;
     if (!info) {
-      this.set("session", "none yet");
+      this.set("session", t("status.no_session"));
       this.set("messages", "0");
       return;
     }
-    this.set("session", info.title || "Untitled session");
+    this.set("session", info.title || t("sessions.untitled"));
     this.values.get("session").title = info.id;
     this.set("messages", String(info.message_count));
   }
@@ -83,13 +102,14 @@ export class StatusPanel {
       clearInterval(this.tick);
       this.tick = null;
       this.tools.clear();
-      this.set("state", "idle");
+      this.setState("idle");
       if (this.dom.details.open) this.onDetails();
     } else if (f.type === "tool") {
       if (f.status === "running") this.tools.set(f.id, f.name);
       else this.tools.delete(f.id);
       if (this.tick) this.showState();
     } else if (f.type === "message") {
+      this.shown.reply = f.created_at;
       this.set("reply", localTime(f.created_at));
     } else if (f.type === "error") {
       this.set("error", `${f.code}: ${f.message}`, "bad");
@@ -103,7 +123,10 @@ export class StatusPanel {
   showState() {
     const secs = Math.round((Date.now() - this.since) / 1000);
     const tools = [...new Set(this.tools.values())];
-    this.set("state", tools.length ? `running ${tools.join(", ")} · ${secs}s` : `working · ${secs}s`, "busy");
+    const text = tools.length
+      ? t("status.running_for", { tools: tools.join(", "), secs })
+      : t("status.working_for", { secs });
+    this.set("state", text, "busy");
   }
 
   details(text) {

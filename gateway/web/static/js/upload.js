@@ -4,10 +4,12 @@
 // names in `attachments` (docs/PROTOCOL.md "Uploads"). The gateway checks
 // size and type again; the page checks first so a user hears at once.
 
+import { t } from "./i18n.js";
 import { el } from "./render.js";
 
 export const MAX_BYTES = 10 * 1024 * 1024; // as channels/ws_input.py MAX_UPLOAD_BYTES
 export const MAX_FILES = 4;
+const MB = MAX_BYTES / 1024 / 1024;
 const TYPES = new Set([
   "image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf",
   "text/plain", "text/markdown", "text/csv", "application/json",
@@ -70,18 +72,18 @@ export class Attachments {
     for (const file of files) {
       const type = typeOf(file);
       if (this.items.length >= MAX_FILES) {
-        this.onError(`At most ${MAX_FILES} files per message.`);
+        this.onError(t("upload.too_many", { max: MAX_FILES }));
         return;
       }
       if (!TYPES.has(type)) {
-        this.onError(`${file.name}: this type of file is not taken (images, PDF and text files are).`);
+        this.onError(t("upload.bad_type", { name: file.name }));
         continue;
       }
       if (file.size > MAX_BYTES) {
-        this.onError(`${file.name} is too large: files of at most ${MAX_BYTES / 1024 / 1024} MB are taken.`);
+        this.onError(t("upload.too_large", { name: file.name, mb: MB }));
         continue;
       }
-      const item = { file, name: file.name || "pasted", type, preview: null };
+      const item = { file, name: file.name || t("upload.pasted"), type, preview: null };
       item.chip = this.chip(item);
       item.done = this.upload(item);
       this.items.push(item);
@@ -93,7 +95,7 @@ export class Attachments {
     const label = el("span", "attachment-name", item.name);
     const remove = el("button", "icon remove", "×");
     remove.type = "button";
-    remove.setAttribute("aria-label", `Remove ${item.name}`);
+    remove.setAttribute("aria-label", t("upload.remove", { name: item.name }));
     remove.addEventListener("click", () => {
       this.items = this.items.filter((i) => i !== item);
       chip.remove();
@@ -121,19 +123,19 @@ export class Attachments {
     try {
       response = await fetch(this.conn.uploadUrl(), { method: "POST", headers, body: item.file });
     } catch {
-      return this.failed(item, `${item.name} could not be uploaded (offline?).`);
+      return this.failed(item, t("upload.offline", { name: item.name }));
     }
     if (response.status === 201) {
       const body = await response.json();
       item.chip.classList.remove("uploading");
       return body.ref;
     }
-    const reason = {
-      401: "the gateway wants its token",
-      413: `larger than ${MAX_BYTES / 1024 / 1024} MB`,
-      415: "not a file type the gateway takes",
-    }[response.status] || `HTTP ${response.status}`;
-    return this.failed(item, `${item.name} was not uploaded: ${reason}.`);
+    const known = [401, 413, 415].includes(response.status);
+    const reason = t(known ? `upload.reason.${response.status}` : "upload.reason.http", {
+      mb: MB,
+      status: response.status,
+    });
+    return this.failed(item, t("upload.failed", { name: item.name, reason }));
   }
 
   failed(item, text) {
