@@ -192,6 +192,9 @@ class CommandLanes:
                 except Exception:
                     # the row stays unfinished in the inbox and is retried at next start
                     log.exception("command_failed", channel=item.message.channel)
+                finally:
+                    if command is not None and item.trace is not None:
+                        item.trace.done()  # its trace waits only for its reply now
         finally:
             lane.worker = None
             del self._lanes[lane.key]
@@ -230,6 +233,8 @@ class CommandLanes:
             if text
             else None
         )
+        if out is not None and item.trace is not None:
+            out = item.trace.stamp(out)
         await self.store.answer([item.inbox_id], out)
         if out is not None:
             self.wake(m.channel)

@@ -5,18 +5,45 @@ catalogue's `Locale`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.bus import ChannelEvent, InboundMessage, OutboundMessage
 from gateway.i18n import Locale
 
-__all__ = ["PAUSED_OUTCOME", "ReplySink", "TurnOutcome", "WorkItem", "session_base_id"]
+__all__ = [
+    "PAUSED_OUTCOME",
+    "MessageTrace",
+    "ReplySink",
+    "TurnOutcome",
+    "WorkItem",
+    "session_base_id",
+]
 
 
 def session_base_id(channel: str, chat_id: str) -> str:
     """DESIGN §5: the terminal channel's session id is the chat id itself."""
     return chat_id if channel == "websocket" else f"{channel}:{chat_id}"
+
+
+class MessageTrace(Protocol):
+    """One inbound message's trace while tracing is on (gateway.ops.tracing):
+    its root span lasts until the message needs nothing more and every reply
+    stamped with it was sent (or given up)."""
+
+    @property
+    def traceparent(self) -> str:
+        """The W3C `traceparent` of the message's root span."""
+        ...
+
+    def stamp(self, message: OutboundMessage) -> OutboundMessage:
+        """`message` carrying the trace in its metadata: its sends are spans
+        of it, and the root waits for them."""
+        ...
+
+    def done(self) -> None:
+        """Nothing more happens for the message but the sends it stamped."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +58,8 @@ class WorkItem:
     # the language of the gateway's own texts in answer to it (gateway.i18n.locales),
     # resolved once by the inbound processor
     locale: Locale = Locale.EN
+    # the message's trace, in this process only (None: tracing is off)
+    trace: MessageTrace | None = field(default=None, compare=False)
 
     @property
     def conversation(self) -> tuple[str, str]:

@@ -16,7 +16,8 @@ user something short and the log something precise:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 from agent.messages import ChatMessage, ToolCall, Usage
 
 __all__ = [
+    "REQUEST_HEADERS",
     "CacheTTL",
     "DeltaSink",
     "LLMProvider",
@@ -42,6 +44,11 @@ __all__ = [
 ]
 
 DeltaSink = Callable[[str], Awaitable[None]]
+
+# Headers the runtime adds to each request a provider sends in this context:
+# the W3C `traceparent` of the model call's span while tracing is on
+# (gateway.ops.tracing). None, the default: nothing is added.
+REQUEST_HEADERS: ContextVar[Mapping[str, str] | None] = ContextVar("request_headers", default=None)
 
 
 class ProviderError(Exception):

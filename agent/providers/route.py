@@ -34,7 +34,12 @@ import yarl
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
 
-from agent.providers.base import ProviderError, ProviderSettings, ProviderUnavailable
+from agent.providers.base import (
+    REQUEST_HEADERS,
+    ProviderError,
+    ProviderSettings,
+    ProviderUnavailable,
+)
 from agent.providers.retry import classify_status
 
 __all__ = [
@@ -273,10 +278,14 @@ class Route:
         if self._redirects:
             return await self._followed(provider, body)
         wire = self.wire
+        headers = wire.headers
+        if (added := REQUEST_HEADERS.get()) is not None:
+            headers = headers.copy()
+            headers.update(added)
         response = await wire.session.request(
             "POST",
             wire.url,
-            headers=wire.headers,
+            headers=headers,
             data=_AfterHeaders(body) if len(body) > _ALONE_ABOVE else body,
             timeout=self._client_timeout,
             proxy=wire.proxy,
@@ -299,7 +308,9 @@ class Route:
         raise _refused(provider, response.status, response.headers, raw)
 
     async def _followed(self, provider: str, body: bytes) -> Streaming:
-        request = self.http.build_request("POST", self.url, headers=self._headers(), content=body)
+        headers = self._headers()
+        headers.update(REQUEST_HEADERS.get() or {})
+        request = self.http.build_request("POST", self.url, headers=headers, content=body)
         response = await self.http.send(request, stream=True)
         if response.is_success:
             return Streaming.of_httpx(response)

@@ -16,7 +16,9 @@ import dataclasses
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
@@ -32,6 +34,7 @@ from agent.subagents.types import SubagentTask
 from agent.tools.sandbox import Sandbox
 
 __all__ = [
+    "TOOL_SCOPE",
     "AdminDirectory",
     "FileSender",
     "MemoryService",
@@ -55,6 +58,12 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+# What the runtime runs each tool call inside, in this context: a tracing
+# span while tracing is on (gateway.ops.tracing). None, the default: nothing.
+TOOL_SCOPE: ContextVar[Callable[[ToolCall], AbstractContextManager[object]] | None] = ContextVar(
+    "tool_scope", default=None
+)
 
 
 class ToolError(Exception):
@@ -455,6 +464,15 @@ class ToolRegistry:
         return [t.result() for t in tasks]
 
     async def _watched(
+        self, call: ToolCall, ctx: ToolContext, watcher: ToolCallWatcher | None
+    ) -> ToolResult:
+        scope = TOOL_SCOPE.get()
+        if scope is None:
+            return await self._run_watched(call, ctx, watcher)
+        with scope(call):
+            return await self._run_watched(call, ctx, watcher)
+
+    async def _run_watched(
         self, call: ToolCall, ctx: ToolContext, watcher: ToolCallWatcher | None
     ) -> ToolResult:
         if watcher is None:

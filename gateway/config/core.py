@@ -57,6 +57,7 @@ __all__ = [
     "ConfigError",
     "ModelConfig",
     "ModelPrices",
+    "ObservabilityConfig",
     "ProviderConfig",
     "QueueMode",
     "SkillsConfig",
@@ -270,6 +271,26 @@ class LoggingConfig(FrozenModel):
     format: Literal["auto", "console", "json"] = "auto"
 
 
+def check_otlp_endpoint(url: str | None) -> str | None:
+    """An OTLP/HTTP collector's base URL: http(s)://host[:port][/path]."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{url!r}: an OTLP/HTTP endpoint is http(s)://host:port, e.g. http://127.0.0.1:4318"
+        )
+    return url
+
+
+class ObservabilityConfig(FrozenModel):
+    """OpenTelemetry traces (docs/observability.md). `otlp_endpoint`: the OTLP/HTTP
+    collector's base URL (spans go to its /v1/traces); None: off, unless the
+    environment sets OTEL_EXPORTER_OTLP_ENDPOINT."""
+
+    otlp_endpoint: Annotated[str | None, AfterValidator(check_otlp_endpoint)] = None
+
+
 def _default_providers() -> dict[str, ProviderConfig]:
     return {"default": ProviderConfig()}
 
@@ -295,6 +316,7 @@ class Config(FrozenModel):
     time: TimeConfig = Field(default_factory=TimeConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # The spec's (and Claude Desktop's) spelling; see docs/mcp.md.
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict, alias="mcpServers")

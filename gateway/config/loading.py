@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ class LoadedConfig:
     missing_env: Mapping[str, str]
     env_admins: tuple[str, ...] = ()  # from PICOBOT_ADMINS
     static_dir: Path | None = None  # $STATIC_DIR: serve the web UI from disk (development)
+    # the environment's OTEL_* variables (tracing: gateway.ops.tracing)
+    otel_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def missing_env_in_use(self) -> dict[str, str]:
@@ -292,4 +294,5 @@ def load_config(
         missing,
         admins_from_env(env),
         Path(static).expanduser() if static else None,
+        {k: v for k, v in env.items() if k.startswith("OTEL_")},
     )

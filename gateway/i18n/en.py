@@ -114,6 +114,7 @@ TEXTS: Final[Mapping[Msg, str]] = {
         "Last reply by the fallback model {model} ({primary} was unavailable; "
         "it is tried again first on later turns)"
     ),
+    Msg.USAGE_TRACE: "Last turn's trace: {trace_id}",
     # -- /compact -----------------------------------------------------------------
     Msg.COMPACT_UNAVAILABLE: "Compaction is not available in this gateway.",
     Msg.NOTHING_TO_COMPACT: "Nothing to compact yet.",

@@ -84,6 +84,7 @@ class Msg(StrEnum):
     USAGE_TOKENS = "usage_tokens"
     USAGE_COST = "usage_cost"
     USAGE_FALLBACK = "usage_fallback"
+    USAGE_TRACE = "usage_trace"
     # -- /compact (gateway.sessions.commands, gateway.sessions.compaction) --------------------
     COMPACT_UNAVAILABLE = "compact_unavailable"
     NOTHING_TO_COMPACT = "nothing_to_compact"

@@ -96,6 +96,7 @@ TEXTS: Final[Mapping[Msg, str]] = {
     ),
     Msg.USAGE_COST: "估计费用：{cost:,.4f} {currency}（按 {model} 的价格）",
     Msg.USAGE_FALLBACK: "上一条回复由备用模型 {model} 生成（{primary} 暂不可用；之后的回合会先重试它）",
+    Msg.USAGE_TRACE: "上一回合的追踪（trace）：{trace_id}",
     # -- /compact -----------------------------------------------------------------
     Msg.COMPACT_UNAVAILABLE: "本网关不支持压缩。",
     Msg.NOTHING_TO_COMPACT: "还没有可压缩的内容。",

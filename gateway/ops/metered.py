@@ -1,5 +1,6 @@
 """A provider wrapper that records LLM latency, failures and tokens in
-Metrics, and the counter of model fallbacks (`fallback_counter`)."""
+Metrics, each call as a span of its message's trace (gateway.ops.tracing),
+and the counter of model fallbacks (`fallback_counter`)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,26 @@ from collections.abc import Callable
 
 from agent.providers.base import DeltaSink, LLMProvider, LLMRequest, LLMResponse, ProviderError
 from agent.providers.fallback import FallbackSwitch
+from gateway.ops import tracing
 from gateway.ops.metrics import Metrics
 
 __all__ = ["MeteredProvider", "fallback_counter"]
 
 
 class MeteredProvider:
-    def __init__(self, inner: LLMProvider, metrics: Metrics) -> None:
+    def __init__(self, inner: LLMProvider, metrics: Metrics, system: str = "openai") -> None:
+        """`system`: the provider's kind (`providers.<name>.type`), `gen_ai.system` in traces."""
         self.inner = inner
         self.name = inner.name
         self.metrics = metrics
+        self.system = system
 
     async def complete(self, request: LLMRequest, on_delta: DeltaSink | None = None) -> LLMResponse:
         started = time.monotonic()
         try:
-            response = await self.inner.complete(request, on_delta)
+            with tracing.model_call(self.system, self.name, request) as span:
+                response = await self.inner.complete(request, on_delta)
+                tracing.model_response(span, request, response)
         except ProviderError:
             self.metrics.llm_failed(self.name)
             raise

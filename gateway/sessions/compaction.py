@@ -30,6 +30,7 @@ from agent.compaction import (
 from gateway.bus import OutboundMessage, reply_handle
 from gateway.i18n import Locale, Msg, tr
 from gateway.lifecycle import cancel_and_wait
+from gateway.ops import tracing
 from gateway.sessions.manager import ConversationGates
 from gateway.spend.payer import Payer, paying
 from gateway.turns.agents import AgentProfile
@@ -53,6 +54,7 @@ class _Job:
     command: WorkItem | None = None  # a /compact waiting for its answer
     made: CompactionResult | None = None  # already summarised in the turn: commit it
     segment: int = 0  # the segment `made` was made from
+    traceparent: str | None = None  # the trace it belongs to (gateway.ops.tracing)
 
     @property
     def locale(self) -> Locale:
@@ -89,8 +91,9 @@ class Compactor:
         if not cfg.enabled:
             return
         job = _Job(
-            end.session_id, end.channel, end.chat_id, end.profile, None, end.compaction, end.segment
-        )
+            end.session_id, end.channel, end.chat_id, end.profile, None, end.compaction,
+            end.segment, end.traceparent,
+        )  # fmt: skip
         if end.compaction is not None:
             self._offer(job)
             return
@@ -103,7 +106,9 @@ class Compactor:
     def request(self, item: WorkItem, session_id: str, profile: AgentProfile) -> bool:
         """Queue a forced compaction answering the /compact in `item`."""
         m = item.message
-        return self._offer(_Job(session_id, m.channel, m.chat_id, profile, item), force=True)
+        parent = tracing.traceparent_of(item)
+        job = _Job(session_id, m.channel, m.chat_id, profile, item, traceparent=parent)
+        return self._offer(job, force=True)
 
     def _offer(self, job: _Job, *, force: bool = False) -> bool:
         if job.session_id in self._queued and not force:
@@ -130,8 +135,10 @@ class Compactor:
     async def run(self) -> None:
         while True:
             job = await self._queue.get()
+            reason = "after_turn" if job.command is None else "command"
             try:
-                reply = await self._compact(job)
+                with tracing.compaction(reason, session_id=job.session_id, parent=job.traceparent):
+                    reply = await self._compact(job)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -8,7 +8,7 @@ filter), so profiles are built per (agent, channel) on first use and kept.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -25,6 +25,7 @@ from gateway.clock import Clock, utc_now
 from gateway.config.agents import model_costs
 from gateway.config.core import CompactionConfig, Config, ModelPrices, ProviderConfig
 from gateway.config.loading import LoadedConfig
+from gateway.ops import tracing
 from gateway.ops.metered import fallback_counter
 from gateway.turns.transcription import Transcriber, build_transcriber
 
@@ -68,16 +69,17 @@ class AgentProfile:
         ratio = self.compaction.trigger_ratio if self.compaction.enabled else 1.0
         return int(self.context_window_tokens * ratio * 10 / 3)  # 1 token ≈ 10/3 chars
 
-    def rescue(self, history: Sequence[ChatMessage]) -> Awaitable[CompactionResult | None]:
+    async def rescue(self, history: Sequence[ChatMessage]) -> CompactionResult | None:
         """The compaction an overflowing request gets before its one retry (AgentLoop)."""
-        return compact(
-            history,
-            self.provider,
-            self.summary_model or self.loop.model,
-            self.context_window_tokens,
-            self.compaction.keep_user_turns,
-            timeout_secs=self.summary_timeout_secs,
-        )
+        with tracing.compaction("overflow"):
+            return await compact(
+                history,
+                self.provider,
+                self.summary_model or self.loop.model,
+                self.context_window_tokens,
+                self.compaction.keep_user_turns,
+                timeout_secs=self.summary_timeout_secs,
+            )
 
 
 ProfileFactory = Callable[[str, str], AgentProfile]  # (agent name, channel) → profile

@@ -54,6 +54,7 @@ from gateway.bus import (
 )
 from gateway.clock import Clock, utc_now
 from gateway.i18n import Msg, tr
+from gateway.ops import tracing
 from gateway.spend.payer import Payer, paying
 from gateway.turns.agents import AgentDirectory, AgentProfile, UnknownAgent
 from gateway.turns.chat_policy import DEFAULT_POLICY, ChatPolicy
@@ -85,6 +86,7 @@ class TurnEnd:
     profile: AgentProfile
     size: HistorySize  # of that whole segment, counted as the turn ran
     compaction: CompactionResult | None = None  # made in the turn (a refused request)
+    traceparent: str | None = None  # of the message the turn answered, while tracing
 
 
 AfterTurn = Callable[[TurnEnd], None]
@@ -145,20 +147,23 @@ class ExecutionService:
             channel, chat_id, first.sender_id, self.is_admin(first), plan.locale,
             run_id=plan.run_id,
         )  # fmt: skip
-        try:
-            with paying(payer):  # every model call of the turn, sub-agents too (gateway.spend)
-                try:
-                    return await self._run_turn(plan, stop_requested, controls)
-                except StaleTurn as exc:  # nothing of it was stored: run it again from storage
-                    log.error("turn_cache_stale", reason=str(exc))
-                    self.opener.forget(channel, chat_id)
-                    return await self._run_turn(plan, stop_requested, controls)
-        except Exception as exc:  # whatever it stored, the cached history is not it
-            self.opener.forget(channel, chat_id)
-            return await self._broken(plan, exc)
-        except BaseException:
-            self.opener.forget(channel, chat_id)
-            raise
+        with tracing.turn(plan.items, plan.run_id) as span:  # the turn's span, if tracing
+            try:
+                with paying(payer):  # every model call of the turn, sub-agents too (gateway.spend)
+                    try:
+                        outcome = await self._run_turn(plan, stop_requested, controls)
+                    except StaleTurn as exc:  # nothing was stored: run it again from storage
+                        log.error("turn_cache_stale", reason=str(exc))
+                        self.opener.forget(channel, chat_id)
+                        outcome = await self._run_turn(plan, stop_requested, controls)
+            except Exception as exc:  # whatever it stored, the cached history is not it
+                self.opener.forget(channel, chat_id)
+                outcome = await self._broken(plan, exc)
+            except BaseException:
+                self.opener.forget(channel, chat_id)
+                raise
+            span.set_attribute("picobot.turn.ok", outcome.ok)
+            return outcome
 
     async def _run_turn(
         self, plan: TurnPlan, stop_requested: Callable[[], bool], controls: TurnControls
@@ -197,7 +202,7 @@ class ExecutionService:
             self.after_turn(
                 TurnEnd(
                     turn.session_id, turn.segment, plan.channel, plan.chat_id, profile,
-                    turn.size_now(), turn.compaction,
+                    turn.size_now(), turn.compaction, tracing.traceparent_of(plan.items[0]),
                 )
             )  # fmt: skip
         return outcome
@@ -395,6 +400,7 @@ class ExecutionService:
             if text
             else None
         )
+        out = tracing.stamped(plan.items[0], out)
 
         def hand_over(row_id: int | None) -> None:
             if out is not None and row_id is not None:
@@ -441,6 +447,7 @@ class ExecutionService:
                 plan.channel, chat_id, notice, reply_to_message_id=plan.reply_to,
                 run_id=plan.run_id, locale=plan.locale.value,
             )  # fmt: skip
+        out = tracing.stamped(plan.items[0], out)
         approval_id = plan.items[0].approval_id
         try:
             if approval_id is None:
@@ -467,6 +474,7 @@ class ExecutionService:
             outcome = TurnOutcome(ok=False, error=unknown_agent(plan.locale, plan.request.agent))
             chat_id, text = plan.deliver(outcome, outcome.error or "")
             out = OutboundMessage(plan.channel, chat_id, text, reply_to_message_id=plan.reply_to)
+        out = tracing.stamped(plan.items[0], out)
         row_id = await self.store.answer(plan.inbox_ids, out)
         if out is not None and row_id is not None:
             self.sink.handoff(out, row_id)
