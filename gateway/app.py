@@ -9,7 +9,7 @@ sessions → compaction → command lanes → inbound (recovery first) → sched
 retention, scheduler → ingress off (bus closed) and inbound drained → running turns finish or are
 checkpointed within `gateway.shutdown_timeout_secs` less its closing reserve →
 outbox flushed → channels stopped (WebSocket clients closed with 1001) → MCP
-servers → HTTP server down → storage closed last. Each stop is cut at the
+servers → HTTP server down → traces flushed (when on) → storage closed last. Each stop is cut at the
 budget's end (gateway.lifecycle.ShutdownBudget), whatever is connected.
 """
 
@@ -38,7 +38,6 @@ from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
 from gateway.commands import CommandRegistry
 from gateway.config.loading import LoadedConfig
-from gateway.console.api import ConsoleApi
 from gateway.console.setup import ConsoleFeature
 from gateway.delivery.setup import DeliveryFeature
 from gateway.http import AppMount, HttpProbes, build_http_app
@@ -127,7 +126,7 @@ class Gateway:
         self.mcp: McpManager | None = None
         self.skills: SkillRuntime | None = None
         self.retention: RetentionService | None = None
-        self.console: ConsoleApi | None = None
+        self.console_routes: list[Any] = []  # the console API's, as mounted (tests)
 
     @property
     def base_url(self) -> str:
@@ -156,6 +155,9 @@ class Gateway:
             async with AsyncExitStack() as stack:
                 db = await open_database(self.loaded.storage_url).open()
                 stack.push_async_callback(db.close)  # closed last
+                traces = await self.ops.start_tracing(self.loaded)  # None: tracing is off
+                if traces is not None:  # flushed after the parts, within the budget
+                    stack.push_async_callback(lambda: traces.stop(self.budget.left_to_close()))
                 self.db = db
                 providers = await self._providers(stack)
                 services = await self._build(Store(db), providers)
@@ -203,7 +205,9 @@ class Gateway:
         for deferred in built.values():  # each imports its SDK at its first call
             if isinstance(deferred, DeferredProvider):
                 deferred.when_built(self.provider_loaded.set)
-        providers: dict[str, LLMProvider] = {name: self.ops.metered(p) for name, p in built.items()}
+        providers: dict[str, LLMProvider] = {
+            name: self.ops.metered(p, self.config) for name, p in built.items()
+        }
         for provider in providers.values():
             stack.push_async_callback(provider.aclose)
         return providers
@@ -302,7 +306,7 @@ class Gateway:
             on_turn_done=waiters.turn_done,
             budget=self.budget,
         )
-        conversations.add_commands(
+        session_commands = conversations.add_commands(
             store,
             sessions,
             self.commands,
@@ -333,11 +337,12 @@ class Gateway:
         processor = self.processor = ingress.processor
 
         app = self._http_app(store, delivery, scheduler, ingress)
-        self.console = ConsoleFeature(
+        self.console_routes = ConsoleFeature(
             self.loaded, store, self.commands, self.access, approvals, self.channels,
             self._readiness.checks, dispatcher.wake, dispatcher.sending_problem,
             functools.partial(_job_views, store, cfg.time.zone), scheduler, self.mcp,
-            self.skills, self.clock,
+            self.skills, self.clock, budgets=spend.budgets, memory=memory,
+            sessions=session_commands, sending_health=dispatcher.health, inbound=processor,
         ).mount(app)  # fmt: skip
         WebFeature(store, self.commands).mount(app, self.loaded.static_dir)  # last: every GET
         # Stopping last, the server gives requests still running the closing

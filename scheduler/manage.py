@@ -1,4 +1,5 @@
-"""The `manage` actions behind the scheduler_manage tool: list, get, put, delete, pause, resume.
+"""The `manage` actions behind the scheduler_manage tool: list, get, put, delete, pause, resume;
+and the operator's actions on one job (`picobot jobs` and the console): pause, resume, run, delete.
 
 Every failure the caller can fix raises `SchedulerError` or
 `JobValidationError` with a message that says what was wrong; the service
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
 from typing import Any
 
-from scheduler.admin import JobAdmin, SchedulerError
+from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.jobs import (
     AtSchedule,
     InternalEventJob,
@@ -21,12 +22,13 @@ from scheduler.jobs import (
     JobValidationError,
     parse_job,
 )
-from scheduler.owners import JobCaller
+from scheduler.owners import OPERATOR, JobCaller
 from scheduler.schedules import build_schedule
 
-__all__ = ["ACTIONS", "check_runtime_job", "manage_action"]
+__all__ = ["ACTIONS", "OPERATOR_ACTIONS", "check_runtime_job", "manage_action", "operator_action"]
 
 ACTIONS = ("list", "get", "put", "delete", "pause", "resume")
+OPERATOR_ACTIONS = ("pause", "resume", "run", "delete")
 # A model that asks for a job every second would flood a chat and burn tokens.
 MIN_RUNTIME_INTERVAL = 60
 
@@ -105,3 +107,20 @@ async def manage_action(
             view = await admin.resume(_job_id(payload), caller=caller)
             return {"ok": True, "job": view.to_dict(zone)}
     raise SchedulerError(f"unknown action {action!r}; use one of: {', '.join(ACTIONS)}")
+
+
+async def operator_action(admin: JobAdmin, action: str, job_id: str) -> JobView | None:
+    """The operator's `action` on one job, any job (`picobot jobs pause|resume|run|delete`,
+    the console): the job as it is now, None once deleted. A config or built-in job
+    cannot be deleted (JobNotEditable: it would come back at the next start)."""
+    match action:
+        case "pause":
+            return await admin.pause(job_id, caller=OPERATOR)
+        case "resume":
+            return await admin.resume(job_id, caller=OPERATOR)
+        case "run":
+            return await admin.request_run(job_id)
+        case "delete":
+            await admin.delete(job_id, caller=OPERATOR)
+            return None
+    raise SchedulerError(f"unknown action {action!r}; use one of: {', '.join(OPERATOR_ACTIONS)}")

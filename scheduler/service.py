@@ -32,7 +32,7 @@ from typing import Any, Final
 import structlog
 
 from gateway.bus import NoSuchChannel
-from scheduler.admin import JobAdmin, SchedulerError
+from scheduler.admin import JobAdmin, JobNotFound, SchedulerError
 from scheduler.builtin import builtin_jobs, register_builtin_events
 from scheduler.claims import ClaimedRun, Claimer
 from scheduler.clock import Clock, SystemClock
@@ -40,7 +40,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.events import EventRegistry
 from scheduler.host import SchedulerHost
 from scheduler.jobs import JobValidationError, SilentAgentTaskJob
-from scheduler.manage import check_runtime_job, manage_action
+from scheduler.manage import check_runtime_job, manage_action, operator_action
 from scheduler.owners import JobCaller
 from scheduler.runner import execute_job
 from storage.database import Database
@@ -195,6 +195,18 @@ class Scheduler:
         if action in ("put", "delete", "pause", "resume"):
             self.wake()
         return result
+
+    async def operate(self, action: str, job_id: str) -> dict[str, Any]:
+        """The operator's pause | resume | run | delete of one job, as `picobot jobs`
+        does it (`operator_action`), then a look at the database at once (a run
+        asked for starts now). {"ok": True, "job": the job or None once deleted};
+        a refusal is {"ok": False, "error", "found"} (`found` False: no such job)."""
+        try:
+            view = await operator_action(self.admin, action, job_id)
+        except SchedulerError as exc:
+            return {"ok": False, "error": str(exc), "found": not isinstance(exc, JobNotFound)}
+        self.wake()
+        return {"ok": True, "job": None if view is None else view.to_dict(self.default_zone)}
 
     # -- engine ----------------------------------------------------------------------
     async def _engine(self) -> None:

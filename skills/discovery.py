@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.tools.confined import ConfinedError, open_dir, read_regular
@@ -67,6 +67,8 @@ class Scan:
     stamps: dict[Path, str]  # SKILL.md → its stat stamp, to tell a changed skill
     refused: tuple[str, ...] = ()  # roots not read (a link, unreadable), with why
     lenient: tuple[Lenient, ...] = ()  # loaded with a warning (overridden ones too)
+    # the skills found on disk but disabled in a state file (winner of each name)
+    off: dict[str, Skill] = field(default_factory=dict)
 
 
 def _stamp(info: os.stat_result) -> str:
@@ -201,6 +203,7 @@ def scan(roots: SkillRoots) -> Scan:
         except (StateFileError, OSError, UnicodeDecodeError) as exc:
             problems.append(str(exc))
     skills = {n: s for n, s in sorted(found.items()) if n not in disabled}
+    off = {n: s for n, s in sorted(found.items()) if n in disabled}
     return Scan(
         skills,
         tuple(invalid),
@@ -210,4 +213,5 @@ def scan(roots: SkillRoots) -> Scan:
         stamps,
         tuple(refused),
         tuple(lenient),
+        off,
     )

@@ -26,7 +26,14 @@ from skills.model import NAME_PATTERN, SKILL_FILE, Skill, SkillSource
 from skills.parse import MAX_DESCRIPTION_CHARS, render_skill
 from skills.roots import SkillRoots
 
-__all__ = ["SkillManageArgs", "create_skill", "delete_skill", "scope_source", "update_skill"]
+__all__ = [
+    "Scope",
+    "SkillManageArgs",
+    "create_skill",
+    "delete_skill",
+    "scope_source",
+    "update_skill",
+]
 
 Scope = Literal["user", "project"]
 

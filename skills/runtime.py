@@ -31,6 +31,7 @@ from skills.discovery import Scan, SkillRoots, fingerprint, scan
 from skills.events import SkillEvent, SkillEventKind, SkillEventSink
 from skills.index import IndexLimits, render_index
 from skills.manage import (
+    Scope,
     SkillManageArgs,
     check_description,
     check_name,
@@ -299,21 +300,47 @@ class SkillRuntime:
     async def _switch(self, r: SkillManageArgs, ctx: ToolContext) -> str:
         if not r.names:
             raise ToolError(f"{r.action} needs 'names': an array of skill names")
-        names = list(dict.fromkeys(r.names))
-        path = self.roots.user_state if r.scope == "user" else self.roots.project_state
-        add, remove = (names, []) if r.action == "disable" else ([], names)
+        scope: Scope = "user" if r.scope == "user" else "project"
+        paths, unknown = await self.switch(
+            r.names, enable=r.action == "enable", scopes=[scope], ctx=ctx
+        )
+        note = f" Not found now (kept in the file): {', '.join(unknown)}." if unknown else ""
+        count = len(dict.fromkeys(r.names))
+        return f"{r.action.capitalize()}d {count} skill(s) in {paths[0]}.{note}"
+
+    async def switch(
+        self,
+        names: Sequence[str],
+        *,
+        enable: bool,
+        scopes: Sequence[Scope],
+        ctx: ToolContext | None = None,
+        detail: str | None = None,
+    ) -> tuple[list[Path], list[str]]:
+        """Disable `names` (add them to the state file of each of `scopes`:
+        "user" is $PICOBOT_HOME's, "project" the project's) or enable them
+        (take them out of those files); then reload once and record one event
+        per name, with `ctx`'s session and chat (the tool) or `detail` (the
+        console, the CLI). Returns the files written and the names found in no
+        source now (kept in the file all the same). A state file that is not
+        the JSON it should be raises ToolError naming it."""
+        names = list(dict.fromkeys(names))
+        paths = [self.roots.user_state if s == "user" else self.roots.project_state for s in scopes]
+        add, remove = ([], names) if enable else (names, [])
         before = await self.current()
         known = {*before.skills, *before.disabled}
         try:
-            await asyncio.to_thread(update_disabled, path, add, remove)
+            for path in dict.fromkeys(paths):
+                await asyncio.to_thread(update_disabled, path, add, remove)
         except StateFileError as exc:
             raise ToolError(str(exc)) from None
         await self.reload()  # once for the whole batch
-        kind = SkillEventKind.DISABLED if r.action == "disable" else SkillEventKind.ENABLED
-        await self._record([_event(kind, None, ctx, name=n, path=path) for n in names])
-        unknown = [n for n in names if n not in known]
-        note = f" Not found now (kept in the file): {', '.join(unknown)}." if unknown else ""
-        return f"{r.action.capitalize()}d {len(names)} skill(s) in {path}.{note}"
+        kind = SkillEventKind.ENABLED if enable else SkillEventKind.DISABLED
+        where = paths[0] if len(paths) == 1 else None
+        await self._record(
+            [_event(kind, None, ctx, name=n, path=where, detail=detail) for n in names]
+        )
+        return paths, [n for n in names if n not in known]
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -331,11 +358,12 @@ def check_name_given(name: str | None) -> str:
 def _event(
     kind: SkillEventKind,
     skill: Skill | None,
-    ctx: ToolContext,
+    ctx: ToolContext | None,
     *,
     name: str | None = None,
     source: SkillSource | None = None,
     path: Path | None = None,
+    detail: str | None = None,
 ) -> SkillEvent:
     src = source or (skill.source if skill else None)
     where = path or (skill.path if skill else None)
@@ -344,7 +372,8 @@ def _event(
         name or (skill.name if skill else ""),
         src.value if src else None,
         str(where) if where else None,
-        ctx.session_id,
-        ctx.channel,
-        ctx.chat_id,
+        ctx.session_id if ctx else None,
+        ctx.channel if ctx else None,
+        ctx.chat_id if ctx else None,
+        detail,
     )

@@ -1,7 +1,7 @@
 """Storage: everything the gateway keeps (docs/ARCHITECTURE.md, docs/storage.md).
 
 What the runtime calls is at the top: `store.Store` and the units of work it
-hands out (`units/`: approvals, memories, retention, transcripts), the data
+hands out (`units/`: approvals, delivery, memories, retention, transcripts), the data
 types and errors they raise (`errors`, `clock`), `database.Database` (what a
 backend is) and `backends.open_database(url)`. The SQL, written once for
 every backend, is `sql/`, grouped by table family. The backends: `sqlite/`

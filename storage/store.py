@@ -44,6 +44,7 @@ from storage.sql.jobs import JobRecord, RunRecord
 from storage.sql.skill_events import SkillEventRow
 from storage.sql.spend import SpendStore
 from storage.units.approvals import ApprovalStore
+from storage.units.delivery import DeliveryStore
 from storage.units.memories import MemoryStore
 from storage.units.retention import RetentionStore
 from storage.units.transcripts import TranscriptStore
@@ -61,6 +62,7 @@ class Store:
         # limits that survive a restart (storage/sql/access/rate_events.py)
         self.rates = RateStore(db)
         self.spend = SpendStore(db)  # budgets and usage (storage/sql/spend.py)
+        self.delivery = DeliveryStore(db)  # the operator's outbox and dead letters
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:
@@ -233,15 +235,26 @@ class Store:
             )
         )
 
-    async def archive_active(self, channel: str, chat_id: str, base_id: str) -> Replaced | None:
+    async def archive_session(
+        self, channel: str, chat_id: str, base_id: str, session_id: str | None = None
+    ) -> Replaced | None:
         return await self.db.write(
             functools.partial(
-                conversations.archive_active, channel=channel, chat_id=chat_id, base_id=base_id
+                conversations.archive_session,
+                channel=channel,
+                chat_id=chat_id,
+                base_id=base_id,
+                session_id=session_id,
             )
         )
 
     async def delete_session(
-        self, channel: str, chat_id: str, base_id: str, ref: str | None
+        self,
+        channel: str,
+        chat_id: str,
+        base_id: str,
+        ref: str | None,
+        session_id: str | None = None,
     ) -> Replaced | None:
         return await self.db.write(
             functools.partial(
@@ -250,6 +263,7 @@ class Store:
                 chat_id=chat_id,
                 base_id=base_id,
                 ref=ref,
+                session_id=session_id,
             )
         )
 
@@ -448,8 +462,9 @@ class Store:
             functools.partial(pairings.revoke, channel=channel, sender_id=sender_id, now=now)
         )
 
-    async def list_pairings(self, now: datetime) -> list[Pairing]:
-        return await self.db.read(functools.partial(pairings.list_pairings, now=now))
+    async def list_pairings(self, now: datetime, limit: int | None = None) -> list[Pairing]:
+        """Approvals and live codes, oldest first (the newest `limit` of them)."""
+        return await self.db.read(functools.partial(pairings.list_pairings, now=now, limit=limit))
 
     async def pairing_of(self, channel: str, sender_id: str, now: datetime) -> Pairing | None:
         return await self.db.read(

@@ -3,9 +3,10 @@
 When the agent loop stops before a held batch (`agent.turn_control`),
 `pause` stores the batch and the chat's request in one commit
 (storage/sql/approvals.py) and closes the turn: the conversation is free again. An answer
-(`answer`: /approve, /deny, a button) or the timeout (gateway.approvals.timeouts)
-decides it; a decided approval goes back into its conversation's queue as a
-`WorkItem` with `approval_id`, and that turn first `settle`s the batch:
+(`answer`: /approve, /deny, a button; `decide`: the console) or the timeout
+(gateway.approvals.timeouts) decides it; a decided approval goes back into its
+conversation's queue as a `WorkItem` with `approval_id`, and that turn first
+`settle`s the batch:
 approved calls run (after `executing` is committed, so a crash never runs
 them twice: a call interrupted by one reads "[interrupted]"; a /stop makes
 them "[cancelled]" and ends the approval), refused ones read "[denied …]".
@@ -357,17 +358,33 @@ class Approvals:
             return tr(locale, Msg.TOOL_APPROVAL_ANSWERED, id=approval_id)
         if not self._may_answer(message, record):
             return tr(locale, Msg.TOOL_APPROVAL_NOT_YOURS)
-        approved = decision is Decision.APPROVE
         by = f"{message.channel}:{message.sender_id}"
+        if not await self.decide(approval_id, decision, reason, by):
+            return tr(locale, Msg.TOOL_APPROVAL_ANSWERED, id=approval_id)
+        return None
+
+    async def decide(
+        self, approval_id: int, decision: Decision, reason: str | None, by: str
+    ) -> bool:
+        """Decide the pending approval `approval_id` as `by` (who may is the
+        caller's judgement: `answer` for a chat, the console for an admin) and
+        queue the turn that carries on; False when it was not pending."""
+        approved = decision is Decision.APPROVE
         to = ApprovalState.APPROVED if approved else ApprovalState.DENIED
         if not await self.store.approvals.move(
             approval_id, [ApprovalState.PENDING], to,
             approved=approved, reason=None if approved else reason, decided_by=by,
         ):  # fmt: skip
-            return tr(locale, Msg.TOOL_APPROVAL_ANSWERED, id=approval_id)
-        log.info("approval_answered", approval_id=approval_id, approved=approved)
+            return False
+        log.info("approval_answered", approval_id=approval_id, approved=approved, by=by)
         self._queue(await self.store.approvals.get(approval_id))
-        return None
+        return True
+
+    async def waiting(self, limit: int) -> list[ApprovalRecord]:
+        """Pending approvals, oldest first, at most `limit` (read through the
+        index of open ones: a few per chat at most)."""
+        pending = [r for r in await self.store.approvals.open() if r.state is ApprovalState.PENDING]
+        return pending[:limit]
 
     def _may_answer(self, message: InboundMessage, record: ApprovalRecord) -> bool:
         if self.access is not None and self.access.is_admin_message(message):

@@ -16,6 +16,7 @@ __all__ = [
     "TIMED_OUT_BY",
     "denied_result",
     "request_text",
+    "shown_call",
 ]
 
 _SHOWN_MAX = 1500  # of one call's arguments: a person must see what would run
@@ -23,7 +24,7 @@ TIMED_OUT_BY = "timeout"  # `decided_by` of a request nobody answered in time
 SUPERSEDED = "superseded"  # `decided_by` of a request a newer message replaced
 
 
-def _shown(call: ToolCall) -> str:
+def shown_call(call: ToolCall) -> str:
     """The call as the person deciding sees it: a shell command verbatim,
     other arguments as JSON; secrets masked either way."""
     try:
@@ -60,7 +61,7 @@ def request_text(
 ) -> str:
     """What the chat reads (catalogue texts); the calls themselves as they would run."""
     lines = [tr(locale, Msg.TOOL_APPROVAL_ASK, id=approval_id)]
-    lines += [f"• {c.name}: {_as_code(_shown(c))}" for c in held]
+    lines += [f"• {c.name}: {_as_code(shown_call(c))}" for c in held]
     timeout = _duration(timeout_secs, locale)
     lines.append(tr(locale, Msg.TOOL_APPROVAL_HOW, id=approval_id, timeout=timeout))
     return "\n".join(lines)

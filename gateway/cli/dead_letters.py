@@ -1,8 +1,13 @@
-"""`picobot dead-letters list|show`: inbound events kept because they could not be
-parsed or recorded (storage/sql/delivery/dead_letters.py), straight on the database.
+"""`picobot dead-letters list|show|retry|discard`: inbound events kept because they
+could not be parsed or recorded (storage/sql/delivery/dead_letters.py), straight
+on the database.
 
-Read-only; works whether or not the gateway is running. A dead letter is never
-answered: it is here so that an operator can see what a platform sent.
+Works whether or not the gateway is running; each command is one transaction.
+A dead letter is here so that an operator can see what a platform sent. One
+that is a message the gateway wrote (the inbox refused it, or it was set aside
+at start) can be retried: `retry` records it in the inbox, where the next
+start of the gateway answers it (the console of a running gateway retries it
+through the same function and answers it at once). `discard` deletes one.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from collections.abc import Callable
 
 from gateway.config.loading import LoadedConfig
 from storage.backends import open_database
-from storage.sql.delivery import dead_letters
+from storage.database import Database
+from storage.errors import StorageClosed, StorageUnavailable
+from storage.sql.delivery import dead_letters, inbox
 
 __all__ = ["add_dead_letters_parser", "run_dead_letters_command"]
 
@@ -29,10 +36,22 @@ def add_dead_letters_parser(
     dl_list.add_argument("--limit", type=int, default=50)
     dl_show = with_config(dl_sub.add_parser("show", help="one dead letter with its payload"))
     dl_show.add_argument("id", type=int)
+    dl_retry = with_config(dl_sub.add_parser("retry", help="record a dead letter's message again"))
+    dl_retry.add_argument("id", type=int)
+    dl_discard = with_config(dl_sub.add_parser("discard", help="delete a dead letter"))
+    dl_discard.add_argument("id", type=int)
 
 
 async def run_dead_letters_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
     async with open_database(loaded.storage_url) as db:
+        if args.action == "retry":
+            return await _retry(db, args.id)
+        if args.action == "discard":
+            if not await db.write(functools.partial(dead_letters.discard, letter_id=args.id)):
+                print(f"no dead letter {args.id}")
+                return 1
+            print(f"dead letter {args.id} discarded")
+            return 0
         if args.action == "show":
             letter = await db.read(functools.partial(dead_letters.get, letter_id=args.id))
             if letter is None:
@@ -55,3 +74,27 @@ async def run_dead_letters_command(args: argparse.Namespace, loaded: LoadedConfi
         for d in letters:
             print(f"{d.id}\t{d.created_at}\t{d.channel}\t{d.platform_id or '-'}\t{d.reason}")
         return 0
+
+
+async def _retry(db: Database, letter_id: int) -> int:
+    try:
+        requeued = await db.write(functools.partial(inbox.requeue_dead_letter, letter_id=letter_id))
+    except inbox.NotAMessage as exc:
+        print(str(exc))
+        return 1
+    except (StorageUnavailable, StorageClosed):
+        raise
+    except Exception as exc:  # the inbox refused it alone, as it did the first time
+        print(f"the inbox refused dead letter {letter_id} again ({type(exc).__name__}: {exc})")
+        return 1
+    if requeued is None:
+        print(f"no dead letter {letter_id}")
+        return 1
+    if requeued.inbox_id is None:
+        print(f"dead letter {letter_id} was in the inbox already; the dead letter is gone")
+        return 0
+    print(
+        f"dead letter {letter_id} recorded as inbox row {requeued.inbox_id}; the gateway "
+        "answers it when it next starts (a running gateway's console retries at once)"
+    )
+    return 0

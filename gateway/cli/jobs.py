@@ -20,6 +20,7 @@ from typing import Any
 from gateway.config.loading import LoadedConfig
 from scheduler.admin import JobAdmin, JobView, SchedulerError
 from scheduler.clock import SystemClock
+from scheduler.manage import OPERATOR_ACTIONS, operator_action
 from scheduler.owners import OPERATOR
 from storage.backends import open_database
 
@@ -81,8 +82,11 @@ async def _dispatch(
         view = await admin.get(args.job_id, caller=OPERATOR, runs=max(args.runs, 0))
         print(json.dumps(view.to_dict(zone, full=True), indent=2, ensure_ascii=False))
         return 0
+    if command not in OPERATOR_ACTIONS:
+        print(f"error: unknown jobs command {command!r}", file=sys.stderr)
+        return 2
+    changed = await operator_action(admin, command, args.job_id)
     if command == "run":
-        await admin.request_run(args.job_id)
         rescan = loaded.config.scheduler.rescan_interval_secs
         when = f"within {rescan:g}s" if rescan > 0 else "at its next wake-up"
         print(
@@ -90,18 +94,10 @@ async def _dispatch(
             "otherwise the gateway runs it when it starts"
         )
         return 0
-    if command == "pause":
-        view = await admin.pause(args.job_id, caller=OPERATOR)
-    elif command == "resume":
-        view = await admin.resume(args.job_id, caller=OPERATOR)
-    elif command == "delete":
-        await admin.delete(args.job_id, caller=OPERATOR)
+    if changed is None:
         print(f"deleted job {args.job_id!r}")
         return 0
-    else:
-        print(f"error: unknown jobs command {command!r}", file=sys.stderr)
-        return 2
-    summary = view.to_dict(zone)
+    summary = changed.to_dict(zone)
     print(f"{summary['id']}: {summary['state']}, next run {summary['next_run_at'] or '-'}")
     return 0
 

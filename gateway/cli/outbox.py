@@ -1,8 +1,9 @@
-"""`picobot outbox list|retry`: undelivered replies, straight on the database.
+"""`picobot outbox list|retry|discard`: undelivered replies, straight on the database.
 
 Works whether or not the gateway is running: each command is one read or one
 write transaction. A running gateway sends a retried row at its next rescan
-of the outbox (`gateway.outbox_rescan_secs`). `list` shows each row's age and
+of the outbox (`gateway.outbox_rescan_secs`); a discarded row is never sent
+(the console's discard is the same function). `list` shows each row's age and
 when it goes next as the database has it (a degraded channel's sender writes
 its next probe time there).
 """
@@ -28,12 +29,14 @@ def add_outbox_parser(
     with_config: Callable[[argparse.ArgumentParser], argparse.ArgumentParser] = lambda p: p,
 ) -> None:
     """`with_config` adds the shared --config option to each subcommand."""
-    ob = subparsers.add_parser("outbox", help="inspect or retry undelivered replies")
+    ob = subparsers.add_parser("outbox", help="inspect, retry or discard undelivered replies")
     ob_sub = ob.add_subparsers(dest="action", required=True)
     ob_list = with_config(ob_sub.add_parser("list", help="rows not yet sent"))
     ob_list.add_argument("--failed", action="store_true", help="only rows that gave up")
     ob_retry = with_config(ob_sub.add_parser("retry", help="queue a failed row again"))
     ob_retry.add_argument("id", type=int)
+    ob_discard = with_config(ob_sub.add_parser("discard", help="give a failed row up for good"))
+    ob_discard.add_argument("id", type=int)
 
 
 async def run_outbox_command(args: argparse.Namespace, loaded: LoadedConfig) -> int:
@@ -47,6 +50,13 @@ async def run_outbox_command(args: argparse.Namespace, loaded: LoadedConfig) -> 
                 f"outbox row {args.id} queued again; a running gateway sends it within "
                 f"{loaded.config.gateway.outbox_rescan_secs:g} seconds"
             )
+            return 0
+        if args.action == "discard":
+            channel = await db.write(functools.partial(outbox.discard_row, row_id=args.id))
+            if channel is None:
+                print(f"outbox row {args.id} is not failed or parked; nothing to discard")
+                return 1
+            print(f"outbox row {args.id} discarded: it is never sent")
             return 0
         rows = await db.read(functools.partial(outbox.list_rows, failed_only=args.failed))
         if not rows:
@@ -69,7 +79,7 @@ def _next_attempt(row: outbox.OutboxRow, now: datetime) -> str:
     if row.state is outbox.OutboxState.PARKED:
         return "when the recipient is back"
     if row.state is not outbox.OutboxState.PENDING:
-        return "never (outbox retry to queue it again)"
+        return "never (outbox retry to queue it again, or discard)"
     if row.next_attempt_at is None:
         return "now"
     due_in = (parse_iso(row.next_attempt_at) - now).total_seconds()

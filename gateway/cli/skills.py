@@ -1,9 +1,15 @@
-"""`picobot skills list|show|events`: the skills this config finds, one skill's
-SKILL.md, and the recorded discovery and usage events.
+"""`picobot skills list|show|events|disable|enable`: the skills this config
+finds, one skill's SKILL.md, the recorded discovery and usage events, and
+turning skills off and on.
 
 `list` and `show` scan the sources themselves (the same roots and precedence
 as the gateway), whether or not a gateway runs; `events` reads the database.
-Nothing here writes: skills are changed on disk or with `skill_manage`.
+`disable` and `enable` edit the skill-state.json files as `skill_manage` and
+the console do (`SkillRuntime.switch`): disable writes $PICOBOT_HOME's file
+(`--project`: the project's), enable takes the names out of both. A running
+gateway sees the change at its next look at the skill folders
+(`skills.check_interval_secs`). Skills themselves are changed on disk or with
+`skill_manage`.
 """
 
 from __future__ import annotations
@@ -14,9 +20,12 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+from agent.tools.base import ToolError
 from gateway.config.loading import LoadedConfig
-from gateway.tools.skills import skill_roots
+from gateway.tools.skills import SkillRuntime, StoreSkillEvents, skill_roots
 from skills.discovery import scan
+from skills.index import IndexLimits
+from skills.manage import Scope
 from storage.backends import open_database
 from storage.store import Store
 
@@ -39,6 +48,11 @@ def add_skills_parser(
     events = with_config(commands.add_parser("events", help="recent skill events"))
     events.add_argument("name", nargs="?", help="only this skill's")
     events.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    disable = with_config(commands.add_parser("disable", help="turn skills off (kept off)"))
+    disable.add_argument("names", nargs="+", metavar="NAME")
+    disable.add_argument("--project", action="store_true", help="in the project's skill-state.json")
+    enable = with_config(commands.add_parser("enable", help="turn disabled skills back on"))
+    enable.add_argument("names", nargs="+", metavar="NAME")
 
 
 async def run_skills_command(
@@ -57,6 +71,8 @@ async def run_skills_command(
             detail = f" — {r.detail}" if r.detail else ""
             print(f"{stamp} {r.event:<10} {r.skill} ({r.source or '-'}){where}{detail}", file=out)
         return 0
+    if command in ("disable", "enable"):
+        return await _switch(args, loaded, out)
     if not loaded.config.skills.enabled:
         print("skills are disabled (skills.enabled: false)", file=out)
     found = await asyncio.to_thread(scan, skill_roots(loaded))
@@ -81,4 +97,28 @@ async def run_skills_command(
         print("disabled: " + ", ".join(sorted(found.disabled)), file=out)
     for problem in found.problems:
         print(f"problem: {problem}", file=out)
+    return 0
+
+
+async def _switch(args: argparse.Namespace, loaded: LoadedConfig, out: TextIO) -> int:
+    enable = args.skills_command == "enable"
+    scopes: list[Scope] = ["user", "project"] if enable else ["project" if args.project else "user"]
+    cfg = loaded.config.skills
+    async with open_database(loaded.storage_url) as db:
+        runtime = SkillRuntime(
+            skill_roots(loaded),
+            IndexLimits(cfg.max_index_chars, cfg.max_listed_skills),
+            StoreSkillEvents(Store(db)),
+        )
+        try:
+            paths, unknown = await runtime.switch(
+                args.names, enable=enable, scopes=scopes, detail="picobot skills"
+            )
+        except ToolError as exc:
+            print(f"picobot: {exc}", file=sys.stderr)
+            return 1
+    done = "enabled" if enable else "disabled"
+    print(f"{done}: {', '.join(args.names)} ({', '.join(str(p) for p in paths)})", file=out)
+    if unknown:
+        print(f"not found now (kept in the file): {', '.join(unknown)}", file=out)
     return 0

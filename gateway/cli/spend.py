@@ -17,13 +17,14 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from gateway.config.limits import BUDGET_FIELDS, Budget, BudgetField, LimitsConfig, Scope
 from gateway.config.loading import LoadedConfig
 from gateway.spend.budget import SCOPES, TOTAL_KEY, Budgets
 from gateway.spend.parsing import parse_field, parse_key, parse_scope, parse_value, value_text
+from gateway.spend.payer import local_days
 from storage.backends import open_database
 from storage.clock import parse_iso
 from storage.sql.spend import Override, UsageDay
@@ -170,7 +171,7 @@ async def run_usage_command(
     except BadArgument as exc:
         return _refuse(str(exc))
     zone = loaded.config.time.zone
-    since = (now().astimezone(zone).date() - timedelta(days=args.days - 1)).isoformat()
+    since = local_days(now(), zone, args.days)[0].isoformat()
     async with open_database(loaded.storage_url) as db:
         rows = await Store(db).spend.usage_days(since, channel=channel, sender_id=sender)
     if args.json:

@@ -1,28 +1,42 @@
-"""The console for the composition root: `ConsoleParts` is what the gateway
-hands over (its store, config and running parts), `ConsoleFeature.mount`
-puts each view's routes under `/api/ops/` behind the admin guard. Mounted
-before the web UI, whose catch-all GET answers the page."""
+"""The console for the composition root: `ConsoleFeature` holds what the
+gateway hands over (its store, config and running parts); its `mount` puts
+each view's routes under `/api/ops/` behind the admin guard. Mounted before
+the web UI, whose catch-all GET answers the page."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from agent.mcp.manager import McpManager
 from channels.base import Channel
 from gateway.access.policy import AccessPolicy
 from gateway.approvals.service import Approvals
 from gateway.clock import Clock
 from gateway.commands import CommandRegistry
 from gateway.config.loading import LoadedConfig
-from gateway.console.api import ConsoleApi, View
+from gateway.console.api import ConsoleApi, Route, View
+from gateway.console.conversations import ConversationsView
 from gateway.console.delivery import DeliveryView
 from gateway.console.guard import Guard, NamedToken
+from gateway.console.logs import LogsView
+from gateway.console.people import PeopleView
 from gateway.console.schedule import JobsReader, ScheduleView
+from gateway.console.settings import SettingsView
+from gateway.console.tools import ToolsView
+from gateway.console.usage import UsageView
+from gateway.delivery.outbound import SendingHealth
+from gateway.ingress.inbound import InboundProcessor
+from gateway.memory.setup import MemoryFeature
+from gateway.ops.tail import LOG_TAIL
+from gateway.sessions.commands import SessionCommands
+from gateway.spend.budget import Budgets
 from storage.store import Store
+
+if TYPE_CHECKING:  # the MCP SDK loads with the first server, not at start
+    from agent.mcp.manager import McpManager
 
 __all__ = ["ConsoleFeature"]
 
@@ -48,12 +62,23 @@ class ConsoleFeature:
     mcp: McpManager | None
     skills: Any
     clock: Clock
+    budgets: Budgets | None = None  # the gateway's budgets (None: the usage view builds its own)
+    memory: MemoryFeature | None = None  # the people view's forget rewrites AGENT.md's block
+    sessions: SessionCommands | None = None  # archive and delete, as /archive and /delete
+    sending_health: Callable[[str], SendingHealth | None] | None = None  # per channel
+    inbound: InboundProcessor | None = None  # retries a dead letter and routes it
 
     def views(self) -> list[View]:
         """Every console view, one line each."""
         return [
-            DeliveryView(self.store, self.wake, self.checks),
-            ScheduleView(self.jobs_view),
+            DeliveryView.of(self),
+            ConversationsView(self.store, self.sessions),
+            ScheduleView(self.jobs_view, self.scheduler),
+            ToolsView.of(self.store, self.mcp, self.loaded.config, self.skills),
+            PeopleView(self.store, self.approvals, self.loaded, self.wake, self.clock, self.memory),
+            UsageView.of(self.store, self.budgets, self.loaded.config, self.clock),
+            LogsView(LOG_TAIL),
+            SettingsView(self.loaded),
         ]
 
     def guard(self) -> Guard:
@@ -67,10 +92,11 @@ class ConsoleFeature:
             exposed=not config.gateway.loopback_only,
         )
 
-    def mount(self, app: web.Application) -> ConsoleApi:
+    def mount(self, app: web.Application) -> list[Route]:
+        """Every view's routes under /api/ops/; returns them as mounted."""
         api = ConsoleApi(self.guard(), self.views())
         api.mount(app)
-        return api
+        return api.mounted
 
 
 def _named_tokens(loaded: LoadedConfig) -> list[NamedToken]:

@@ -8,6 +8,8 @@ nothing but one probe row when `next_probe_at` comes, the wait growing like a
 row's backoff (capped at `outbound_retry_max_secs`); the first answer of the
 platform (a success, but also a refusal or a rate limit: the API is up) ends
 the episode. The state lives in memory: a restarted gateway simply tries again.
+Beside it, the last send that failed (for whatever reason) and the last that
+went, for the operator's console.
 
 This module only keeps the state; the dispatcher logs, counts and stores.
 """
@@ -30,7 +32,10 @@ class ChannelHealth:
     failures: int = 0  # sends in a row the platform did not answer
     degraded_since: datetime | None = None
     next_probe_at: datetime | None = None
-    last_error: str = ""
+    last_error: str = ""  # of the outage: what /ready says
+    last_failure: str = ""  # the last failed send, an outage or a refusal
+    last_failure_at: datetime | None = None
+    last_sent_at: datetime | None = None
 
     @property
     def degraded(self) -> bool:
@@ -54,6 +59,13 @@ class ChannelHealth:
         self.failures = 0
         self.degraded_since = self.next_probe_at = None
         return None if since is None else (now - since).total_seconds()
+
+    def sent(self, now: datetime) -> None:
+        self.last_sent_at = now
+
+    def send_failed(self, reason: str, now: datetime) -> None:
+        """Any failed send (`failed` counts only those the platform did not answer)."""
+        self.last_failure, self.last_failure_at = reason, now
 
     def probe_due(self, now: datetime) -> bool:
         return self.next_probe_at is None or now >= self.next_probe_at

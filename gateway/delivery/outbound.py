@@ -34,11 +34,12 @@ from gateway.delivery.policy import (
 )
 from gateway.i18n import Locale
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
+from gateway.ops import tracing
 from storage.clock import iso, parse_iso
 from storage.sql.delivery import outbox
 from storage.store import Store
 
-__all__ = ["DeliveryMetrics", "OutboundDispatcher"]
+__all__ = ["DeliveryMetrics", "OutboundDispatcher", "SendingHealth"]
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +53,16 @@ class DeliveryMetrics(Protocol):
     def outbound_failed(self, channel: str, count: int = 1) -> None: ...
 
     def outbound_retry(self, channel: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SendingHealth:
+    """One channel's sending as its sender sees it now (in memory: since start)."""
+
+    problem: str | None  # why it takes no sends (degraded), as /ready says; None: fine
+    last_error: str | None  # the last send that failed, for whatever reason
+    last_error_at: datetime | None
+    last_sent_at: datetime | None  # the last send that went
 
 
 @dataclass(slots=True)
@@ -167,6 +178,16 @@ class OutboundDispatcher:
         """Why `channel` is not taking sends (for /ready); None when it is."""
         state = self._states.get(channel)
         return None if state is None else state.health.not_ready_reason()
+
+    def health(self, channel: str) -> SendingHealth | None:
+        """How `channel`'s sends fare (the console); None for no such channel."""
+        state = self._states.get(channel)
+        if state is None:
+            return None
+        h = state.health
+        return SendingHealth(
+            h.not_ready_reason(), h.last_failure or None, h.last_failure_at, h.last_sent_at
+        )
 
     def recipient_online(self, channel: str, chat_id: str) -> None:
         state = self._states.get(channel)
@@ -315,7 +336,8 @@ class OutboundDispatcher:
                     message = row.to_message()
                     waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
                     fallback = self.locale_of(channel.name)
-                    await channel.send(with_late_note(message, waited, self.policy, fallback))
+                    with tracing.sending(message):  # a span of the reply's trace
+                        await channel.send(with_late_note(message, waited, self.policy, fallback))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -326,6 +348,7 @@ class OutboundDispatcher:
                 if state.health.degraded:
                     return  # the rest waits for the probe
                 continue
+            state.health.sent(datetime.now(UTC))
             queued = self.store.mark_sent_soon(row.id)
             if queued is None:
                 await self.store.mark_sent(row.id)
@@ -333,6 +356,7 @@ class OutboundDispatcher:
                 state.marks.append(queued)  # commits even if this task is cancelled
             if self.metrics is not None:
                 self.metrics.outbound_sent(channel.name)
+            tracing.delivered(row.metadata)
             await self._answered(channel.name, state)
 
     async def _record_failure(
@@ -341,10 +365,13 @@ class OutboundDispatcher:
         now = datetime.now(UTC)
         waited = (now - parse_iso(row.clock_start)).total_seconds()
         decision = classify_failure(exc, row.attempts, waited, self.policy)
+        state.health.send_failed(decision.reason, now)
         if decision.outage:
             self._not_answered(name, state, decision.reason, now)
         else:
             await self._answered(name, state)
+        if decision.action is not Action.RETRY:  # its trace waits for it no longer
+            tracing.delivered(row.metadata)
         if decision.action is Action.PARK:
             log.info("outbound_parked", outbox_id=row.id, chat_id=row.chat_id)
             await self.store.park(row.id, decision.reason)

@@ -12,12 +12,19 @@ that chat's command lane (gateway.commands), which runs off this loop.
 Each message's locale (gateway.i18n.locales) is resolved here, once, onto its
 `WorkItem`: every text written in answer to it (a command's reply, a refusal,
 a failed turn's notice) reads it from there.
+
+A dead letter that is a message the gateway wrote can be retried
+(`retry_dead_letter`, the console's and, with the gateway stopped, `picobot
+dead-letters retry`'s storage function): recorded in the inbox at last and
+routed as recovery routes a row never started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -30,18 +37,31 @@ from gateway.i18n import Locale, Msg, tr
 from gateway.i18n.locales import DEFAULT_LOCALES, LocaleResolver
 from gateway.ingress.dead_letters import DeadLetterSink
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
+from gateway.ops import tracing
 from gateway.sessions.manager import SessionManager
-from gateway.work import WorkItem
+from gateway.work import MessageTrace, WorkItem
 from storage.errors import StorageUnavailable
 from storage.sql.delivery import inbox
-from storage.sql.delivery.inbox import InboxEntry, InboxState
+from storage.sql.delivery.inbox import InboxEntry, InboxState, NotAMessage
 from storage.store import Store
 
-__all__ = ["InboundProcessor"]
+__all__ = ["InboundProcessor", "NotRetried", "Retried"]
 
 log = structlog.get_logger(__name__)
 
 _BATCH_MAX = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    inbox_id: int | None  # None: the inbox had the message already (nothing new to answer)
+    channel: str
+    chat_id: str
+
+
+class NotRetried(Exception):
+    """A dead letter not recorded again (a platform's raw event, or the inbox
+    refused it once more): why, for the operator. The dead letter stays."""
 
 
 class InboundProcessor:
@@ -103,12 +123,18 @@ class InboundProcessor:
         if unreadable := await self.store.set_aside_unreadable_inbox():
             log.error("inbox_rows_unreadable", rows=unreadable, kept_in="picobot dead-letters list")
         entries = await self.store.unfinished_inbox()
-        items = [self._resumed(e) for e in entries]
+        # a recovered message starts a new trace: the old one ended with its process
+        items = [
+            self._resumed(e, trace=tracing.begin_message(e.message, e.id, recovered=True))
+            for e in entries
+        ]
         # a row never started may never have been judged (a crash right after its commit)
         admitted = {i.inbox_id for i in await self._admit([i for i in items if not i.resume])}
         for item in items:
             if item.resume or item.inbox_id in admitted:
                 await self._route(item)
+            elif item.trace is not None:  # refused: its trace ends here
+                item.trace.done()
         if entries:
             log.info("inbox_recovered", rows=len(entries))
         return len(entries)
@@ -120,13 +146,23 @@ class InboundProcessor:
         approval it carries on from stay as they were judged."""
         wanted = {item.inbox_id: item for item in batch}
         return [
-            self._resumed(e, approval_id=wanted[e.id].approval_id, locale=wanted[e.id].locale)
+            self._resumed(
+                e,
+                approval_id=wanted[e.id].approval_id,
+                locale=wanted[e.id].locale,
+                trace=wanted[e.id].trace,
+            )
             for e in await self.store.unfinished_inbox()
             if e.id in wanted
         ]
 
     def _resumed(
-        self, entry: InboxEntry, *, approval_id: int | None = None, locale: Locale | None = None
+        self,
+        entry: InboxEntry,
+        *,
+        approval_id: int | None = None,
+        locale: Locale | None = None,
+        trace: MessageTrace | None = None,
     ) -> WorkItem:
         return WorkItem(
             entry.id,
@@ -135,7 +171,37 @@ class InboundProcessor:
             session_id=entry.session_id,
             approval_id=approval_id,
             locale=locale or self.locales.resolve(entry.message),
+            trace=trace,
         )
+
+    async def retry_dead_letter(self, letter_id: int) -> Retried | None:
+        """Record dead letter `letter_id`'s message in the inbox (the dead
+        letter goes in the same commit) and route it now, judged by the access
+        gate like any message; None when there is no such dead letter.
+        Raises `NotRetried`; StorageUnavailable when writes fail for now."""
+        try:
+            requeued = await self.store.delivery.requeue_dead_letter(letter_id)
+        except NotAMessage as exc:
+            raise NotRetried(str(exc)) from None
+        except StorageUnavailable:  # writes fail for now: try again later
+            raise
+        except Exception as exc:  # the inbox refused it alone, as it did the first time
+            log.warning("dead_letter_not_recorded", dead_letter=letter_id, error=repr(exc))
+            raise NotRetried(
+                f"the inbox refused it again ({type(exc).__name__}): it stays a dead letter"
+            ) from exc
+        if requeued is None:
+            return None
+        message = requeued.message
+        log.info("dead_letter_retried", dead_letter=letter_id, inbox_id=requeued.inbox_id)
+        if requeued.inbox_id is not None:
+            self.accepted += 1
+            if self.on_accepted is not None:
+                self.on_accepted(message.channel)
+            item = WorkItem(requeued.inbox_id, message, locale=self.locales.resolve(message))
+            for admitted in await self._admit([item]):
+                await self._route(admitted)
+        return Retried(requeued.inbox_id, message.channel, message.chat_id)
 
     async def run(self) -> None:
         """Until the bus is closed and drained."""
@@ -148,6 +214,7 @@ class InboundProcessor:
 
     async def _process(self, batch: list[InboundMessage]) -> None:
         poison = True  # a job that failed alone failed on its message, not on storage
+        recording = time.time_ns()  # where each message's trace starts
         try:  # one job each: a bad message fails alone, the batch shares a commit
             outcomes = await self.store.record_inbound(batch)
         except Exception as exc:
@@ -184,8 +251,14 @@ class InboundProcessor:
                 over_cap.add(outcome)
             if receipt is not None and not receipt.done():
                 receipt.set_result(Receipt.REFUSED if full else Receipt.ACCEPTED)
-            accepted.append(WorkItem(outcome, message, locale=self.locales.resolve(message)))
-        for item in await self._admit(accepted):
+            trace = tracing.begin_message(message, outcome, start_ns=recording)
+            locale = self.locales.resolve(message)
+            accepted.append(WorkItem(outcome, message, locale=locale, trace=trace))
+        admitted = await self._admit(accepted)
+        for item in accepted:  # a refused message's trace ends here
+            if item.trace is not None and item not in admitted:
+                item.trace.done()
+        for item in admitted:
             if item.inbox_id in over_cap:
                 await self._refuse_overflow(item)
             else:
@@ -322,5 +395,8 @@ class InboundProcessor:
         log.warning("inbound_refused", channel=m.channel, chat_id=m.chat_id, reason=why.value)
         text = tr(item.locale, why, count=count)
         out = OutboundMessage(m.channel, m.chat_id, text, reply_to_message_id=reply_handle(m))
+        if item.trace is not None:
+            out = item.trace.stamp(out)
+            item.trace.done()
         await self.store.answer([item.inbox_id], out)
         self.wake(m.channel)

@@ -2,7 +2,8 @@
 
 Both act on the sender's own scope only (channel + sender id, as the memory
 tools do). `/forget all` deletes every entry, the audit trail and the summary,
-then rewrites AGENT.md's block without that user's section.
+then rewrites AGENT.md's block without that user's section (`forget_all`,
+which the console's people view uses too).
 """
 
 from __future__ import annotations
@@ -13,12 +14,22 @@ from agent.memory.types import MemoryScope
 from gateway.commands import Command, CommandCall, CommandRegistry, CommandReply
 from gateway.i18n import Msg, tr
 from gateway.memory.service import SummaryFile, scope_of
+from storage.sql.memory.memories import Scope
 from storage.units.memories import MemoryStore
 
-__all__ = ["MemoryCommands"]
+__all__ = ["MemoryCommands", "forget_all"]
 
 _SHOWN: Final = 50
 _PREVIEW: Final = 120
+
+
+async def forget_all(store: MemoryStore, summary_file: SummaryFile, scope: Scope) -> int:
+    """Every entry, the audit trail and the summary of `scope` deleted, then
+    AGENT.md's block rewritten without it (`/forget all`, the console); how
+    many entries there were."""
+    count = await store.forget(scope)
+    await summary_file.refresh()
+    return count
 
 
 class MemoryCommands:
@@ -57,8 +68,7 @@ class MemoryCommands:
         scope = scope_of(self._scope(call))
         target = call.args.strip()
         if target.lower() == "all":
-            count = await self.store.forget(scope)
-            await self.summary_file.refresh()
+            count = await forget_all(self.store, self.summary_file, scope)
             return tr(call.locale, Msg.FORGOT_ALL, count=count)
         namespace, sep, key = target.partition("/")
         if not sep or not namespace or not key:

@@ -37,6 +37,7 @@ import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from gateway.ops.malformed_requests import SERVER_LOGGER, MalformedRequestFilter
+from gateway.ops.tail import LOG_TAIL, LogTail
 
 __all__ = [
     "MASK",
@@ -376,12 +377,15 @@ _UNWRITTEN: Final = logging.LogRecord(
 )
 
 
-def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> None:
+def configure_logging(
+    level: str, fmt: str, *, stream: TextIO | None = None, tail: LogTail | None = LOG_TAIL
+) -> None:
     """Route structlog and stdlib logging through one redacting pipeline.
 
     `level`: debug | info | warning | error. `fmt`: auto (console on a TTY,
     JSON lines otherwise) | console | json. Logs go to `stream` (stderr by
-    default). Calling it again replaces the previous configuration.
+    default). Each line also goes, redacted, to `tail` (the console's Logs
+    view). Calling it again replaces the previous configuration.
     """
     try:
         numeric = _LEVELS[level.lower()]
@@ -404,8 +408,10 @@ def configure_logging(level: str, fmt: str, *, stream: TextIO | None = None) -> 
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,  # exception text, then redacted
         redact_event,
+        *([tail] if tail is not None and console else []),  # the event, kept for the console
         renderer,
         _scrub_rendered,
+        *([tail.rendered] if tail is not None and not console else []),  # the JSON line
     ]
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),

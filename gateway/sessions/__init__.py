@@ -5,6 +5,6 @@ the rest; `steering` is /approve, /deny and /steer over a running turn;
 `messages` is send_session_message's messenger; `compaction` shortens long
 histories in the background; `usage` is what /status shows.
 
-Public: gateway.sessions.manager
-May import: agent, gateway.approvals, gateway.bus, gateway.clock, gateway.commands, gateway.config, gateway.i18n, gateway.lifecycle, gateway.spend, gateway.turns, gateway.work, storage
+Public: gateway.sessions.commands, gateway.sessions.manager
+May import: agent, gateway.approvals, gateway.bus, gateway.clock, gateway.commands, gateway.config, gateway.i18n, gateway.lifecycle, gateway.ops, gateway.spend, gateway.turns, gateway.work, storage
 """

@@ -1,6 +1,8 @@
 """The built-in chat commands: /help, /new, /sessions, /use, /rename,
 /archive, /delete, /stop, /status, /compact. Each is a handler in the
-`CommandRegistry`; the storage work is one named unit each (`Store`)."""
+`CommandRegistry`; the storage work is one named unit each (`Store`).
+Archiving and deleting a session are also the console's (gateway.console):
+`SessionCommands.archive_session` and `delete_session` serve both."""
 
 from __future__ import annotations
 
@@ -10,17 +12,25 @@ from gateway.commands import ANSWERED_ELSEWHERE, Command, CommandCall, CommandRe
 from gateway.i18n import Locale, Msg, tr
 from gateway.sessions.manager import SessionManager
 from gateway.work import WorkItem, session_base_id
-from storage.sql.conversations.commands import SessionStats
+from storage.sql.conversations.commands import Replaced, SessionStats
 from storage.sql.conversations.sessions import SessionRecord, SessionStatus
 from storage.store import Store
 
-__all__ = ["SessionCommands"]
+__all__ = ["SessionBusy", "SessionCommands"]
 
 # A compact hook queues the work and answers the command itself when done;
 # False means it could not be queued.
 CompactHook = Callable[[WorkItem, str], bool]
 # (stats, channel, locale) → one more /status line
 StatusHook = Callable[[SessionStats, str, Locale], str]
+
+
+class SessionBusy(Exception):
+    """The conversation's sessions may not change now: `reason` says why."""
+
+    def __init__(self, reason: Msg) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
 
 
 def _title(locale: Locale, title: str | None) -> str:
@@ -122,31 +132,56 @@ class SessionCommands:
         self.history_changed(call.channel, call.chat_id)
         return tr(call.locale, Msg.RENAMED, id=record.id, title=call.args)
 
-    def _busy(self, call: CommandCall) -> str | None:
-        if self.sessions.is_busy(call.channel, call.chat_id):
-            return tr(call.locale, Msg.BUSY)
-        if self.waiting_approval is not None and self.waiting_approval(call.channel, call.chat_id):
-            return tr(call.locale, Msg.BUSY_APPROVAL)
+    def busy(self, channel: str, chat_id: str) -> Msg | None:
+        """Why the conversation's sessions may not be archived or deleted now
+        (a turn runs, or one waits for an approval: it still owns its
+        session); None when they may."""
+        if self.sessions.is_busy(channel, chat_id):
+            return Msg.BUSY
+        if self.waiting_approval is not None and self.waiting_approval(channel, chat_id):
+            return Msg.BUSY_APPROVAL
         return None
 
+    async def archive_session(
+        self, channel: str, chat_id: str, session_id: str | None = None
+    ) -> Replaced | None:
+        """Archive `session_id` (default: the active one; a fresh session
+        replaces the active one): /archive and the console. Raises
+        `SessionBusy` while the conversation is busy."""
+        if (why := self.busy(channel, chat_id)) is not None:
+            raise SessionBusy(why)
+        base = session_base_id(channel, chat_id)
+        replaced = await self.store.archive_session(channel, chat_id, base, session_id)
+        self.history_changed(channel, chat_id)
+        return replaced
+
+    async def delete_session(
+        self, channel: str, chat_id: str, ref: str | None = None, *, session_id: str | None = None
+    ) -> Replaced | None:
+        """Delete the session `ref` names or `session_id` is (default: the
+        active one) for good: /delete and the console. Raises `SessionBusy`
+        while the conversation is busy."""
+        if (why := self.busy(channel, chat_id)) is not None:
+            raise SessionBusy(why)
+        base = session_base_id(channel, chat_id)
+        replaced = await self.store.delete_session(channel, chat_id, base, ref, session_id)
+        self.history_changed(channel, chat_id)
+        return replaced
+
     async def archive(self, call: CommandCall) -> CommandReply:
-        if busy := self._busy(call):
-            return busy
-        base = session_base_id(call.channel, call.chat_id)
-        replaced = await self.store.archive_active(call.channel, call.chat_id, base)
-        self.history_changed(call.channel, call.chat_id)
+        try:
+            replaced = await self.archive_session(call.channel, call.chat_id)
+        except SessionBusy as busy:
+            return tr(call.locale, busy.reason)
         if replaced is None or replaced.fresh is None:
             return tr(call.locale, Msg.NOTHING_TO_ARCHIVE)
         return tr(call.locale, Msg.ARCHIVED, old=replaced.old.id, new=replaced.fresh.id)
 
     async def delete(self, call: CommandCall) -> CommandReply:
-        if busy := self._busy(call):
-            return busy
-        base = session_base_id(call.channel, call.chat_id)
-        replaced = await self.store.delete_session(
-            call.channel, call.chat_id, base, call.args or None
-        )
-        self.history_changed(call.channel, call.chat_id)
+        try:
+            replaced = await self.delete_session(call.channel, call.chat_id, call.args or None)
+        except SessionBusy as busy:
+            return tr(call.locale, busy.reason)
         if replaced is None:
             if call.args:
                 return tr(call.locale, Msg.NO_SUCH_SESSION, name=call.args)

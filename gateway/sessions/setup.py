@@ -86,10 +86,11 @@ class SessionsFeature:
         history_changed: Callable[[str, str], None],
         approvals: Approvals,
         agents: AgentDirectory,
-    ) -> None:
-        """The session commands, added to `registry`."""
+    ) -> SessionCommands:
+        """The session commands, added to `registry` (the console archives
+        and deletes through them too)."""
         compactor = self.compactor
-        SessionCommands(
+        return SessionCommands(
             store,
             sessions,
             registry,

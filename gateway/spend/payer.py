@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from gateway.i18n import Locale
 
-__all__ = ["PAYER", "UNKNOWN_PAYER", "Payer", "Periods", "paying"]
+__all__ = ["PAYER", "UNKNOWN_PAYER", "Payer", "Periods", "local_days", "paying"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +89,11 @@ class Periods:
 
     def ends(self, field: str) -> datetime:
         return self.day_ends if field.startswith("daily") else self.month_ends
+
+
+def local_days(now: datetime, zone: ZoneInfo, days: int) -> tuple[date, date]:
+    """The first and the last of the last `days` local dates (`time.timezone`),
+    today the last: what `picobot usage --days` and the console's usage view
+    report on."""
+    today = now.astimezone(zone).date()
+    return today - timedelta(days=days - 1), today

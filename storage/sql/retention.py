@@ -4,8 +4,9 @@ Synchronous functions of a `sqlite3.Connection` for `Database.write`/`read`;
 each deletes at most `limit` rows, so a backlog never holds the writer long.
 Past the cutoff these go (`RetainedTable`):
 
-- outbox rows delivered (`sent`, by `sent_at`) or given up (`failed`, by the
-  start of their give-up clock: until then `picobot outbox retry` can send one);
+- outbox rows delivered (`sent`, by `sent_at`) or discarded by an operator
+  (by `created_at`); a row given up (`failed`) stays until it is retried or
+  discarded;
 - inbox rows `done` (by `finished_at`): a platform redelivering an event older
   than that would be answered again, and platforms redeliver within hours;
 - dead letters, skill events, and approvals `done` (by `updated_at`).
@@ -69,9 +70,10 @@ YOUNG_RUN: Final = 50
 _RULES: Final = {
     RetainedTable.OUTBOX: _Rule(
         "created_at",
-        # a given-up row stays until someone retries it: the table has no time
-        # it failed at, and a reply given up must never vanish unseen (§4.6)
-        f"state = 'sent' AND {_BEFORE.format('sent_at')}",
+        # a given-up row stays until someone retries or discards it: the table
+        # has no time it failed at, and a reply given up must never vanish
+        # unseen (§4.6); a discarded one was seen
+        f"(state = 'sent' AND {_BEFORE.format('sent_at')}) OR state = 'discarded'",
     ),
     RetainedTable.INBOX: _Rule(
         "received_at", f"state = 'done' AND {_BEFORE.format('finished_at')}"
@@ -215,7 +217,9 @@ def undelivered_outbox_media(conn: sqlite3.Connection) -> set[str]:
     one row, but a message queued again (a new row, a new key) names the same
     file: a copy goes only once no row still to be sent names it."""
     paths: set[str] = set()
-    rows = conn.execute("SELECT media FROM outbox WHERE state != 'sent' AND media IS NOT NULL")
+    rows = conn.execute(
+        "SELECT media FROM outbox WHERE state NOT IN ('sent', 'discarded') AND media IS NOT NULL"
+    )
     for (media,) in rows:
         try:
             paths.update(str(m["path"]) for m in json.loads(media))

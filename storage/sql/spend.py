@@ -4,7 +4,8 @@
   e.g. ("sender", "telegram:42", "day:2026-12-07"); a budget is checked
   against a handful of these rows, never by summing the log.
 - `usage_log`: one row per model call (who caused it, agent, model, the
-  four token counts, the cost), for `/usage`, `picobot usage` and reports;
+  four token counts, the cost), for `/usage`, `picobot usage`, the
+  console's usage view (`usage_by`) and reports;
   pruned after `limits.usage_retention_days`.
 - `limit_overrides`: budgets set at run time (`/limits`, `picobot limits`),
   one row per (scope, key, field); a NULL value means "no limit".
@@ -29,12 +30,14 @@ from storage.clock import iso
 from storage.database import Database
 
 __all__ = [
+    "USAGE_DIMENSIONS",
     "Call",
     "Override",
     "SpendStore",
     "Total",
     "TotalKey",
     "UsageDay",
+    "UsageGroup",
     "charge",
     "clear_override",
     "overrides",
@@ -43,7 +46,9 @@ __all__ = [
     "run_tokens",
     "set_override",
     "spent",
+    "totalled_keys",
     "totals",
+    "usage_by",
     "usage_days",
 ]
 
@@ -102,6 +107,37 @@ class UsageDay:
     cache_read_tokens: int
     cache_write_tokens: int
     cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageGroup:
+    """A report row: one day's calls of one agent, model, channel or user
+    (`key`; "" for each of the day's calls, or not known)."""
+
+    day: str
+    key: str
+    calls: int
+    turns: int  # distinct run ids (a call outside a turn has none)
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: float
+
+
+# what a report groups the log by, after the day: a user is "channel:sender_id"
+USAGE_DIMENSIONS: dict[str, str | None] = {
+    "day": None,
+    "agent": "agent",
+    "model": "model",
+    "channel": "channel",
+    "user": "CASE WHEN sender_id = '' THEN '' ELSE channel || ':' || sender_id END",
+}
+# a report row's numbers: calls, the four token counts, the cost
+_SUMS = (
+    "COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
+    "SUM(cache_write_tokens), COALESCE(SUM(cost), 0)"
+)
 
 
 def charge(
@@ -224,8 +260,7 @@ def usage_days(
         where += " AND channel = ? AND sender_id = ?"
         args += [channel, sender_id]
     rows = conn.execute(
-        "SELECT day, agent, model, COUNT(*), SUM(input_tokens), SUM(output_tokens), "
-        "SUM(cache_read_tokens), SUM(cache_write_tokens), COALESCE(SUM(cost), 0) "
+        f"SELECT day, agent, model, {_SUMS} "
         f"FROM usage_log WHERE {where} GROUP BY day, agent, model ORDER BY day, agent, model",
         args,
     ).fetchall()
@@ -235,6 +270,52 @@ def usage_days(
         )
         for r in rows
     ]
+
+
+def usage_by(
+    conn: sqlite3.Connection, dimension: str, first_day: str, last_day: str, top: int
+) -> list[UsageGroup]:
+    """The log from `first_day` to `last_day` (local dates) by day and
+    `dimension` (a key of USAGE_DIMENSIONS; "day": by day alone), of the `top`
+    keys with the most tokens over those days."""
+    expr = USAGE_DIMENSIONS[dimension]
+    span = "day >= ? AND day <= ?"
+    args: list[str | int] = [first_day, last_day]
+    if expr is None:
+        key, group, where = "''", "day", span
+    else:
+        key, group = expr, f"day, {expr}"
+        where = (
+            f"{span} AND {expr} IN (SELECT {expr} FROM usage_log WHERE {span} GROUP BY {expr} "
+            f"ORDER BY SUM(input_tokens + output_tokens) DESC, {expr} LIMIT ?)"
+        )
+        args += [first_day, last_day, top]
+    rows = conn.execute(
+        f"SELECT day, {key}, {_SUMS}, COUNT(DISTINCT run_id) FROM usage_log "
+        f"WHERE {where} GROUP BY {group} ORDER BY {group}",
+        args,
+    ).fetchall()
+    return [_group(r) for r in rows]
+
+
+def _group(r: Any) -> UsageGroup:
+    """A `usage_by` row: day, key, the numbers of _SUMS, the turns."""
+    calls, read, write, turns = int(r[2]), int(r[5]), int(r[6]), int(r[8])
+    return UsageGroup(r[0], r[1], calls, turns, int(r[3]), int(r[4]), read, write, float(r[7]))
+
+
+def totalled_keys(
+    conn: sqlite3.Connection, scope: str, periods: Sequence[str], limit: int
+) -> list[str]:
+    """The keys of `scope` with a total in any of `periods` ("day:…",
+    "month:…"), those that spent the most first, `limit` at most."""
+    marks = ", ".join("?" for _ in periods)
+    rows = conn.execute(
+        f"SELECT key FROM spend_totals WHERE scope = ? AND period IN ({marks}) "
+        "GROUP BY key ORDER BY MAX(cost) DESC, MAX(tokens) DESC, key LIMIT ?",
+        (scope, *periods, limit),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 # the key of each scope in a usage_log row (gateway/spend/budget.py scope_key)
@@ -260,13 +341,15 @@ def rebuild_totals(
     for scope in scopes:
         key = _SCOPE_KEY[scope]
         known = _KNOWN.get(scope, "1 = 1")
+        # the total is one row (zero without calls): PostgreSQL groups by no constant
+        group = "" if scope == "total" else f" GROUP BY {key}"
         for period, first, last in periods:
             conn.execute("DELETE FROM spend_totals WHERE scope = ? AND period = ?", (scope, period))
             conn.execute(
                 "INSERT INTO spend_totals (scope, key, period, tokens, cost, updated_at) "
-                f"SELECT ?, {key}, ?, SUM(input_tokens + output_tokens), "
+                f"SELECT ?, {key}, ?, COALESCE(SUM(input_tokens + output_tokens), 0), "
                 f"COALESCE(SUM(cost), 0), ? FROM usage_log WHERE day >= ? AND day <= ? "
-                f"AND {known} GROUP BY {key}",
+                f"AND {known}{group}",
                 (scope, period, at, first, last),
             )
 
@@ -360,6 +443,20 @@ class SpendStore:
     ) -> list[UsageDay]:
         return await self.db.read(
             functools.partial(usage_days, since_day=since_day, channel=channel, sender_id=sender_id)
+        )
+
+    async def usage_by(
+        self, dimension: str, first_day: str, last_day: str, top: int
+    ) -> list[UsageGroup]:
+        return await self.db.read(
+            functools.partial(
+                usage_by, dimension=dimension, first_day=first_day, last_day=last_day, top=top
+            )
+        )
+
+    async def totalled_keys(self, scope: str, periods: Sequence[str], limit: int) -> list[str]:
+        return await self.db.read(
+            functools.partial(totalled_keys, scope=scope, periods=periods, limit=limit)
         )
 
     async def rebuild_totals(

@@ -110,8 +110,9 @@ class MemoryStore:
             self._summaries.popitem(last=False)
         return value
 
-    async def scopes(self) -> list[ScopeInfo]:
-        return await self.db.read(memories.list_scopes)
+    async def scopes(self, limit: int | None = None) -> list[ScopeInfo]:
+        """Every scope with entries or a summary, by key (the first `limit`)."""
+        return await self.db.read(functools.partial(memories.list_scopes, limit=limit))
 
     async def changed_scopes(self) -> list[Scope]:
         return await self.db.read(memory_maintenance.changed_scopes)

@@ -1,5 +1,6 @@
 """`TranscriptStore`: the units of work of sub-agent transcripts
-(storage/sql/conversations/subagents.py) and of `send_session_message` (storage/sql/conversations/sent_messages.py),
+(storage/sql/conversations/subagents.py), of `send_session_message` (storage/sql/conversations/sent_messages.py)
+and of the operator's reads of every conversation (storage/sql/conversations/browse.py),
 reached as `Store.transcripts`. Each method is one transaction."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from agent.messages import ChatMessage
 from gateway.bus import OutboundMessage
 from storage.database import Database
 from storage.sql.access.rate_events import RateLimit
-from storage.sql.conversations import messages, sent_messages, subagents
+from storage.sql.conversations import browse, messages, sent_messages, sessions, subagents
+from storage.sql.conversations.browse import Found, SessionQuery, Transcript
 from storage.sql.conversations.sent_messages import Limited, Queued
 from storage.sql.conversations.sessions import SessionRecord
 from storage.sql.conversations.subagents import ChildOpened
@@ -58,6 +60,21 @@ class TranscriptStore:
         """The session's active history (e.g. a sub-agent's transcript)."""
         return await self.db.read(
             functools.partial(messages.load_active_history, session_id=session_id)
+        )
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        return await self.db.read(functools.partial(sessions.get_session, session_id=session_id))
+
+    async def find_sessions(self, query: SessionQuery) -> Found:
+        """Sessions across channels, newest activity first, a page at a time."""
+        return await self.db.read(functools.partial(browse.find_sessions, query=query))
+
+    async def transcript(
+        self, session_id: str, before: int | None = None, limit: int = browse.MAX_ROWS
+    ) -> Transcript | None:
+        """A page of the session's whole transcript (None: no such session)."""
+        return await self.db.read(
+            functools.partial(browse.transcript, session_id=session_id, before=before, limit=limit)
         )
 
     async def record_session_message(

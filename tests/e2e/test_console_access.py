@@ -35,9 +35,8 @@ def _config(home: Path, llm: FakeOpenAI) -> object:
 
 def _paths(gw: Gateway) -> list[tuple[str, str]]:
     """Each mounted console route with its parameters filled in."""
-    assert gw.console is not None
     filled = []
-    for route in gw.console.mounted:
+    for route in gw.console_routes:
         path = re.sub(r"\{(\w+)(:[^}]*)?\}", "1", route.path)
         filled.append((route.method, "/api/ops" + path))
     return filled

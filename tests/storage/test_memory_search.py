@@ -91,3 +91,16 @@ async def test_newer_entry_wins_a_tie(store: MemoryStore) -> None:
 def test_query_terms_split_chinese_into_bigrams_and_drop_stop_words() -> None:
     assert query_terms("What is the 钢琴课 time") == ["time", "钢琴", "琴课"]
     assert query_terms("用户的妻子做什么工作") == ["妻子", "子做", "工作"]
+
+
+async def test_scopes_are_those_with_entries_or_a_summary_the_first_limit(
+    store: MemoryStore,
+) -> None:
+    for user in ("feishu:u3", "feishu:u1", "feishu:u2"):
+        await store.put(Scope("user", user), "notes", "k", f"about {user}", SOURCE, cap=None)
+    await store.forget(Scope("user", "feishu:u2"))  # its row stays, with nothing in it
+    assert [(i.scope.key, i.entries) for i in await store.scopes()] == [
+        ("feishu:u1", 1),
+        ("feishu:u3", 1),
+    ]
+    assert [i.scope.key for i in await store.scopes(limit=1)] == ["feishu:u1"]

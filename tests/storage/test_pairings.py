@@ -116,3 +116,18 @@ async def test_many_senders_are_looked_up_in_one_call(store: Store) -> None:
         await store.approve_pairing(code, "host", T0 + timedelta(hours=n), None)
     asked = [("telegram", f"s{n}") for n in range(1000)]
     assert await store.approved_senders(asked) == {("telegram", f"s{n}") for n in range(3)}
+
+
+async def test_a_limited_list_is_the_newest_pairings_oldest_first(store: Store) -> None:
+    for n in range(3):
+        code = await issue(store, f"s{n}", T0 + timedelta(hours=n))
+        await store.approve_pairing(code, "host", T0 + timedelta(hours=n), None)
+    live = await issue(store, "new", T0 + timedelta(hours=3))
+    listed = await store.list_pairings(T0 + timedelta(hours=3), limit=2)
+    assert [(p.sender_id, p.state) for p in listed] == [
+        ("s2", PairingState.APPROVED),
+        ("new", PairingState.PENDING),
+    ]
+    assert listed[1].code == live
+    every = await store.list_pairings(T0 + timedelta(hours=3))
+    assert [p.sender_id for p in every] == ["s0", "s1", "s2", "new"]

@@ -5,11 +5,12 @@ budgets set at run time, and pruning."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from storage.clock import iso
 from storage.database import Database
-from storage.sql.spend import Call, Override, Total, TotalKey, UsageDay
+from storage.sql.spend import Call, Override, Total, TotalKey, UsageDay, UsageGroup
 from storage.store import Store
 from tests.storage.conftest import OpenStorage
 
@@ -214,6 +215,74 @@ async def test_usage_days_groups_by_day_agent_and_model_and_filters_by_sender(
         assert await spend.usage_days("2026-03-03") == []
 
 
+async def test_usage_by_groups_each_day_by_a_dimension_and_counts_turns_by_run_id(
+    open_storage: OpenStorage,
+) -> None:
+    """The console's report: a day's calls by agent, model, channel or user
+    (an unknown sender is ""), the distinct run ids its turns; only the `top`
+    keys with the most tokens over the span."""
+
+    def run(c: Call, run_id: str | None) -> Call:
+        return dataclasses.replace(c, run_id=run_id)
+
+    async with open_storage() as db:
+        spend = Store(db).spend
+        calls = [
+            run(call(day="2026-02-28", tokens=(1, 1, 0, 0)), "r0"),  # before the span
+            run(call(day="2026-03-01", tokens=(10, 1, 2, 3), cost=0.25), "r1"),
+            run(call(day="2026-03-01", tokens=(20, 2, 4, 6), cost=0.5), "r1"),  # one turn
+            run(call(day="2026-03-01", model="m2", tokens=(5, 5, 0, 0), cost=None), "r2"),
+            run(call(day="2026-03-01", sender="", tokens=(8, 0, 0, 0), cost=0.0), None),
+            run(call(day="2026-03-02", channel="feishu", tokens=(3, 3, 1, 0), cost=1.0), "r3"),
+            run(call(day="2026-03-03", tokens=(1, 1, 0, 0)), "r4"),  # after the span
+        ]
+        for n, c in enumerate(calls):
+            await spend.charge(c, [], T0 + timedelta(seconds=n))
+
+        span = ("2026-03-01", "2026-03-02", 10)
+        assert await spend.usage_by("day", *span) == [
+            UsageGroup("2026-03-01", "", 4, 2, 43, 8, 6, 9, 0.75),
+            UsageGroup("2026-03-02", "", 1, 1, 3, 3, 1, 0, 1.0),
+        ]
+        assert await spend.usage_by("model", *span) == [
+            UsageGroup("2026-03-01", "m1", 3, 1, 38, 3, 6, 9, 0.75),
+            UsageGroup("2026-03-01", "m2", 1, 1, 5, 5, 0, 0, 0.0),
+            UsageGroup("2026-03-02", "m1", 1, 1, 3, 3, 1, 0, 1.0),
+        ]
+        assert await spend.usage_by("user", *span) == [
+            UsageGroup("2026-03-01", "", 1, 0, 8, 0, 0, 0, 0.0),
+            UsageGroup("2026-03-01", "telegram:42", 3, 2, 35, 8, 6, 9, 0.75),
+            UsageGroup("2026-03-02", "feishu:42", 1, 1, 3, 3, 1, 0, 1.0),
+        ]
+        # the top key by tokens over the span only: telegram (51) before feishu (6)
+        assert await spend.usage_by("channel", "2026-03-01", "2026-03-02", 1) == [
+            UsageGroup("2026-03-01", "telegram", 4, 2, 43, 8, 6, 9, 0.75),
+        ]
+        assert await spend.usage_by("agent", "2026-03-04", "2026-03-05", 10) == []
+
+
+async def test_totalled_keys_names_a_scopes_keys_of_some_periods_the_biggest_first(
+    open_storage: OpenStorage,
+) -> None:
+    async with open_storage() as db:
+        spend = Store(db).spend
+        periods = ["day:2026-03-01", "month:2026-03"]
+        for sender, cost, period in [
+            ("telegram:a", 0.5, "day:2026-03-01"),
+            ("telegram:b", 2.0, "month:2026-03"),
+            ("telegram:c", 9.0, "day:2026-02-28"),  # another period
+            ("telegram:d", 1.0, "day:2026-03-01"),
+        ]:
+            await spend.charge(call(cost=cost), [("sender", sender, period)], T0)
+        assert await spend.totalled_keys("sender", periods, 10) == [
+            "telegram:b",
+            "telegram:d",
+            "telegram:a",
+        ]
+        assert await spend.totalled_keys("sender", periods, 2) == ["telegram:b", "telegram:d"]
+        assert await spend.totalled_keys("agent", periods, 10) == []
+
+
 async def test_prune_drops_a_batch_of_old_log_rows_and_stale_totals(
     open_storage: OpenStorage,
 ) -> None:
@@ -271,3 +340,42 @@ async def test_totals_and_overrides_survive_reopening_the_database(
         ]
         moved = await spend.charge(call(), [SENDER_DAY], T0 + timedelta(minutes=2))
         assert moved[SENDER_DAY] == (Total(200, 0.75), Total(300, 1.0))
+
+
+async def test_rebuild_totals_sums_the_log_per_key_and_for_the_whole_deployment(
+    open_storage: OpenStorage,
+) -> None:
+    """A scope's totals summed afresh from the log (a scope that just got a
+    budget), the total scope's one key among them, on every backend."""
+    day = ("day:2026-03-01", "2026-03-01", "2026-03-01")
+    month = ("month:2026-03", "2026-03-01", "2026-03-31")
+    async with open_storage() as db:
+        spend = Store(db).spend
+        for n, c in enumerate(
+            [
+                call(sender="a", day="2026-03-01", cost=0.25),
+                call(sender="a", day="2026-03-02", cost=0.5),
+                call(sender="b", day="2026-03-01", tokens=(10, 10, 0, 0), cost=None),
+            ]
+        ):
+            await spend.charge(c, [], T0 + timedelta(seconds=n))
+        await spend.rebuild_totals(["sender", "total"], [day, month], T0)
+        keys: list[TotalKey] = [
+            ("sender", "telegram:a", "day:2026-03-01"),
+            ("sender", "telegram:a", "month:2026-03"),
+            ("sender", "telegram:b", "day:2026-03-01"),
+            ("total", "*", "day:2026-03-01"),
+            ("total", "*", "month:2026-03"),
+        ]
+        assert list((await spend.totals(keys)).values()) == [
+            Total(100, 0.25),
+            Total(200, 0.75),
+            Total(20, 0.0),
+            Total(120, 0.25),
+            Total(220, 0.75),
+        ]
+        empty = ("day:2026-04-01", "2026-04-01", "2026-04-01")
+        await spend.rebuild_totals(["total"], [empty], T0)  # no calls: zero
+        assert await spend.totals([("total", "*", "day:2026-04-01")]) == {
+            ("total", "*", "day:2026-04-01"): Total(0, 0.0)
+        }

@@ -1,3 +1,4 @@
-"""`picobot doctor`: `main` runs the checks of an install, `findings` is what
-each check reports, `probe` asks the configured providers.
+"""`picobot doctor`: `main` runs the checks of an install and prints what
+they found. The checks themselves (`checks`, `findings`, `probe`) live in
+gateway.ops.doctor, where the console's Configuration view runs them too.
 """

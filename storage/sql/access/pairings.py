@@ -230,14 +230,20 @@ def approved_among(
     return found
 
 
-def list_pairings(conn: sqlite3.Connection, now: datetime) -> list[Pairing]:
-    """Approvals and live codes, oldest first."""
-    rows = conn.execute(
+def list_pairings(
+    conn: sqlite3.Connection, now: datetime, limit: int | None = None
+) -> list[Pairing]:
+    """Approvals and live codes, oldest first; only the newest `limit` of them."""
+    sql = (
         "SELECT * FROM pairings WHERE state = 'approved' "
-        "OR (state = 'pending' AND expires_at > ?) ORDER BY id",
-        (iso(now),),
-    ).fetchall()
-    return [_row(r) for r in rows]
+        "OR (state = 'pending' AND expires_at > ?) ORDER BY id DESC"
+    )
+    params: list[object] = [iso(now)]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    rows = conn.execute(sql, params).fetchall()
+    return [_row(r) for r in reversed(rows)]
 
 
 def pairing_of(

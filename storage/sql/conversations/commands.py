@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from agent.messages import ChatMessage, Marker, Usage
-from storage.sql.conversations import messages, sessions
+from storage.sql.conversations import messages, sessions, subagents
 from storage.sql.conversations.sessions import SessionRecord, SessionStatus
 from storage.sql.dialect import is_postgres
 
@@ -18,7 +18,7 @@ __all__ = [
     "RecentHistory",
     "Replaced",
     "SessionStats",
-    "archive_active",
+    "archive_session",
     "delete_session",
     "find_session",
     "list_with_active",
@@ -105,25 +105,58 @@ def rename_active(
     return active
 
 
-def archive_active(
-    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str
-) -> Replaced | None:
-    active = sessions.active_session(conn, channel, chat_id)
-    if active is None:
+def _own(
+    conn: sqlite3.Connection, channel: str, chat_id: str, session_id: str
+) -> SessionRecord | None:
+    """The session `session_id` if it is this conversation's."""
+    record = sessions.get_session(conn, session_id)
+    if record is None or (record.channel, record.chat_id) != (channel, chat_id):
         return None
-    sessions.set_session_status(conn, active.id, SessionStatus.ARCHIVED)
-    return Replaced(active, sessions.create_next_session(conn, channel, chat_id, base_id))
+    return record
+
+
+def archive_session(
+    conn: sqlite3.Connection,
+    channel: str,
+    chat_id: str,
+    base_id: str,
+    session_id: str | None = None,
+) -> Replaced | None:
+    """Archive the session `session_id` (default: the active one); a fresh
+    session replaces it if it was the active one. None if none matches."""
+    active = sessions.active_session(conn, channel, chat_id)
+    target = active if session_id is None else _own(conn, channel, chat_id, session_id)
+    if target is None:
+        return None
+    sessions.set_session_status(conn, target.id, SessionStatus.ARCHIVED)
+    fresh = None
+    if active is not None and target.id == active.id:
+        fresh = sessions.create_next_session(conn, channel, chat_id, base_id)
+    return Replaced(target, fresh)
 
 
 def delete_session(
-    conn: sqlite3.Connection, channel: str, chat_id: str, base_id: str, ref: str | None
+    conn: sqlite3.Connection,
+    channel: str,
+    chat_id: str,
+    base_id: str,
+    ref: str | None,
+    session_id: str | None = None,
 ) -> Replaced | None:
-    """Delete the session `ref` names (default: the active one) for good; a
-    fresh session replaces it if it was the active one. None if none matches."""
+    """Delete the session `ref` names, or `session_id` exactly (default: the
+    active one) for good, with its sub-agents' transcripts; a fresh session
+    replaces it if it was the active one. None if none matches."""
     active = sessions.active_session(conn, channel, chat_id)
-    target = find_session(sessions.list_sessions(conn, channel, chat_id), ref) if ref else active
+    if session_id is not None:
+        target = _own(conn, channel, chat_id, session_id)
+    elif ref:
+        target = find_session(sessions.list_sessions(conn, channel, chat_id), ref)
+    else:
+        target = active
     if target is None:
         return None
+    for child in subagents.children_of(conn, target.id):
+        sessions.delete_session(conn, child.id)
     sessions.delete_session(conn, target.id)
     fresh = None
     if active is not None and target.id == active.id:

@@ -21,6 +21,7 @@ __all__ = [
     "get_session",
     "list_sessions",
     "recent_sessions",
+    "record_from_row",
     "rename_session",
     "set_session_status",
 ]
@@ -54,7 +55,8 @@ _COLUMNS = (
 )
 
 
-def _record(row: sqlite3.Row, message_count: int = 0) -> SessionRecord:
+def record_from_row(row: sqlite3.Row, message_count: int = 0) -> SessionRecord:
+    """A session from a row with `_COLUMNS` (by name)."""
     return SessionRecord(
         id=row["id"],
         channel=row["channel"],
@@ -74,7 +76,7 @@ def _record(row: sqlite3.Row, message_count: int = 0) -> SessionRecord:
 
 def get_session(conn: sqlite3.Connection, session_id: str) -> SessionRecord | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return _record(row) if row else None
+    return record_from_row(row) if row else None
 
 
 def active_session(conn: sqlite3.Connection, channel: str, chat_id: str) -> SessionRecord | None:
@@ -83,7 +85,7 @@ def active_session(conn: sqlite3.Connection, channel: str, chat_id: str) -> Sess
         "(SELECT session_id FROM chat_bindings WHERE channel = ? AND chat_id = ?)",
         (channel, chat_id),
     ).fetchone()
-    return _record(row) if row else None
+    return record_from_row(row) if row else None
 
 
 def bind_session(conn: sqlite3.Connection, channel: str, chat_id: str, session_id: str) -> None:
@@ -161,7 +163,7 @@ def list_sessions(conn: sqlite3.Connection, channel: str, chat_id: str) -> list[
         "WHERE channel = ? AND chat_id = ? ORDER BY created_at, id",
         (channel, chat_id),
     ).fetchall()
-    return [_record(r, r["n"]) for r in rows]
+    return [record_from_row(r, r["n"]) for r in rows]
 
 
 def recent_sessions(
@@ -181,7 +183,7 @@ def recent_sessions(
         "ORDER BY updated_at DESC, id LIMIT ?",
         (*params, limit),
     ).fetchall()
-    return [_record(r, r["n"]) for r in rows]
+    return [record_from_row(r, r["n"]) for r in rows]
 
 
 def rename_session(conn: sqlite3.Connection, session_id: str, title: str) -> None:

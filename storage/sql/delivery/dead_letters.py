@@ -2,9 +2,12 @@
 
 A channel that meets such an event (a platform update its SDK cannot decode,
 a message the inbox refuses to store) keeps it here and moves its cursor past
-it, so one poison event never stalls the chats behind it. Nothing here is ever
-answered or replayed; `picobot dead-letters list|show` is how an operator sees
-them. The payload is stored as text, capped at `PAYLOAD_MAX_CHARS`.
+it, so one poison event never stalls the chats behind it. Nothing here is
+answered by itself: `picobot dead-letters list|show` (and the console) is how
+an operator sees them; one that is a message the gateway wrote (the inbox
+refused it, or it was set aside at start) can be recorded again
+(storage.sql.delivery.inbox.requeue_dead_letter); any can be discarded. The
+payload is stored as text, capped at `PAYLOAD_MAX_CHARS`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from gateway.bus import storable
 from storage.clock import now_iso
 from storage.sql.dialect import inserted_id
 
-__all__ = ["PAYLOAD_MAX_CHARS", "DeadLetter", "get", "recent", "record"]
+__all__ = ["PAYLOAD_MAX_CHARS", "DeadLetter", "discard", "get", "recent", "record"]
 
 PAYLOAD_MAX_CHARS = 16_384
 
@@ -89,3 +92,8 @@ def recent(conn: sqlite3.Connection, limit: int, channel: str | None = None) -> 
 def get(conn: sqlite3.Connection, letter_id: int) -> DeadLetter | None:
     row = conn.execute("SELECT * FROM dead_letters WHERE id = ?", (letter_id,)).fetchone()
     return _letter(row) if row is not None else None
+
+
+def discard(conn: sqlite3.Connection, letter_id: int) -> bool:
+    """Delete one dead letter; False when there is none of that id."""
+    return conn.execute("DELETE FROM dead_letters WHERE id = ?", (letter_id,)).rowcount == 1

@@ -9,6 +9,7 @@ the same transaction.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from gateway.bus import (
     OutboundMessage,
     SessionPolicy,
     TurnRequest,
+    make_storable,
 )
 from storage.clock import now_iso, parse_iso
 from storage.sql.delivery import dead_letters, outbox
@@ -36,12 +38,16 @@ from storage.sql.dialect import inserted_id
 __all__ = [
     "InboxEntry",
     "InboxState",
+    "NotAMessage",
+    "Requeued",
     "answer",
+    "dead_letter_message",
     "inbound_from_json",
     "inbound_to_json",
     "mark_done",
     "mark_started",
     "record_inbound",
+    "requeue_dead_letter",
     "set_aside_unreadable",
     "unfinished_entries",
 ]
@@ -204,6 +210,11 @@ def unfinished_entries(conn: sqlite3.Connection) -> list[InboxEntry]:
     ]
 
 
+# the reason of a row set aside: names the row, which stays (closed)
+_SET_ASIDE: Final = "inbox row {} unreadable at start"
+_SET_ASIDE_ROW: Final = re.compile(r"inbox row (\d+) unreadable at start")
+
+
 def set_aside_unreadable(conn: sqlite3.Connection) -> list[int]:
     """Unfinished rows whose payload no longer reads as a message (edited by
     hand, or written by a newer picobot) become dead letters and are closed,
@@ -213,8 +224,67 @@ def set_aside_unreadable(conn: sqlite3.Connection) -> list[int]:
         try:
             inbound_from_json(r["payload"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            reason = f"inbox row {r['id']} unreadable at start: {type(exc).__name__}: {exc}"
+            reason = f"{_SET_ASIDE.format(r['id'])}: {type(exc).__name__}: {exc}"
             dead_letters.record(conn, r["channel"], r["platform_id"], r["payload"], reason)
             gone.append(r["id"])
     mark_done(conn, gone)
     return gone
+
+
+class NotAMessage(ValueError):
+    """A dead letter that is not a message the gateway wrote (a platform's raw
+    event, a payload cut short): it cannot be recorded again, only discarded."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued:
+    message: InboundMessage
+    inbox_id: int | None  # None: the inbox had it already (nothing new to answer)
+
+
+def dead_letter_message(letter: dead_letters.DeadLetter) -> InboundMessage | None:
+    """The message a dead letter keeps when the gateway wrote it (a message
+    the inbox refused, an inbox row set aside at start: `inbound_to_json`),
+    made storable as the bus makes every message; None for anything else."""
+    if letter.truncated:
+        return None
+    try:
+        message = inbound_from_json(letter.payload)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    if message.channel != letter.channel:
+        return None
+    make_storable(message)
+    return message
+
+
+def requeue_dead_letter(conn: sqlite3.Connection, letter_id: int) -> Requeued | None:
+    """Record a dead letter's message in the inbox and delete the dead letter,
+    in this transaction (None: no such dead letter). The row is `received`:
+    the running gateway routes it at once (gateway.ingress), else the next
+    start does, as it does every unfinished row. A row set aside at start
+    is opened again (it stayed, closed unanswered). Raises `NotAMessage` for
+    a dead letter that is not a message; if the inbox refuses it again, the
+    error rolls the transaction back and the dead letter stays."""
+    letter = dead_letters.get(conn, letter_id)
+    if letter is None:
+        return None
+    message = dead_letter_message(letter)
+    if message is None:
+        what = "cut short" if letter.truncated else f"a {letter.channel} event it could not read"
+        raise NotAMessage(
+            f"dead letter {letter_id} is not a message the gateway wrote ({what}): "
+            "it can only be discarded"
+        )
+    inbox_id: int | None = None
+    if (aside := _SET_ASIDE_ROW.match(letter.reason)) is not None:
+        reopened = conn.execute(
+            "UPDATE inbox SET payload = ?, state = 'received', session_id = NULL, "
+            "finished_at = NULL WHERE id = ? AND state = 'done' RETURNING id",
+            (inbound_to_json(message), int(aside.group(1))),
+        )
+        inbox_id = inserted_id(reopened)
+    if inbox_id is None:
+        inbox_id = record_inbound(conn, message)
+    dead_letters.discard(conn, letter_id)
+    return Requeued(message, inbox_id)

@@ -235,16 +235,19 @@ def summary_of(conn: sqlite3.Connection, scope: Scope) -> str | None:
     return r[0] if r is not None and r[0] else None
 
 
-def list_scopes(conn: sqlite3.Connection) -> list[ScopeInfo]:
-    """Every scope with entries or a summary, by key."""
-    rows = conn.execute(
+def list_scopes(conn: sqlite3.Connection, limit: int | None = None) -> list[ScopeInfo]:
+    """Every scope with entries or a summary, by key; the first `limit` of them."""
+    sql = (
         "SELECT s.scope_kind, s.scope_key, s.revision, s.maintained_revision, s.summary,"
         " (SELECT count(*) FROM memories m WHERE m.scope_kind = s.scope_kind"
         "  AND m.scope_key = s.scope_key) AS entries"
-        " FROM memory_scopes s ORDER BY s.scope_kind, s.scope_key"
-    ).fetchall()
-    return [
-        ScopeInfo(Scope(r[0], r[1]), r["entries"], r[2], r[3], r[4])
-        for r in rows
-        if r["entries"] or r[4]
-    ]
+        " FROM memory_scopes s WHERE s.summary != '' OR EXISTS (SELECT 1 FROM memories m"
+        "  WHERE m.scope_kind = s.scope_kind AND m.scope_key = s.scope_key)"
+        " ORDER BY s.scope_kind, s.scope_key"
+    )
+    params: list[object] = []
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    rows = conn.execute(sql, params).fetchall()
+    return [ScopeInfo(Scope(r[0], r[1]), r["entries"], r[2], r[3], r[4]) for r in rows]

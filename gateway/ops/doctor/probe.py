@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from channels.base import ChannelSettings
-from gateway.cli.doctor.findings import Finding, ok, problem, secret_of, warn
 from gateway.config.core import ProviderConfig
 from gateway.config.loading import LoadedConfig
+from gateway.ops.doctor.findings import Finding, ok, problem, secret_of, warn
 from gateway.ops.logging import redact_text
 
 __all__ = ["DEFAULT_BASE", "probe_all", "used_providers"]
