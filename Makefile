@@ -39,7 +39,7 @@ lint: $(STAMP)
 
 # the console's screenshots in docs/webui/ (docs/WEBUI.md), from its browser tests
 screenshots: $(STAMP)
-	PICOBOT_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/web -k console
+	PICOBOT_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/web -k "console or i18n"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -323,7 +323,7 @@ AddParser = Callable[
 # name (module gateway.cli.<name>, or the one FAMILY_MODULES names; function
 # add_<name>_parser), its --help line, its command
 FAMILIES: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
-    ("outbox", "inspect or retry undelivered replies", cmd_outbox),
+    ("outbox", "inspect, retry or discard undelivered replies", cmd_outbox),
     ("dead-letters", "inbound events that could not be recorded", cmd_dead_letters),
     ("jobs", "list and control scheduler jobs", cmd_jobs),
     ("pairing", "let new users in with pairing codes", cmd_pairing),

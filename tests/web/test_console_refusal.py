@@ -11,7 +11,7 @@ from playwright.async_api import Browser, Page, expect
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway
-from tests.web.browser import chromium, page_on
+from tests.web.browser import PHONE, chromium, page_on
 
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=15_000)
@@ -49,6 +49,13 @@ async def test_a_non_admin_sees_no_console_and_an_admin_does(home: Path, llm: Fa
         await expect(alice.locator("#console-tabs a.tab")).to_have_count(7)
         await expect(alice.locator("#checks li").first).to_be_visible()
         await expect(alice.locator("#ops-error")).to_be_hidden()
+        # on a phone, in English (the longer words), the header and the tabs fit
+        await alice.set_viewport_size(PHONE)
+        for view in ("usage", "delivery", "logs"):
+            await alice.goto(gw.base_url + f"/ops/{view}")
+            await expect(alice.locator(f"section[data-view={view}]")).to_be_visible()
+            width = await alice.evaluate("() => document.documentElement.scrollWidth")
+            assert width <= PHONE["width"], (view, width)
 
     # a loopback gateway without tokens: whoever reaches it is the operator
     async with (

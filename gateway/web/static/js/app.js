@@ -75,6 +75,7 @@ function showState() {
   const { state, retryMs } = lastState;
   badge.dataset.state = state;
   badge.textContent = t(`conn.${state}`, { seconds: Math.round((retryMs || 0) / 1000) });
+  badge.title = badge.textContent;
 }
 conn.addEventListener("state", (e) => {
   lastState = e.detail;
