@@ -21,23 +21,19 @@ import pytest
 
 from channels.base import TransientSendError
 from gateway.app import Gateway
-from gateway.ops.logging import MASK, clear_secrets, register_secrets
+from gateway.ops.logging import MASK
+from tests.consoles import REFUSE_POISON, planted_secret
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
 from tests.support import make_config, running_gateway, wait_until, ws_client
 
 SECRET = "zq-planted-secret-0d1e2a7c"
-REFUSE = (
-    "CREATE TRIGGER refuse_poison BEFORE INSERT ON inbox "
-    "WHEN instr(NEW.payload, 'poison') > 0 BEGIN SELECT RAISE(ABORT, 'refused'); END"
-)
 
 
 @pytest.fixture(autouse=True)
-def _secret() -> Iterator[None]:
-    register_secrets([SECRET])
-    yield
-    clear_secrets()
+def _secret() -> Iterator[str]:
+    with planted_secret(SECRET) as secret:
+        yield secret
 
 
 async def _rows(gw: Gateway, sql: str, *params: object) -> list[tuple[Any, ...]]:
@@ -63,7 +59,7 @@ async def test_a_poison_message_is_shown_masked_retried_and_answered_and_a_raw_e
         ws_client(gw, "poison-chat") as client,
     ):
         assert gw.db is not None
-        await gw.db.write(lambda c: c.execute(REFUSE))
+        await gw.db.write(lambda c: c.execute(REFUSE_POISON))
         sent = await client.send(f"poison {SECRET} please")
         assert (await client.recv_type("ack"))["status"] == "dead_letter"
         # a platform event the channel could not read, with a secret-looking key

@@ -15,11 +15,12 @@ from typing import Any
 import aiohttp
 
 from gateway.app import Gateway
+from tests.consoles import usage_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply, ScriptedToolCall
 from tests.fakes.prompt_cache import AnthropicCache
 from tests.fakes.recording_channel import RecordingChannel
-from tests.support import ShiftedClock, ask_on, make_config, running_gateway, wait_until, ws_client
+from tests.support import ShiftedClock, ask_on, running_gateway, wait_until, ws_client
 
 NUMBERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
 Row = dict[str, Any]
@@ -64,28 +65,16 @@ async def test_the_usage_api_sums_the_usage_log_by_day_and_dimension(
 ) -> None:
     clock = ShiftedClock()
     async with FakeAnthropic(prompt_cache=AnthropicCache(min_tokens=1)) as claude:
-        loaded = make_config(
+        loaded = usage_config(
             home,
             llm.base_url,
-            providers={
-                "claude": {"type": "anthropic", "base_url": claude.base_url, "api_key": "k"}
-            },
-            models={
-                "default": {"model_id": "fake-model", "prices": {"input": 1, "output": 2}},
-                "sonnet": {
-                    "model_id": "claude-test",
-                    "prices": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75},
-                },
-            },
-            agents={"default": {}, "claude": {"provider": "claude", "model": "sonnet"}},
-            channels={"websocket": {"agent": "claude"}},
-            limits={
+            claude.base_url,
+            {
                 "sender": {"daily_tokens": 100_000},
                 "users": {"rec:alice": {"daily_tokens": 50_000}},
                 "total": {"monthly_cost": 5},
             },
             time={"timezone": "Asia/Shanghai"},
-            skills={"enabled": False},
         )
         # a turn of two calls (a tool call, then the answer), then one-call turns
         llm.add_reply(

@@ -14,7 +14,8 @@ import pytest
 from playwright.async_api import Page, expect
 
 from gateway.app import Gateway
-from gateway.ops.logging import MASK, clear_secrets, register_secrets
+from gateway.ops.logging import MASK
+from tests.consoles import REFUSE_POISON, planted_secret
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.recording_channel import RecordingChannel
 from tests.support import make_config, running_gateway, wait_until, ws_client
@@ -24,17 +25,12 @@ pytestmark = pytest.mark.browser
 expect.set_options(timeout=15_000)
 
 SECRET = "zq-planted-secret-5f0b3c91"
-REFUSE = (
-    "CREATE TRIGGER refuse_poison BEFORE INSERT ON inbox "
-    "WHEN instr(NEW.payload, 'poison') > 0 BEGIN SELECT RAISE(ABORT, 'refused'); END"
-)
 
 
 @pytest.fixture(autouse=True)
-def _secret() -> Iterator[None]:
-    register_secrets([SECRET])
-    yield
-    clear_secrets()
+def _secret() -> Iterator[str]:
+    with planted_secret(SECRET) as secret:
+        yield secret
 
 
 async def _rows(gw: Gateway, sql: str) -> list[tuple[Any, ...]]:
@@ -61,7 +57,7 @@ async def test_a_dead_letter_is_shown_masked_and_retried_from_the_page(
     ):
         assert gw.db is not None
         assert gw.dispatcher is not None
-        await gw.db.write(lambda c: c.execute(REFUSE))
+        await gw.db.write(lambda c: c.execute(REFUSE_POISON))
         sent = await client.send(f"poison {SECRET} please")
         assert (await client.recv_type("ack"))["status"] == "dead_letter"
         await gw.db.write(lambda c: c.execute("DROP TRIGGER refuse_poison"))  # the cause gone

@@ -14,11 +14,12 @@ import pytest
 from playwright.async_api import Page, expect
 
 from gateway.app import Gateway
+from tests.consoles import usage_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.prompt_cache import AnthropicCache
 from tests.fakes.recording_channel import RecordingChannel
-from tests.support import ask_on, make_config, running_gateway, wait_until, ws_client
+from tests.support import ask_on, running_gateway, wait_until, ws_client
 from tests.web.browser import DESKTOP, PHONE, chromium, page_on, screenshot
 
 pytestmark = pytest.mark.browser
@@ -110,27 +111,15 @@ async def _check_page(page: Page, rows: list[dict[str, Any]], chinese: bool) -> 
 
 async def test_the_usage_view_shows_what_the_usage_log_holds(home: Path, llm: FakeOpenAI) -> None:
     async with FakeAnthropic(prompt_cache=AnthropicCache(min_tokens=1)) as claude:
-        loaded = make_config(
+        loaded = usage_config(
             home,
             llm.base_url,
-            providers={
-                "claude": {"type": "anthropic", "base_url": claude.base_url, "api_key": "k"}
-            },
-            models={
-                "default": {"model_id": "fake-model", "prices": {"input": 1, "output": 2}},
-                "sonnet": {
-                    "model_id": "claude-test",
-                    "prices": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75},
-                },
-            },
-            agents={"default": {}, "claude": {"provider": "claude", "model": "sonnet"}},
-            channels={"websocket": {"agent": "claude"}},
-            limits={
+            claude.base_url,
+            {
                 "sender": {"daily_tokens": 200_000},
                 "users": {"rec:alice": {"daily_tokens": 20_000}},
                 "total": {"monthly_cost": 2},
             },
-            skills={"enabled": False},
         )
         for _ in range(2):
             claude.add_text("An answer from the cache.")
