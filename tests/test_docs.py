@@ -190,3 +190,20 @@ def test_the_architecture_map_is_linked_and_names_every_package() -> None:
     )
     assert len(packages) > 25
     assert [p for p in packages if f"`{p}`" not in doc] == []
+
+
+def test_webui_shows_every_console_view_and_its_images_exist() -> None:
+    """docs/WEBUI.md shows a screenshot of each console view (the views the
+    page offers, read from js/console/console.js), and every image it links
+    is in docs/webui/ (`make screenshots` writes them)."""
+    page = (ROOT / "docs" / "WEBUI.md").read_text()
+    script = (ROOT / "gateway" / "web" / "static" / "js" / "console" / "console.js").read_text()
+    found = re.search(r"export const VIEWS = \[([^\]]*)\]", script)
+    assert found is not None
+    views = re.findall(r'"(\w+)"', found.group(1))
+    assert len(views) >= 7
+    for view in views:
+        assert f"](webui/console-{view}-desktop-en.png)" in page, view
+        assert f"(webui/console-{view}-phone-zh.png)" in page, view
+    linked = re.findall(r"\]\((webui/[\w.-]+\.png)\)", page)
+    assert [image for image in linked if not (ROOT / "docs" / image).is_file()] == []
