@@ -327,4 +327,13 @@ def _postgres(script: str) -> str:
     return script.replace("@ID", _ID).replace(" TEXT", ' TEXT COLLATE "C"')
 
 
-MIGRATIONS: Final[list[str]] = [_postgres(_V1), _postgres(_V2_SPEND)]
+# the discarded outbox rows through their own partial index (SQLite's 18)
+_V3_OUTBOX_DISCARDED = """
+CREATE INDEX outbox_discarded ON outbox (id) WHERE state = 'discarded';
+"""
+
+MIGRATIONS: Final[list[str]] = [
+    _postgres(_V1),
+    _postgres(_V2_SPEND),
+    _postgres(_V3_OUTBOX_DISCARDED),
+]

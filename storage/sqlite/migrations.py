@@ -421,6 +421,14 @@ CREATE TABLE limit_overrides (
 """
 
 
+# The outbox rows the operator discarded (the console's Delivery view, `picobot
+# outbox discard`), counted and listed through their own partial index: never
+# a walk past the delivered rows kept for storage.retention_days.
+_V18_OUTBOX_DISCARDED = """
+CREATE INDEX outbox_discarded ON outbox (id) WHERE state = 'discarded';
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -439,4 +447,5 @@ MIGRATIONS: list[str] = [
     _V15_JOB_OWNERS,
     _V16_RATE_EVENTS,
     _V17_SPEND,
+    _V18_OUTBOX_DISCARDED,
 ]
