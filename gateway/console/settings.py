@@ -28,9 +28,7 @@ from pydantic import SecretStr
 from gateway.config.core import Config
 from gateway.config.loading import LoadedConfig
 from gateway.console.api import ConsoleError, Route, json_response
-from gateway.ops.doctor.checks import offline_findings
 from gateway.ops.doctor.findings import Finding, Status
-from gateway.ops.doctor.probe import probe_all
 from gateway.ops.logging import MASK, redact_data, redact_text
 from storage.url import redact_url
 
@@ -104,6 +102,8 @@ class DoctorRuns:
             async with asyncio.timeout(WAIT_SECS):
                 found = list(await asyncio.shield(running))
                 if probe:
+                    from gateway.ops.doctor.probe import probe_all  # at first use
+
                     found += await probe_all(loaded, PROBE_TIMEOUT_SECS)
         except TimeoutError:
             raise ConsoleError(
@@ -133,6 +133,10 @@ def _in_thread(loaded: LoadedConfig) -> asyncio.Future[list[Finding]]:
         found: list[Finding] | None = None
         error: Exception | None = None
         try:
+            # imported at first use: the checks load the storage backends' own
+            # modules, which a gateway that never opens this view does not need
+            from gateway.ops.doctor.checks import offline_findings
+
             found = offline_findings(loaded)
         except Exception as exc:  # handed to whoever waits
             error = exc
