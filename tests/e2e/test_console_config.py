@@ -23,6 +23,7 @@ from gateway.cli.doctor.main import run_doctor
 from gateway.config.loading import LoadedConfig, load_config
 from gateway.console import settings
 from gateway.console.api import ConsoleError
+from gateway.ops.doctor import checks
 from gateway.ops.doctor.findings import Finding, Status, ok
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import make_config, running_gateway, wait_until
@@ -192,7 +193,7 @@ async def test_slow_checks_run_once_and_a_request_waits_a_bounded_time(
         done.append(True)
         return [ok("storage", "checked")]
 
-    monkeypatch.setattr(settings, "offline_findings", hanging)
+    monkeypatch.setattr(checks, "offline_findings", hanging)  # the view imports it at its run
     monkeypatch.setattr(settings, "WAIT_SECS", 0.3)
     runs, loaded = settings.DoctorRuns(), make_config(home, llm.base_url)
 
