@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Final
@@ -39,6 +39,7 @@ from storage.sql.conversations.browse import (
     SessionRow,
     TranscriptEntry,
 )
+from storage.sql.conversations.commands import Replaced
 from storage.sql.conversations.sessions import SessionRecord, SessionStatus
 from storage.sql.conversations.subagents import CHILD_CHANNEL
 from storage.store import Store
@@ -112,27 +113,13 @@ class ConversationsView:
         record, sessions = await self._target(request)
         if record.status is SessionStatus.ARCHIVED:
             raise ConsoleError(409, f"session {record.id!r} is already archived")
-        try:
-            replaced = await sessions.archive_session(record.channel, record.chat_id, record.id)
-        except SessionBusy as busy:
-            raise ConsoleError(409, tr(Locale.EN, busy.reason)) from None
-        if replaced is None:
-            raise ConsoleError(404, f"no session {record.id!r}")
-        fresh = replaced.fresh.id if replaced.fresh is not None else None
-        return json_response({"archived": replaced.old.id, "fresh": fresh})
+        change = sessions.archive_session(record.channel, record.chat_id, record.id)
+        return await _replaced("archived", record, change)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         record, sessions = await self._target(request)
-        try:
-            replaced = await sessions.delete_session(
-                record.channel, record.chat_id, session_id=record.id
-            )
-        except SessionBusy as busy:
-            raise ConsoleError(409, tr(Locale.EN, busy.reason)) from None
-        if replaced is None:
-            raise ConsoleError(404, f"no session {record.id!r}")
-        fresh = replaced.fresh.id if replaced.fresh is not None else None
-        return json_response({"deleted": replaced.old.id, "fresh": fresh})
+        change = sessions.delete_session(record.channel, record.chat_id, session_id=record.id)
+        return await _replaced("deleted", record, change)
 
     async def _target(self, request: web.Request) -> tuple[SessionRecord, SessionCommands]:
         """The session an action names, and what acts on it."""
@@ -256,3 +243,18 @@ def _entry(entry: TranscriptEntry, session_id: str, children: set[str]) -> dict[
         shown["tool_call_id"] = m.tool_call_id
         shown["name"] = m.name
     return shown
+
+
+async def _replaced(
+    done: str, record: SessionRecord, change: Awaitable[Replaced | None]
+) -> web.StreamResponse:
+    """The answer to an archive or a delete (`done`) of `record`: the session
+    gone and the chat's fresh one; 409 while its chat is busy, as in chat."""
+    try:
+        replaced = await change
+    except SessionBusy as busy:
+        raise ConsoleError(409, tr(Locale.EN, busy.reason)) from None
+    if replaced is None:
+        raise ConsoleError(404, f"no session {record.id!r}")
+    fresh = replaced.fresh.id if replaced.fresh is not None else None
+    return json_response({done: replaced.old.id, "fresh": fresh})
