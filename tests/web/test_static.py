@@ -251,3 +251,25 @@ async def test_operator_api_bound_beyond_loopback_without_a_token_refuses_everyt
             assert r.status == 403
         status, _answer, _body = await _get(f"{base}/health")
         assert status == 200
+
+
+async def test_the_page_texts_are_served_per_language_and_nothing_else(
+    home: Path, llm: FakeOpenAI
+) -> None:
+    """/i18n/<lang>.json: the merged texts of one language, no token needed
+    (they carry no data); an unknown language or any other path there is a
+    404, never the page or a file."""
+    async with running_gateway(
+        make_config(home, llm.base_url, gateway={"auth_token": TOKEN})
+    ) as gw:
+        status, headers, body = await _get(gw.base_url + "/i18n/zh-CN.json")
+        assert status == 200
+        assert "default-src 'none'" in headers["Content-Security-Policy"]
+        assert json.loads(body)["nav.console"] == "控制台"
+        status, _, body = await _get(gw.base_url + "/i18n/en.json")
+        assert (status, json.loads(body)["nav.console"]) == (200, "Console")
+        for path in ("/i18n/fr.json", "/i18n/en", "/i18n/", "/i18n/..%2fen.json"):
+            status, _, _ = await _get(gw.base_url + path)
+            assert status == 404, path
+        status, _ = await _raw(gw.port, "/i18n/../js/app.js")
+        assert status == 404
