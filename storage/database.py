@@ -15,6 +15,9 @@ transaction:
   returns after COMMIT: a returned write is durable.
 - A write the database refuses for now (storage.errors) raises
   `StorageUnavailable` and sets `write_failure` until a commit passes again.
+- A write made under a fence (storage.fence: a turn's, with several workers
+  on one database) first checks in its own savepoint that the worker still
+  holds the chat's lease; if not it raises `FenceLost`, alone.
 
 Backends: `storage/sqlite/` (the default, a file) and `storage/postgres/`
 (a server). `storage.url` picks one (storage.url, docs/storage.md); the
@@ -39,6 +42,7 @@ from storage.errors import (
     StorageUnavailable,
     unavailable,
 )
+from storage.fence import guarded
 
 __all__ = [
     "STORAGE_ERRORS",
@@ -137,6 +141,17 @@ class Database(abc.ABC):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # -- several workers (docs/scale-out.md) -------------------------------------
+    #: whether several gateways may share this database (PostgreSQL)
+    shared: bool = False
+
+    async def listen(
+        self, channel: str, on_payload: Callable[[str], None], on_listening: Callable[[], None]
+    ) -> None:
+        """Until cancelled, each notification's payload on `channel`;
+        `on_listening` after each (re)connect. Only a shared database has them."""
+        raise NotImplementedError(f"{type(self).__name__} has no notifications")
+
     # -- writes --------------------------------------------------------------
     async def write(
         self,
@@ -153,7 +168,7 @@ class Database(abc.ABC):
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if on_commit is not None:
             future.add_done_callback(functools.partial(_after_commit, on_commit))
-        await self._enqueue(_Job(fn, future))
+        await self._enqueue(_Job(guarded(fn), future))
         return await asyncio.shield(future)
 
     async def write_each(self, fns: Sequence[Callable[[Connection], T]]) -> list[T | Exception]:
@@ -166,7 +181,7 @@ class Database(abc.ABC):
         futures: list[asyncio.Future[T]] = []
         for fn in fns:
             futures.append(loop.create_future())
-            await self._enqueue(_Job(fn, futures[-1]))
+            await self._enqueue(_Job(guarded(fn), futures[-1]))
         results = await asyncio.gather(*futures, return_exceptions=True)
         return [r if not isinstance(r, BaseException) else _as_exception(r) for r in results]
 
@@ -183,7 +198,7 @@ class Database(abc.ABC):
             raise StorageClosed("storage is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait(_Job(fn, future))
+            self._queue.put_nowait(_Job(guarded(fn), future))
         except asyncio.QueueFull:
             return None
         return future

@@ -4,6 +4,9 @@
      ├── StorageUnavailable   a write (or read) the database refused for now:
      │                        busy past the busy timeout, disk full, an I/O
      │                        error, a read-only file; retry once writes pass
+     │    └── FenceLost       a write of a turn refused: this worker no longer
+     │                        holds the chat's lease (another took it over);
+     │                        never retried here (docs/scale-out.md)
      ├── StorageUnusable      the database cannot be opened at all at start
      │                        (an unwritable home, a file where a folder must be,
      │                        a server that refuses the login)
@@ -25,6 +28,7 @@ from typing import Final
 
 __all__ = [
     "DatabaseError",
+    "FenceLost",
     "IntegrityError",
     "SchemaTooNew",
     "StorageClosed",
@@ -55,6 +59,16 @@ class StorageUnavailable(Exception):
         self.reason = reason
 
 
+class FenceLost(StorageUnavailable):
+    """A write checked against lease `key` found another worker holding it (or
+    this worker expired): nothing of the write was committed. The worker must
+    give the chat up, not retry."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"lease {key} is no longer this worker's")
+        self.key = key
+
+
 class StorageUnusable(Exception):
     """The database cannot be opened; the message says which path and why."""
 
@@ -76,7 +90,10 @@ class IntegrityError(DatabaseError):
 
 
 def unavailable(exc: BaseException) -> StorageUnavailable | None:
-    """`exc` as a StorageUnavailable when it is one (or already is), else None."""
+    """`exc` as a StorageUnavailable when it is one (or already is), else None.
+    A FenceLost is the one write's own failure, not the database's."""
+    if isinstance(exc, FenceLost):
+        return None
     if isinstance(exc, StorageUnavailable):
         return exc
     if not isinstance(exc, sqlite3.Error):

@@ -44,6 +44,7 @@ from storage.sql.jobs import JobRecord, RunRecord
 from storage.sql.skill_events import SkillEventRow
 from storage.sql.spend import SpendStore
 from storage.units.approvals import ApprovalStore
+from storage.units.cluster import ClusterStore
 from storage.units.delivery import DeliveryStore
 from storage.units.memories import MemoryStore
 from storage.units.retention import RetentionStore
@@ -63,6 +64,7 @@ class Store:
         self.rates = RateStore(db)
         self.spend = SpendStore(db)  # budgets and usage (storage/sql/spend.py)
         self.delivery = DeliveryStore(db)  # the operator's outbox and dead letters
+        self.cluster = ClusterStore(db)  # workers and leases (docs/scale-out.md)
 
     # -- inbox ---------------------------------------------------------------
     async def record_inbound(self, batch: Sequence[InboundMessage]) -> list[int | Exception | None]:

@@ -101,6 +101,16 @@ class PostgresDatabase(Database):
     async def __aenter__(self) -> PostgresDatabase:
         return await self.open()
 
+    # -- several workers ---------------------------------------------------------
+    shared = True
+
+    async def listen(
+        self, channel: str, on_payload: Callable[[str], None], on_listening: Callable[[], None]
+    ) -> None:
+        from storage.postgres.listen import listen  # only where workers run
+
+        await listen(self.url, channel, on_payload, on_listening)
+
     # -- access --------------------------------------------------------------
     async def read(self, fn: Callable[[Connection], T]) -> T:
         return await self._in_thread(self._with_connection, fn)

@@ -332,8 +332,31 @@ _V3_OUTBOX_DISCARDED = """
 CREATE INDEX outbox_discarded ON outbox (id) WHERE state = 'discarded';
 """
 
+# the workers and their leases, the claimer of a run (SQLite's 19; docs/scale-out.md)
+_V4_WORKERS = """
+CREATE TABLE workers (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    host          TEXT NOT NULL,
+    pid           BIGINT NOT NULL,
+    address       TEXT NOT NULL,
+    started_at    DOUBLE PRECISION NOT NULL,
+    heartbeat_at  DOUBLE PRECISION NOT NULL,
+    expires_at    DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE leases (
+    key       TEXT PRIMARY KEY,
+    owner     TEXT NOT NULL,
+    token     BIGINT NOT NULL,
+    taken_at  DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX leases_by_owner ON leases (owner);
+ALTER TABLE job_runs ADD COLUMN worker TEXT
+"""
+
 MIGRATIONS: Final[list[str]] = [
     _postgres(_V1),
     _postgres(_V2_SPEND),
     _postgres(_V3_OUTBOX_DISCARDED),
+    _postgres(_V4_WORKERS),
 ]

@@ -19,15 +19,18 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from storage.sql.cluster import live_worker
 from storage.sql.dialect import inserted_id
 
 __all__ = [
+    "AdoptedRun",
     "JobOwner",
     "JobRecord",
     "JobSource",
     "RunCause",
     "RunRecord",
     "RunStatus",
+    "adopt_runs_of_dead_workers",
     "delete_job",
     "delete_jobs_of_source_except",
     "due_jobs",
@@ -314,12 +317,15 @@ def insert_run(
     status: RunStatus,
     now: datetime,
     error: str | None = None,
+    worker: str | None = None,
 ) -> int | None:
-    """Record a run; None when (job_id, scheduled_at) was already recorded (a claim lost)."""
+    """Record a run; None when (job_id, scheduled_at) was already recorded (a
+    claim lost). `worker`: the claimer, with several workers (docs/scale-out.md)."""
     finished = None if status.value in UNFINISHED else to_db_time(now)
     cur = conn.execute(
         "INSERT INTO job_runs (job_id, scheduled_at, cause, status, claimed_at, finished_at, "
-        "error) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, scheduled_at) DO NOTHING RETURNING id",
+        "error, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (job_id, scheduled_at) DO NOTHING RETURNING id",
         (
             job_id,
             to_db_time(scheduled_at),
@@ -328,9 +334,31 @@ def insert_run(
             to_db_time(now),
             finished,
             error,
+            worker,
         ),
     )
     return inserted_id(cur)
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptedRun:
+    run_id: int
+    job_id: str
+    scheduled_at: datetime
+    cause: RunCause
+
+
+def adopt_runs_of_dead_workers(conn: sqlite3.Connection, worker: str) -> list[AdoptedRun]:
+    """Make `worker` the claimer of every unfinished run whose claimer is a dead
+    worker (docs/scale-out.md): they run again here, each slot once (an agent
+    task's message is recorded once in the inbox whoever submits it)."""
+    rows = conn.execute(
+        "UPDATE job_runs SET worker = ?, status = ? WHERE status IN (?, ?) "
+        f"AND worker IS NOT NULL AND worker != ? AND NOT {live_worker(conn, 'job_runs.worker')} "
+        "RETURNING id, job_id, scheduled_at, cause",
+        (worker, RunStatus.CLAIMED.value, *UNFINISHED, worker),
+    ).fetchall()
+    return [AdoptedRun(int(r[0]), r[1], from_db_time(r[2]), RunCause(r[3])) for r in rows]
 
 
 def has_unfinished_run(conn: sqlite3.Connection, job_id: str) -> bool:
@@ -372,15 +400,24 @@ def finish_run(
 
 
 def interrupt_unfinished_runs(
-    conn: sqlite3.Connection, at: datetime, run_ids: Iterable[int] | None = None
+    conn: sqlite3.Connection,
+    at: datetime,
+    run_ids: Iterable[int] | None = None,
+    *,
+    unclaimed_only: bool = False,
 ) -> int:
-    """Mark claimed/running runs interrupted: all of them (start-up) or only `run_ids` (stop)."""
+    """Mark claimed/running runs interrupted: all of them (start-up) or only
+    `run_ids` (stop). `unclaimed_only` (start-up with several workers): only
+    those no worker claimed (written by a single gateway); a dead worker's are
+    adopted instead (`adopt_runs_of_dead_workers`)."""
     params: list[Any] = [RunStatus.INTERRUPTED.value, to_db_time(at), *UNFINISHED]
     sql = (
         "UPDATE job_runs SET status = ?, finished_at = ?, "
         "error = COALESCE(error, 'the daemon stopped before the run finished') "
         "WHERE status IN (?, ?)"
     )
+    if unclaimed_only:
+        sql += " AND worker IS NULL"
     if run_ids is not None:
         ids = list(run_ids)
         if not ids:

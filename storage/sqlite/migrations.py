@@ -429,6 +429,33 @@ CREATE INDEX outbox_discarded ON outbox (id) WHERE state = 'discarded';
 """
 
 
+# Several gateways on one database (docs/scale-out.md): the live workers and the
+# leases they hold (a chat's turns, a channel's connection and sends), each valid
+# while its owner's row is unexpired; `job_runs.worker` is the claimer of a run.
+# Only PostgreSQL runs several workers; SQLite keeps the tables so that both
+# schemas stay one.
+_V19_WORKERS = """
+CREATE TABLE workers (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    host          TEXT NOT NULL,
+    pid           INTEGER NOT NULL,
+    address       TEXT NOT NULL,
+    started_at    REAL NOT NULL,
+    heartbeat_at  REAL NOT NULL,
+    expires_at    REAL NOT NULL
+);
+CREATE TABLE leases (
+    key       TEXT PRIMARY KEY,
+    owner     TEXT NOT NULL,
+    token     INTEGER NOT NULL,
+    taken_at  REAL NOT NULL
+);
+CREATE INDEX leases_by_owner ON leases (owner);
+ALTER TABLE job_runs ADD COLUMN worker TEXT;
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -448,4 +475,5 @@ MIGRATIONS: list[str] = [
     _V16_RATE_EVENTS,
     _V17_SPEND,
     _V18_OUTBOX_DISCARDED,
+    _V19_WORKERS,
 ]

@@ -49,7 +49,9 @@ __all__ = [
     "record_inbound",
     "requeue_dead_letter",
     "set_aside_unreadable",
+    "unfinished_by_id",
     "unfinished_entries",
+    "unfinished_of_chats",
 ]
 
 # The unfinished rows are read at every start through their partial index:
@@ -202,12 +204,42 @@ def answer(
 
 def unfinished_entries(conn: sqlite3.Connection) -> list[InboxEntry]:
     rows = conn.execute(f"SELECT id, payload, state, session_id {_UNFINISHED}").fetchall()
-    return [
-        InboxEntry(
-            r["id"], inbound_from_json(r["payload"]), InboxState(r["state"]), r["session_id"]
-        )
-        for r in rows
-    ]
+    return [_entry(r) for r in rows]
+
+
+def unfinished_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[InboxEntry]:
+    """The rows of `ids` still unfinished, in id order (a worker handed them
+    by another: docs/scale-out.md)."""
+    found: list[InboxEntry] = []
+    for start in range(0, len(ids), 500):
+        part = tuple(ids[start : start + 500])
+        marks = ",".join("?" * len(part))
+        found += [
+            _entry(r)
+            for r in conn.execute(
+                f"SELECT id, payload, state, session_id FROM inbox WHERE id IN ({marks}) "
+                "AND state != 'done'",
+                part,
+            )
+        ]
+    return sorted(found, key=lambda e: e.id)
+
+
+def unfinished_of_chats(
+    conn: sqlite3.Connection, chats: Sequence[tuple[str, str]]
+) -> list[InboxEntry]:
+    """The unfinished rows of `chats` (channel, chat id), in id order."""
+    wanted = set(chats)
+    rows = conn.execute(
+        f"SELECT id, payload, state, session_id, channel, chat_id {_UNFINISHED}"
+    ).fetchall()
+    return [_entry(r) for r in rows if (r["channel"], r["chat_id"]) in wanted]
+
+
+def _entry(r: Any) -> InboxEntry:
+    return InboxEntry(
+        r["id"], inbound_from_json(r["payload"]), InboxState(r["state"]), r["session_id"]
+    )
 
 
 # the reason of a row set aside: names the row, which stays (closed)

@@ -278,8 +278,11 @@ def mark_failed(conn: sqlite3.Connection, row_id: int, error: str) -> None:
 
 
 def park(conn: sqlite3.Connection, row_id: int, reason: str) -> None:
+    """Park a pending row. A row another worker sent meanwhile (its recipient
+    is connected there: docs/scale-out.md) stays sent."""
     conn.execute(
-        "UPDATE outbox SET state = 'parked', last_error = ? WHERE id = ?", (reason, row_id)
+        "UPDATE outbox SET state = 'parked', last_error = ? WHERE id = ? AND state = 'pending'",
+        (reason, row_id),
     )
 
 
@@ -426,6 +429,15 @@ def unsent_counts(conn: sqlite3.Connection) -> dict[str, int]:
     ).fetchall()
     counts.update((r[0], r[1]) for r in rows)
     return counts
+
+
+def rows_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[OutboxRow]:
+    """The rows of `ids` that exist, in id order."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT * FROM outbox WHERE id IN ({marks}) ORDER BY id", tuple(ids))
+    return [_row(r) for r in rows]
 
 
 def reply_of(
