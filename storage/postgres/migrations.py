@@ -354,9 +354,15 @@ CREATE INDEX leases_by_owner ON leases (owner);
 ALTER TABLE job_runs ADD COLUMN worker TEXT
 """
 
+# a chat's unfinished inbox rows, for the worker that holds it (SQLite's 20)
+_V5_INBOX_UNFINISHED_BY_CHAT = """
+CREATE INDEX inbox_unfinished_by_chat ON inbox (channel, chat_id, id) WHERE state != 'done'
+"""
+
 MIGRATIONS: Final[list[str]] = [
     _postgres(_V1),
     _postgres(_V2_SPEND),
     _postgres(_V3_OUTBOX_DISCARDED),
     _postgres(_V4_WORKERS),
+    _postgres(_V5_INBOX_UNFINISHED_BY_CHAT),
 ]

@@ -456,6 +456,14 @@ ALTER TABLE job_runs ADD COLUMN worker TEXT;
 """
 
 
+# A chat's unfinished inbox rows, read by the worker that holds the chat each
+# time it is handed the chat (docs/scale-out.md): never a walk of the chat's
+# finished rows.
+_V20_INBOX_UNFINISHED_BY_CHAT = """
+CREATE INDEX inbox_unfinished_by_chat ON inbox (channel, chat_id, id) WHERE state != 'done';
+"""
+
+
 MIGRATIONS: list[str] = [
     _V1_CORE,
     _V2_SCHEDULER,
@@ -476,4 +484,5 @@ MIGRATIONS: list[str] = [
     _V17_SPEND,
     _V18_OUTBOX_DISCARDED,
     _V19_WORKERS,
+    _V20_INBOX_UNFINISHED_BY_CHAT,
 ]

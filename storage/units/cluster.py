@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
+from gateway.bus import InboundMessage
 from storage.database import Connection, Database
 from storage.sql import cluster
 from storage.sql.cluster import Heartbeat, LeaseHolder, WorkerRow
@@ -83,6 +84,15 @@ class ClusterStore:
 
     async def unfinished_of_chats(self, chats: Sequence[tuple[str, str]]) -> list[InboxEntry]:
         return await self.db.read(functools.partial(inbox.unfinished_of_chats, chats=chats))
+
+    async def unfinished_keys(self) -> list[tuple[int, str, str]]:
+        return await self.db.read(inbox.unfinished_keys)
+
+    async def unfinished_duplicates(self, messages: Sequence[InboundMessage]) -> list[int | None]:
+        def each(conn: Connection) -> list[int | None]:
+            return [inbox.unfinished_duplicate(conn, m) for m in messages]
+
+        return await self.db.read(each)
 
     async def outbox_rows(self, ids: Sequence[int]) -> list[OutboxRow]:
         """Rows another worker sent, for this worker's own recipients."""

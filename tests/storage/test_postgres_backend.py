@@ -212,10 +212,10 @@ async def test_a_fresh_database_is_migrated_to_the_latest_version_and_a_newer_on
     postgres_url: str, raw: psycopg.Connection[tuple[Any, ...]]
 ) -> None:
     async with open_database(postgres_url) as db:
-        assert db.schema_version == len(MIGRATIONS) == 4
-    assert raw.execute(f"SELECT version FROM {SCHEMA_TABLE}").fetchall() == [(4,)]
+        assert db.schema_version == len(MIGRATIONS) == 5
+    assert raw.execute(f"SELECT version FROM {SCHEMA_TABLE}").fetchall() == [(5,)]
     async with open_database(postgres_url) as db:  # current: opened as it is
-        assert db.schema_version == 4
+        assert db.schema_version == 5
     raw.execute(f"UPDATE {SCHEMA_TABLE} SET version = version + 1")
     with pytest.raises(SchemaTooNew, match="newer than this picobot understands"):
         await open_database(postgres_url).open()

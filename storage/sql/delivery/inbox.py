@@ -50,7 +50,9 @@ __all__ = [
     "requeue_dead_letter",
     "set_aside_unreadable",
     "unfinished_by_id",
+    "unfinished_duplicate",
     "unfinished_entries",
+    "unfinished_keys",
     "unfinished_of_chats",
 ]
 
@@ -228,12 +230,37 @@ def unfinished_by_id(conn: sqlite3.Connection, ids: Sequence[int]) -> list[Inbox
 def unfinished_of_chats(
     conn: sqlite3.Connection, chats: Sequence[tuple[str, str]]
 ) -> list[InboxEntry]:
-    """The unfinished rows of `chats` (channel, chat id), in id order."""
-    wanted = set(chats)
-    rows = conn.execute(
-        f"SELECT id, payload, state, session_id, channel, chat_id {_UNFINISHED}"
-    ).fetchall()
-    return [_entry(r) for r in rows if (r["channel"], r["chat_id"]) in wanted]
+    """The unfinished rows of `chats` (channel, chat id), each chat's in id
+    order, through their own partial index."""
+    found: list[InboxEntry] = []
+    for channel, chat_id in chats:
+        found += [
+            _entry(r)
+            for r in conn.execute(
+                "SELECT id, payload, state, session_id FROM inbox "
+                "INDEXED BY inbox_unfinished_by_chat WHERE channel = ? AND chat_id = ? "
+                "AND state != 'done' ORDER BY id",
+                (channel, chat_id),
+            )
+        ]
+    return found
+
+
+def unfinished_keys(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
+    """(id, channel, chat id) of every unfinished row, without their payloads."""
+    rows = conn.execute(f"SELECT id, channel, chat_id {_UNFINISHED}").fetchall()
+    return [(int(r[0]), r[1], r[2]) for r in rows]
+
+
+def unfinished_duplicate(conn: sqlite3.Connection, message: InboundMessage) -> int | None:
+    """The id of the unfinished row `message` duplicates (a redelivery of a
+    message recorded before); None when it is done or unknown."""
+    row = conn.execute(
+        "SELECT id FROM inbox WHERE channel = ? AND chat_id = ? AND platform_id = ? "
+        "AND state != 'done'",
+        (message.channel, message.chat_id, message.message_id),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _entry(r: Any) -> InboxEntry:
