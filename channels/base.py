@@ -156,9 +156,21 @@ class Channel(ABC):
 
     name: str
     capabilities: Capabilities = Capabilities()
+    # With several workers on one database (docs/scale-out.md): True when the
+    # platform allows one connection per account (long polling, a long
+    # connection), so that only the worker holding the channel's lease runs it.
+    exclusive_connection: bool = False
+    # True when the recipients are connected to this process (WebSocket
+    # clients, waiting API requests): each worker sends to its own (`reaches`).
+    local_recipients: bool = False
 
     def __init__(self) -> None:
         self.not_ready_reason: str | None = "not started"
+
+    def reaches(self, chat_id: str) -> bool:
+        """Whether a recipient of `chat_id` is connected to this process (asked
+        only of a channel with `local_recipients`)."""
+        return True
 
     @property
     def ready(self) -> bool:

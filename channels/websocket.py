@@ -124,6 +124,7 @@ async def _going_away(ws: web.WebSocketResponse) -> None:
 
 class WebSocketChannel(Channel):
     name = "websocket"
+    local_recipients = True  # each worker's clients are its own (docs/scale-out.md)
     capabilities = Capabilities(
         max_message_chars=1_000_000,
         can_stream=True,
@@ -192,6 +193,9 @@ class WebSocketChannel(Channel):
         return len(self._clients)
 
     # -- outbound ------------------------------------------------------------
+    def reaches(self, chat_id: str) -> bool:
+        return any(not ws.closed for ws in self._clients.get(chat_id, ()))
+
     async def send(self, message: OutboundMessage) -> SendResult:
         reply_to = message.reply_to_message_id
         prefix = f"{message.chat_id}/"

@@ -36,6 +36,7 @@ from gateway.access.setup import AccessFeature
 from gateway.approvals.service import Approvals
 from gateway.bus import MessageBus
 from gateway.clock import Clock, utc_now
+from gateway.cluster.setup import ClusterFeature
 from gateway.commands import CommandRegistry
 from gateway.config.loading import LoadedConfig
 from gateway.console.setup import ConsoleFeature
@@ -126,6 +127,7 @@ class Gateway:
         self.mcp: McpManager | None = None
         self.skills: SkillRuntime | None = None
         self.retention: RetentionService | None = None
+        self.cluster: ClusterFeature | None = None  # several workers on one database
         self.console_routes: list[Any] = []  # the console API's, as mounted (tests)
 
     @property
@@ -216,6 +218,9 @@ class Gateway:
         """Every part, wired; returned in start order."""
         cfg = self.config
         self.store = store
+        cluster = self.cluster = ClusterFeature.build(
+            cfg, store, self.channels, lambda: f"{cfg.gateway.host}:{self.port}"
+        )
         tools = await ToolsFeature.build(self.loaded, store, self.metrics)
         self.skills, self.mcp = tools.skills, tools.mcp
         tool_settings, registry = tools.settings, tools.registry
@@ -249,8 +254,11 @@ class Gateway:
             budget=self.budget,
             locale_of=locales.for_channel,
             media_dir=self.loaded.media_dir,
+            gate=cluster.channels if cluster is not None else None,
         )
         dispatcher = self.dispatcher = delivery.dispatcher
+        if cluster is not None:
+            cluster.worker.subscribers.on_outbox.append(dispatcher.announced)
         waiters = TurnWaiters()
         scheduler: Scheduler | None = None
         if cfg.scheduler.enabled:
@@ -261,6 +269,7 @@ class Gateway:
                 events=events,
                 default_zone=cfg.time.zone,
                 on_run_status=self.metrics.scheduler_run,
+                worker=cluster.worker.id if cluster is not None else None,
             )
         self.scheduler = scheduler
         opener = await TurnsFeature.opener(
@@ -333,6 +342,8 @@ class Gateway:
             locales=locales,
             limits=self.config.limits,
             budgets=spend.budgets,
+            chat_leases=cluster.chats if cluster is not None else None,
+            on_forwarded=waiters.handed_over,
         )
         processor = self.processor = ingress.processor
 
@@ -352,8 +363,10 @@ class Gateway:
         )
         services: list[Service] = [
             Stage("http server", lambda tg: self._serve_http(runner), runner.cleanup),
+            # registered before anything takes a lease; hands them over last at a stop
+            *(cluster.services() if cluster is not None else []),
             *self._mcp_service(),  # stops after the turns that use it
-            *(DeliveryFeature.service(c) for c in self.channels),
+            *(self._channel_service(c) for c in self.channels),
             dispatcher,  # after the channels: rows left from a previous run need them
             sessions,
             approvals,  # after the sessions: answered approvals go back into their queues
@@ -361,6 +374,7 @@ class Gateway:
             processor.lanes,
             # releases messages kept over their rate; stops after ingress (open rows stay)
             *([ingress.later] if ingress.later is not None else []),
+            *([ingress.handover] if ingress.handover is not None else []),
             processor,  # recovery, then ingress
         ]
         if scheduler is not None:
@@ -377,6 +391,10 @@ class Gateway:
         )
         services.append(self.retention)  # last: its first pass runs once the gateway is up
         return services
+
+    def _channel_service(self, channel: Channel) -> Service:
+        alone = DeliveryFeature.service(channel)
+        return alone if self.cluster is None else self.cluster.channel_service(channel, alone)
 
     def _mcp_service(self) -> list[Service]:
         """The MCP servers as a part whose stop takes what is left of the budget."""
@@ -395,9 +413,7 @@ class Gateway:
         """The HTTP app with each channel's routes mounted, and what /ready reads
         (the console and the web UI are mounted after it)."""
         app = build_http_app(
-            HttpProbes(
-                self.readiness, self._render_metrics, lambda: ToolsFeature.mcp_details(self.mcp)
-            ),
+            HttpProbes(self.readiness, self._render_metrics, self._ready_details),
             self.config.served_hosts,
         )
         mount = AppMount(app)
@@ -414,7 +430,10 @@ class Gateway:
             delivery.connect(channel, self.bus, store, mount, ingress.dead_letters)
         self._readiness.add("storage", self._storage_state)
         for channel in self.channels:
-            self._readiness.add(f"channel {channel.name}", delivery.not_ready_reason(channel))
+            reason = delivery.not_ready_reason(channel)
+            if self.cluster is not None:  # a channel another worker runs is fine
+                reason = self.cluster.not_ready_reason(channel, reason)
+            self._readiness.add(f"channel {channel.name}", reason)
         self._readiness.add("gateway", lambda: None if self.started.is_set() else "starting")
         if scheduler is not None:
             self._readiness.add(
@@ -434,6 +453,12 @@ class Gateway:
         if self.dispatcher is not None:
             self.dispatcher.wake(channel)
 
+    def _ready_details(self) -> dict[str, object]:
+        details = ToolsFeature.mcp_details(self.mcp)
+        if self.cluster is not None:
+            details.update(self.cluster.details())
+        return details
+
     async def _render_metrics(self) -> tuple[bytes, str]:
         if self.store is not None:
             counts = await self.store.unsent_counts()
@@ -447,6 +472,8 @@ class Gateway:
         for channel in self.channels:
             self.metrics.set_channel_ready(channel.name, channel.ready)
         ToolsFeature.mcp_metrics(self.mcp, self.metrics)
+        if self.cluster is not None:
+            self.metrics.set_worker_leases(self.cluster.lease_counts())
         if self.dispatcher is not None:
             for channel in self.channels:
                 problem = self.dispatcher.sending_problem(channel.name)

@@ -28,6 +28,11 @@ class TurnWaiters:
     def forget(self, message: InboundMessage) -> None:
         self._waiting.pop((message.channel, message.message_id), None)
 
+    def handed_over(self, items: Sequence[WorkItem]) -> None:
+        """`items` went to the worker that holds their chat (docs/scale-out.md),
+        which runs their turn: for whoever awaits it here, the run is done."""
+        self.turn_done(items, TurnOutcome(ok=True))
+
     def turn_done(self, batch: Sequence[WorkItem], outcome: TurnOutcome | None) -> None:
         result = outcome or STOPPED_OUTCOME
         for item in batch:

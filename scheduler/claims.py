@@ -45,9 +45,14 @@ class ClaimBatch:
 
 
 class Claimer:
-    def __init__(self, config: SchedulerConfig, default_zone: tzinfo) -> None:
+    def __init__(
+        self, config: SchedulerConfig, default_zone: tzinfo, worker: str | None = None
+    ) -> None:
+        """`worker`: this worker's id with several on one database (docs/scale-out.md):
+        the claimer of each run, and the one that adopts dead workers' runs."""
         self.config = config
         self.default_zone = default_zone
+        self.worker = worker
         self._specs: dict[str, tuple[datetime, JobSpec]] = {}
 
     def _spec(self, record: JobRecord) -> JobSpec | None:
@@ -65,6 +70,8 @@ class Claimer:
     def claim(self, conn: Connection, *, now: datetime, limit: int) -> ClaimBatch:
         """One transaction: claim every due run, record misfires, advance next_run_at."""
         batch = ClaimBatch()
+        if self.worker is not None:
+            self._adopt(conn, batch)
         due = store.due_jobs(conn, now, limit)
         for record in due:
             # A job that cannot be planned (bad data, a library error) is parked
@@ -81,6 +88,20 @@ class Claimer:
         batch.next_due = store.next_due_at(conn)
         batch.more = len(due) >= limit
         return batch
+
+    def _adopt(self, conn: Connection, batch: ClaimBatch) -> None:
+        """Runs a dead worker claimed and did not finish run here, once."""
+        assert self.worker is not None
+        for run in store.adopt_runs_of_dead_workers(conn, self.worker):
+            record = store.get_job(conn, run.job_id)
+            spec = None if record is None else self._spec(record)
+            if spec is None:
+                store.interrupt_unfinished_runs(conn, run.scheduled_at, [run.run_id])
+                continue
+            log.warning("scheduled_run_adopted", job_id=run.job_id, run_id=run.run_id)
+            batch.claimed.append(
+                ClaimedRun(run.run_id, run.job_id, run.scheduled_at, run.cause, spec)
+            )
 
     def _claim_job(
         self, conn: Connection, batch: ClaimBatch, record: JobRecord, now: datetime
@@ -138,7 +159,9 @@ class Claimer:
             batch.noted.append(RunStatus.SKIPPED)
             log.info("scheduled_run_skipped_overlap", job_id=spec.id)
             return
-        run_id = store.insert_run(conn, spec.id, scheduled_at, cause, RunStatus.CLAIMED, now)
+        run_id = store.insert_run(
+            conn, spec.id, scheduled_at, cause, RunStatus.CLAIMED, now, worker=self.worker
+        )
         if run_id is None:
             log.info("scheduled_run_already_claimed", job_id=spec.id)
             return

@@ -69,8 +69,10 @@ class Scheduler:
         clock: Clock | None = None,
         default_zone: tzinfo = UTC,
         on_run_status: Callable[[str], None] | None = None,
+        worker: str | None = None,
     ) -> None:
-        """`on_run_status(status)` is told every finished, skipped and missed run (metrics)."""
+        """`on_run_status(status)` is told every finished, skipped and missed run (metrics).
+        `worker`: this worker's id with several on one database (docs/scale-out.md)."""
         self.config = config
         self.db = db
         self.host = host
@@ -87,7 +89,8 @@ class Scheduler:
         self._in_flight: dict[int, ClaimedRun] = {}  # claimed by this engine, not finished
         self._running: set[int] = set()  # the subset a worker has started
         self._tasks: list[asyncio.Task[None]] = []
-        self._claimer = Claimer(config, default_zone)
+        self._claimer = Claimer(config, default_zone, worker)
+        self.worker = worker
         self._state = "new"
 
     # -- lifecycle ---------------------------------------------------------------
@@ -96,7 +99,10 @@ class Scheduler:
             raise RuntimeError(f"Scheduler.start() in state {self._state}")
         self._state = "starting"
         now = self.clock.now()
-        interrupted = await self.db.write(lambda c: store.interrupt_unfinished_runs(c, now))
+        shared = self.worker is not None  # other workers' runs are theirs, or adopted
+        interrupted = await self.db.write(
+            lambda c: store.interrupt_unfinished_runs(c, now, unclaimed_only=shared)
+        )
         if interrupted:
             log.warning("scheduler_runs_interrupted_by_restart", count=interrupted)
         builtins = builtin_jobs(self.events) if self.config.builtin_jobs else []

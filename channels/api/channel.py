@@ -113,6 +113,7 @@ def _loopback(peer: str | None) -> bool:
 
 class ApiChannel(Channel):
     name = "api"
+    local_recipients = True  # the waiting requests are this process's (docs/scale-out.md)
     capabilities = Capabilities(max_message_chars=10_000_000, can_stream=True)
 
     def __init__(self, config: ApiConfig, *, auth_token: str | None, agents: list[str]) -> None:
@@ -163,6 +164,11 @@ class ApiChannel(Channel):
             await self._mcp.stop()
 
     # -- outbound ------------------------------------------------------------------------
+    def reaches(self, chat_id: str) -> bool:
+        """A request of the session waits here for its reply."""
+        running = self._running.get(chat_id)
+        return running is not None and running[0] in self._waiters
+
     async def send(self, message: OutboundMessage) -> SendResult:
         """The reply goes to the requests waiting for it; with none (the client
         left, the gateway restarted) it stays in the outbox, fetchable."""

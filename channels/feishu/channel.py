@@ -52,6 +52,8 @@ class FeishuChannel(Channel):
     def __init__(self, config: FeishuConfig) -> None:
         super().__init__()
         self.config = config
+        # one long connection per app: events go to one of them (docs/scale-out.md)
+        self.exclusive_connection = config.mode is FeishuMode.WS
         self.capabilities = Capabilities(
             max_message_chars=config.max_message_chars,
             can_edit=True,  # cards only: the tool-progress card, a streamed reply

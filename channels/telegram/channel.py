@@ -78,6 +78,8 @@ class TelegramChannel(Channel):
     def __init__(self, config: TelegramConfig) -> None:
         super().__init__()
         self.config = config
+        # one getUpdates poller per bot: a second one gets 409 (docs/scale-out.md)
+        self.exclusive_connection = config.mode is TelegramMode.POLLING
         self.capabilities = Capabilities(
             max_message_chars=TEXT_LIMIT,
             can_edit=True,

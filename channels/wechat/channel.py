@@ -68,6 +68,7 @@ _NOTIFY_TIMEOUT_SECS = 5.0
 
 class WechatChannel(Channel):
     name = "wechat"
+    exclusive_connection = True  # iLink ends the other session of the account (docs/scale-out.md)
 
     def __init__(self, config: WechatConfig, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()

@@ -1,6 +1,6 @@
 """The `picobot` program: the argument parser, one function per subcommand, and `main`.
 
-Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing,
+Subcommands: gateway, agent, doctor, init, backup/restore, outbox, dead-letters, jobs, pairing, workers,
 skills, sessions, usage, limits,
 mcp, channels.
 Each bigger family lives in its own module of this package; this one only
@@ -231,6 +231,12 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
     return asyncio.run(run_dead_letters_command(args, _load(args)))
 
 
+def cmd_workers(args: argparse.Namespace) -> int:
+    from gateway.cli.workers import run_workers_command
+
+    return asyncio.run(run_workers_command(args, _load(args)))
+
+
 def cmd_jobs(args: argparse.Namespace) -> int:
     from gateway.cli.jobs import print_jobs_help, run_jobs_command
 
@@ -333,6 +339,7 @@ FAMILIES: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
     ("sessions", "stored sessions and their transcripts", cmd_sessions),
     ("usage", "model calls, tokens and cost by day, agent and model", cmd_usage),
     ("limits", "budgets from the config and set at run time", cmd_limits),
+    ("workers", "the workers sharing this database and their leases", cmd_workers),
 )
 # a family whose parser is in a module of another name (gateway.cli.<module>)
 FAMILY_MODULES = {"usage": "spend", "limits": "spend"}

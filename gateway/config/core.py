@@ -266,6 +266,16 @@ class StorageConfig(FrozenModel):
         return self
 
 
+class ClusterConfig(FrozenModel):
+    """Several gateways on one PostgreSQL database (docs/scale-out.md); ignored on
+    SQLite. `worker_name`: this worker's name in logs and `picobot workers`
+    (default `<host name>:<gateway.port>`); `lease_secs`: how long a silent
+    worker keeps its chats, channels and jobs before another takes them."""
+
+    worker_name: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9_.:@-]*$")
+    lease_secs: float = Field(10.0, ge=1.0, le=300.0)
+
+
 class LoggingConfig(FrozenModel):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "console", "json"] = "auto"
@@ -315,6 +325,7 @@ class Config(FrozenModel):
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     time: TimeConfig = Field(default_factory=TimeConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import structlog
 
-from channels.base import Channel
+from channels.base import Channel, RecipientOffline
 from gateway.bus import ChannelEvent, NoSuchChannel, OutboundMessage
 from gateway.delivery.health import ChannelHealth
 from gateway.delivery.policy import (
@@ -45,6 +45,7 @@ log = structlog.get_logger(__name__)
 
 _NOTIFY_TIMEOUT = 5.0
 _READY_MAX = 1024  # rows handed over in memory; beyond that the sender scans
+_COPIES_MAX = 1024
 
 
 class DeliveryMetrics(Protocol):
@@ -99,11 +100,27 @@ class _SenderState:
     marks: list[asyncio.Future[None]] = field(default_factory=list)
     health: ChannelHealth = field(default_factory=ChannelHealth)
     fresh: bool = True  # rows a previous run left waiting are tried at the first scan
+    # rows other workers sent, for this worker's recipients too (docs/scale-out.md)
+    copies: deque[int] = field(default_factory=lambda: deque(maxlen=_COPIES_MAX))
 
     def rescan(self) -> None:
         self.scanning = self.dirty = True
         self.drained.clear()
         self.wake.set()
+
+
+class SendGate(Protocol):
+    """Which channels this worker sends, with several workers on one database
+    (gateway.cluster.channels, docs/scale-out.md)."""
+
+    def sends(self, name: str) -> bool: ...
+
+    async def wait_sending(self, name: str) -> None: ...
+
+    def announce(self, name: str, chat_id: str | None, sent: int | None = None) -> None:
+        """Rows of `name` were committed (or parked) here for whoever sends them;
+        or row `sent` went to this worker's recipients of `chat_id`."""
+        ...
 
 
 class OutboundDispatcher:
@@ -118,8 +135,10 @@ class OutboundDispatcher:
         metrics: DeliveryMetrics | None = None,
         budget: ShutdownBudget | None = None,
         locale_of: Callable[[str], Locale] = lambda channel: Locale.EN,
+        gate: SendGate | None = None,
     ) -> None:
-        """`locale_of(channel)`: the language of the late note (gateway.i18n.locales)."""
+        """`locale_of(channel)`: the language of the late note (gateway.i18n.locales).
+        `gate`: with several workers, which channels this one sends (None: all)."""
         self.store = store
         self.channels = channels
         self.policy = policy
@@ -128,6 +147,7 @@ class OutboundDispatcher:
         self.metrics = metrics
         self.budget = budget or ShutdownBudget(30.0)
         self.locale_of = locale_of
+        self.gate = gate
         self._tasks: list[asyncio.Task[None]] = []
         self._states = {name: _SenderState() for name in channels}
         for state in self._states.values():
@@ -153,7 +173,30 @@ class OutboundDispatcher:
         if state is None:
             log.error("outbound_unknown_channel", target=channel)
             return
+        if self.gate is not None and not self.gate.sends(channel):
+            self.gate.announce(channel, None)  # the worker that sends it looks
+            return
         state.rescan()
+
+    def announced(self, channel: str, chat_id: str | None, sent: int | None = None) -> None:
+        """Another worker committed (or parked) rows of `channel`: look for them
+        if this worker sends them (for a channel of local recipients: if the
+        recipient is connected here). `sent`: a row another worker delivered to
+        its recipients of `chat_id`: this worker's get a copy."""
+        target = self.channels.get(channel)
+        if target is None or self.gate is None:
+            return
+        if sent is not None:
+            state = self._states.get(channel)
+            if state is not None and chat_id is not None and target.reaches(chat_id):
+                state.copies.append(sent)
+                state.wake.set()
+            return
+        if target.local_recipients:
+            if chat_id is not None and target.reaches(chat_id):
+                self.recipient_online(channel, chat_id)
+        elif self.gate.sends(channel):
+            self.wake(channel)
 
     def handoff(self, message: OutboundMessage, row_id: int) -> None:
         """`message` was just committed as outbox row `row_id`: send it without
@@ -161,6 +204,9 @@ class OutboundDispatcher:
         state = self._states.get(message.channel)
         if state is None:
             log.error("outbound_unknown_channel", target=message.channel)
+            return
+        if self.gate is not None and not self.gate.sends(message.channel):
+            self.gate.announce(message.channel, message.chat_id)
             return
         if (
             state.scanning
@@ -245,6 +291,11 @@ class OutboundDispatcher:
         state = self._states[name]
         state.wake.clear()
         _prune(state)
+        if self.gate is not None and not self.gate.sends(name):
+            await _stand_by(self.gate, name, state)
+            return
+        if state.copies:
+            await self._copy(channel, state)
         if state.health.degraded:
             await self._probe(channel, state)
             return
@@ -332,6 +383,8 @@ class OutboundDispatcher:
                 state.rescan()
                 continue
             try:
+                if self._elsewhere(channel, row.chat_id):
+                    raise RecipientOffline("no recipient connected to this worker")
                 async with asyncio.timeout(self.send_timeout_secs):
                     message = row.to_message()
                     waited = (datetime.now(UTC) - parse_iso(row.created_at)).total_seconds()
@@ -349,6 +402,8 @@ class OutboundDispatcher:
                     return  # the rest waits for the probe
                 continue
             state.health.sent(datetime.now(UTC))
+            if self.gate is not None and channel.local_recipients:  # their other devices
+                self.gate.announce(channel.name, row.chat_id, sent=row.id)
             queued = self.store.mark_sent_soon(row.id)
             if queued is None:
                 await self.store.mark_sent(row.id)
@@ -358,6 +413,27 @@ class OutboundDispatcher:
                 self.metrics.outbound_sent(channel.name)
             tracing.delivered(row.metadata)
             await self._answered(channel.name, state)
+
+    async def _copy(self, channel: Channel, state: _SenderState) -> None:
+        """Rows another worker sent, to this worker's recipients of their chats
+        (best effort: nothing is marked, the row is that worker's)."""
+        ids = list(state.copies)
+        state.copies.clear()
+        for row in await self.store.cluster.outbox_rows(ids):
+            if not channel.reaches(row.chat_id):
+                continue
+            try:
+                async with asyncio.timeout(self.send_timeout_secs):
+                    await channel.send(row.to_message())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("outbound_copy_failed", outbox_id=row.id, error=type(exc).__name__)
+
+    def _elsewhere(self, channel: Channel, chat_id: str) -> bool:
+        """With several workers: the chat's recipient is not connected here
+        (another worker's, or nobody's: parked either way)."""
+        return self.gate is not None and channel.local_recipients and not channel.reaches(chat_id)
 
     async def _record_failure(
         self, name: str, row: outbox.OutboxRow, exc: Exception, state: _SenderState
@@ -375,6 +451,8 @@ class OutboundDispatcher:
         if decision.action is Action.PARK:
             log.info("outbound_parked", outbox_id=row.id, chat_id=row.chat_id)
             await self.store.park(row.id, decision.reason)
+            if self.gate is not None:  # the worker its recipient is connected to takes it
+                self.gate.announce(name, row.chat_id)
         elif decision.action is Action.FAIL:
             log.error("outbound_failed", outbox_id=row.id, target=name, reason=decision.reason)
             await self.store.mark_failed(row.id, decision.reason)
@@ -413,6 +491,18 @@ class OutboundDispatcher:
             "outbound_channel_recovered", target=name, down_secs=round(down_secs, 1), rows=resumed
         )
         state.rescan()
+
+
+async def _stand_by(gate: SendGate, name: str, state: _SenderState) -> None:
+    """Another worker sends `name`'s rows: wait until this one does (rows
+    handed over meanwhile are committed: the first scan after finds them)."""
+    if state.ready:
+        state.ready.clear()
+        gate.announce(name, None)
+    state.drained.set()
+    await gate.wait_sending(name)
+    state.fresh = True
+    state.rescan()
 
 
 async def _settle(state: _SenderState) -> None:

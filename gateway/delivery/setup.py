@@ -13,7 +13,7 @@ from channels.base import Channel, HttpMount
 from gateway.bus import MessageBus
 from gateway.config.core import Config
 from gateway.delivery.files import OutboxFileSender
-from gateway.delivery.outbound import OutboundDispatcher
+from gateway.delivery.outbound import OutboundDispatcher, SendGate
 from gateway.delivery.policy import RetryPolicy
 from gateway.delivery.registry import build_channels
 from gateway.delivery.runtime import (
@@ -53,7 +53,9 @@ class DeliveryFeature:
         budget: ShutdownBudget,
         locale_of: Callable[[str], Locale],
         media_dir: Path,
+        gate: SendGate | None = None,
     ) -> DeliveryFeature:
+        """`gate`: with several workers, which channels this one sends."""
         gateway = config.gateway
         dispatcher = OutboundDispatcher(
             store,
@@ -69,6 +71,7 @@ class DeliveryFeature:
             metrics=metrics,
             budget=budget,
             locale_of=locale_of,
+            gate=gate,
         )
         return cls(dispatcher, channels, media_dir)
 

@@ -17,6 +17,10 @@ A dead letter that is a message the gateway wrote can be retried
 (`retry_dead_letter`, the console's and, with the gateway stopped, `picobot
 dead-letters retry`'s storage function): recorded in the inbox at last and
 routed as recovery routes a row never started.
+
+With several workers on one database (`handover`, docs/scale-out.md) a message
+whose chat another live worker holds is forwarded to it instead of routed
+here, and recovery at start takes over only the chats dead workers left.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from gateway.commands import CommandLanes, CommandRegistry
 from gateway.i18n import Locale, Msg, tr
 from gateway.i18n.locales import DEFAULT_LOCALES, LocaleResolver
 from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.handover import Handover
 from gateway.lifecycle import ShutdownBudget, cancel_and_wait
 from gateway.ops import tracing
 from gateway.sessions.manager import SessionManager
@@ -97,6 +102,7 @@ class InboundProcessor:
         self._task: asyncio.Task[None] | None = None
         self.accepted = 0
         self.duplicates = 0
+        self.handover: Handover | None = None  # several workers: set by the root
 
     name = "inbound"
 
@@ -122,22 +128,28 @@ class InboundProcessor:
         """Re-route inbox rows a previous run left unfinished; returns how many."""
         if unreadable := await self.store.set_aside_unreadable_inbox():
             log.error("inbox_rows_unreadable", rows=unreadable, kept_in="picobot dead-letters list")
-        entries = await self.store.unfinished_inbox()
-        # a recovered message starts a new trace: the old one ended with its process
-        items = [
-            self._resumed(e, trace=tracing.begin_message(e.message, e.id, recovered=True))
-            for e in entries
-        ]
-        # a row never started may never have been judged (a crash right after its commit)
-        admitted = {i.inbox_id for i in await self._admit([i for i in items if not i.resume])}
+        if self.handover is not None:  # only what dead workers left: the live ones run theirs
+            resumed = await self.handover.sweep()
+        else:
+            entries = await self.store.unfinished_inbox()
+            await self.resume_entries(entries, admit=True)
+            resumed = len(entries)
+        if resumed:
+            log.info("inbox_recovered", rows=resumed)
+        return resumed
+
+    async def resume_entries(self, entries: Sequence[InboxEntry], admit: bool) -> None:
+        """Route unfinished inbox rows as a restart does: `started` ones resume;
+        with `admit`, the never-started are judged first (a crash right after
+        their commit may have come before their judgement)."""
+        items = [self.item_of(e) for e in entries]
+        judged = [i for i in items if not i.resume] if admit else []
+        admitted = {i.inbox_id for i in await self.admit(judged)}
         for item in items:
-            if item.resume or item.inbox_id in admitted:
-                await self._route(item)
+            if item.resume or not admit or item.inbox_id in admitted:
+                await self.route(item)
             elif item.trace is not None:  # refused: its trace ends here
                 item.trace.done()
-        if entries:
-            log.info("inbox_recovered", rows=len(entries))
-        return len(entries)
 
     async def reload(self, batch: Sequence[WorkItem]) -> list[WorkItem]:
         """`batch` as recovery would route it now, for a turn storage failed
@@ -155,6 +167,13 @@ class InboundProcessor:
             for e in await self.store.unfinished_inbox()
             if e.id in wanted
         ]
+
+    def item_of(self, entry: InboxEntry) -> WorkItem:
+        """A row read back from the inbox (a restart, another worker's), as
+        recovery routes it."""
+        # a recovered message starts a new trace: the old one ended with its process
+        trace = tracing.begin_message(entry.message, entry.id, recovered=True)
+        return self._resumed(entry, trace=trace)
 
     def _resumed(
         self,
@@ -199,8 +218,11 @@ class InboundProcessor:
             if self.on_accepted is not None:
                 self.on_accepted(message.channel)
             item = WorkItem(requeued.inbox_id, message, locale=self.locales.resolve(message))
-            for admitted in await self._admit([item]):
-                await self._route(admitted)
+            if self.handover is not None:  # judged where its chat is held
+                await self.handover.place([item], judged=False)
+            else:
+                for admitted in await self.admit([item]):
+                    await self.route(admitted)
         return Retried(requeued.inbox_id, message.channel, message.chat_id)
 
     async def run(self) -> None:
@@ -223,6 +245,7 @@ class InboundProcessor:
         accepted: list[WorkItem] = []
         over_cap: set[int] = set()  # inbox ids refused in their ack: the queue is full
         planned: dict[tuple[str, str], int] = {}
+        redelivered: list[InboundMessage] = []
         for message, outcome in zip(batch, outcomes, strict=True):
             receipt = message.receipt
             if isinstance(outcome, Exception):
@@ -237,6 +260,7 @@ class InboundProcessor:
                 continue
             if outcome is None:
                 self.duplicates += 1
+                redelivered.append(message)
                 log.info(
                     "inbound_duplicate", channel=message.channel, message_id=message.message_id
                 )
@@ -254,7 +278,10 @@ class InboundProcessor:
             trace = tracing.begin_message(message, outcome, start_ns=recording)
             locale = self.locales.resolve(message)
             accepted.append(WorkItem(outcome, message, locale=locale, trace=trace))
-        admitted = await self._admit(accepted)
+        if self.handover is not None:
+            await self._place(accepted, over_cap, redelivered)
+            return
+        admitted = await self.admit(accepted)
         for item in accepted:  # a refused message's trace ends here
             if item.trace is not None and item not in admitted:
                 item.trace.done()
@@ -262,7 +289,23 @@ class InboundProcessor:
             if item.inbox_id in over_cap:
                 await self._refuse_overflow(item)
             else:
-                await self._route(item)
+                await self.route(item)
+
+    async def _place(
+        self, accepted: list[WorkItem], over_cap: set[int], redelivered: list[InboundMessage]
+    ) -> None:
+        """With several workers: each message to the worker that holds its chat,
+        judged there (docs/scale-out.md); a redelivered one still unfinished
+        has its chat looked at again (its recorder may have died)."""
+        assert self.handover is not None
+        refused = [i for i in accepted if i.inbox_id in over_cap]
+        for item in refused:  # answered here and now: never queued too
+            self.handover.chats.first_routing(item.inbox_id)
+        await self.handover.place([i for i in accepted if i.inbox_id not in over_cap], judged=False)
+        if redelivered:
+            await self.handover.redelivered(redelivered)
+        for item in refused:
+            await self._refuse_overflow(item)
 
     def _over_cap(self, message: InboundMessage, planned: dict[tuple[str, str], int]) -> bool:
         """Whether a plain message will find its chat's queue full (counting the
@@ -296,7 +339,7 @@ class InboundProcessor:
             return False
         return True
 
-    async def _admit(self, items: list[WorkItem]) -> list[WorkItem]:
+    async def admit(self, items: list[WorkItem]) -> list[WorkItem]:
         """The items the access policy lets through, in order; the refused are
         closed (gateway.access.gate). A refused sender's command open to all
         (/whoami) goes through when the gate says it may be answered."""
@@ -348,7 +391,7 @@ class InboundProcessor:
         gate = self.access
         assert gate is not None
         if not await gate.over_limit(held.item, held.verdict, again=True):
-            await self._route(held.item)
+            await self.route(held.item)
 
     async def _open_command(self, gate: AccessGate, item: WorkItem, verdict: Verdict) -> bool:
         command = self.registry.parse(item.message.text)
@@ -362,7 +405,15 @@ class InboundProcessor:
             log.exception("access_reply_limit_failed", channel=item.message.channel)
             return False
 
-    async def _route(self, item: WorkItem) -> None:
+    async def route(self, item: WorkItem) -> None:
+        """An admitted item to its session or command lane: here, or with
+        several workers where its chat is held."""
+        if self.handover is not None:
+            await self.handover.place([item], judged=True)
+        else:
+            await self.route_here(item)
+
+    async def route_here(self, item: WorkItem) -> None:
         """Waits for nothing but in the rare case of a chat flooding commands:
         what needs storage runs in the conversation's command lane."""
         command = None if item.resume else self.registry.parse(item.message.text)

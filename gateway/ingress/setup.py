@@ -4,7 +4,7 @@ manager the way back to a turn that storage failed (the processor reloads it).""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -13,15 +13,18 @@ from gateway.access.later import LaterMessages
 from gateway.access.policy import AccessPolicy
 from gateway.access.rate import SenderRate
 from gateway.bus import MessageBus
+from gateway.cluster.chats import ChatLeases
 from gateway.commands import CommandRegistry
 from gateway.config.limits import LimitsConfig
 from gateway.i18n.locales import LocaleResolver
 from gateway.ingress.dead_letters import DeadLetterSink
+from gateway.ingress.handover import Handover
 from gateway.ingress.inbound import InboundProcessor
 from gateway.lifecycle import ShutdownBudget
 from gateway.ops.metrics import Metrics
 from gateway.sessions.manager import SessionManager, StorageRetry
 from gateway.spend.budget import Budgets
+from gateway.work import WorkItem
 from storage.store import Store
 
 __all__ = ["IngressFeature"]
@@ -33,6 +36,8 @@ class IngressFeature:
     processor: InboundProcessor
     # limits.over_rate "later": the messages kept for later (a Service); None: refused
     later: LaterMessages | None = None
+    # several workers on one database: messages of chats other workers hold
+    handover: Handover | None = None
 
     @classmethod
     def build(
@@ -50,7 +55,12 @@ class IngressFeature:
         locales: LocaleResolver,
         limits: LimitsConfig,
         budgets: Budgets | None = None,
+        chat_leases: ChatLeases | None = None,
+        on_forwarded: Callable[[Sequence[WorkItem]], None] | None = None,
     ) -> IngressFeature:
+        """`chat_leases`: with several workers on one database, which one runs a
+        chat's turns (a `Handover` forwards the others' messages);
+        `on_forwarded`: told of each message handed to another worker."""
         dead_letters = DeadLetterSink(store, metrics)
         later = (
             LaterMessages(clock, limits.max_waiting_per_sender)
@@ -81,4 +91,13 @@ class IngressFeature:
         sessions.storage_retry = StorageRetry(store.db.probe_writes, processor.reload)
         if later is not None:
             later.release = processor.release
-        return cls(dead_letters, processor, later)
+        handover = None
+        if chat_leases is not None:
+            handover = processor.handover = Handover(
+                chat_leases, processor.item_of, processor.admit, processor.route_here
+            )
+            sessions.on_lease_lost = handover.lease_lost
+            sessions.fence_of = chat_leases.fence
+            if on_forwarded is not None:
+                handover.on_forwarded = on_forwarded
+        return cls(dead_letters, processor, later, handover)

@@ -168,6 +168,12 @@ class Metrics:
             ["channel"],
             registry=reg,
         )
+        self._leases = Gauge(
+            "picobot_worker_leases",
+            "Leases this worker holds (several workers on one database), by kind: chat, channel.",
+            ["kind"],
+            registry=reg,
+        )
         # Memory, CPU and file descriptors of this process (Linux /proc; empty elsewhere).
         ProcessCollector(namespace="picobot", registry=reg)
         # labels() hashes and locks on every call; the hot series are looked up once
@@ -275,6 +281,10 @@ class Metrics:
     def set_mcp_server(self, server: str, up: bool, tools: int) -> None:
         self._mcp_up.labels(server=server).set(1 if up else 0)
         self._mcp_tools.labels(server=server).set(tools)
+
+    def set_worker_leases(self, counts: dict[str, int]) -> None:
+        for kind, count in counts.items():
+            self._leases.labels(kind=kind).set(count)
 
     def set_channel_send_degraded(self, channel: str, degraded: bool) -> None:
         self._degraded.labels(channel=channel).set(1 if degraded else 0)

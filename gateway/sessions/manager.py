@@ -16,6 +16,11 @@ failing) is not lost until a restart: its conversation waits, backing off
 (`StorageRetry`), until a probe write passes, then runs it again from its
 inbox rows as a restart would (`StorageRetry.reload`: rows already answered
 are dropped, started ones resume), before the chat's later messages.
+
+With several workers on one database (docs/scale-out.md) each turn runs fenced
+by its chat's lease (`fence_of`, storage.fence): a write refused because
+another worker took the chat over (`FenceLost`) ends the chat here: its batch
+and queue go to `on_lease_lost`, which hands them to the chat's new holder.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from gateway.turns.execution import ExecutionService
 from gateway.turns.run_slots import RunSlots
 from gateway.work import TurnOutcome, WorkItem
 from storage.database import STORAGE_ERRORS
-from storage.errors import StorageUnavailable
+from storage.errors import FenceLost, StorageUnavailable
+from storage.fence import Fence, fenced
 
 __all__ = ["ConversationGates", "SessionManager", "StorageRetry"]
 
@@ -42,6 +48,7 @@ log = structlog.get_logger(__name__)
 
 ConversationKey = tuple[str, str]
 TurnDone = Callable[[Sequence[WorkItem], TurnOutcome | None], None]
+LeaseLost = Callable[[ConversationKey, list[WorkItem]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,10 @@ class SessionManager:
         self.on_turn_done = on_turn_done
         self.budget = budget or ShutdownBudget(30.0)
         self.storage_retry = storage_retry
+        # several workers (gateway.cluster): the fence of a chat's turns, and
+        # where a chat's items go once another worker took it over
+        self.fence_of: Callable[[str, str], Fence | None] = lambda channel, chat_id: None
+        self.on_lease_lost: LeaseLost | None = None
 
     name = "sessions"
 
@@ -228,14 +239,15 @@ class SessionManager:
                 failed: StorageUnavailable | None = None
                 async with self.slots.turn(), self.gates.hold(conv.key):
                     conv.stop_requested = conv.steer_requested = False
-                    conv.turn = asyncio.create_task(
-                        self.execution.run_turn(
-                            batch,
-                            stop_requested=lambda: conv.stop_requested,
-                            steer_requested=lambda: conv.steer_requested,
-                        ),
-                        name=f"turn:{conv.key[0]}:{conv.key[1]}",
-                    )
+                    with fenced(self.fence_of(*conv.key)):  # the task copies the context
+                        conv.turn = asyncio.create_task(
+                            self.execution.run_turn(
+                                batch,
+                                stop_requested=lambda: conv.stop_requested,
+                                steer_requested=lambda: conv.steer_requested,
+                            ),
+                            name=f"turn:{conv.key[0]}:{conv.key[1]}",
+                        )
                     try:
                         outcome = await conv.turn
                     except asyncio.CancelledError:
@@ -243,6 +255,9 @@ class SessionManager:
                         if task is not None and task.cancelling():
                             raise  # the gateway is stopping
                         # the turn was stopped by /stop; the worker carries on
+                    except FenceLost as exc:
+                        self._give_up(conv, batch, exc)
+                        break
                     except StorageUnavailable as exc:
                         failed = exc
                     except Exception:
@@ -266,6 +281,18 @@ class SessionManager:
                 self._conversations.pop(conv.key, None)
             if not any(c.worker for c in self._conversations.values()):
                 self._idle.set()
+
+    def _give_up(self, conv: _Conversation, batch: list[WorkItem], lost: FenceLost) -> None:
+        """Another worker holds the chat now: nothing of this turn's last write
+        was committed; its items and the queue's go to the new holder."""
+        items = batch + list(conv.pending)
+        conv.pending.clear()
+        conv.retry = []
+        log.warning(
+            "fence_refused", chat=conv.key[1], channel=conv.key[0], lease=lost.key, items=len(items)
+        )
+        if self.on_lease_lost is not None:
+            self.on_lease_lost(conv.key, items)
 
     async def _retry_later(
         self,
