@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from telegram import Bot, ReplyParameters
 from telegram.error import InvalidToken, RetryAfter
@@ -110,3 +112,61 @@ async def test_a_wrong_token_is_unauthorized(tg: FakeTelegram) -> None:
     with pytest.raises(InvalidToken):
         await stranger.initialize()
     await stranger.shutdown()
+
+
+async def test_concurrent_polls_are_counted_with_their_connection_and_process() -> None:
+    async with FakeTelegram(identify_clients=True) as tg:
+        first = Bot(tg.token, base_url=f"{tg.api_base}/bot")
+        second = Bot(tg.token, base_url=f"{tg.api_base}/bot")
+        async with first, second:
+            assert await first.get_updates(timeout=0) == ()  # one poll alone
+            assert tg.max_concurrent_polls == 1
+            polls = [asyncio.create_task(bot.get_updates(timeout=10)) for bot in (first, second)]
+            await tg.wait_for(lambda: tg.polls_in_flight == 2)
+            await tg.add_message("for both")
+            await asyncio.wait_for(asyncio.gather(*polls), 5)
+    assert tg.max_concurrent_polls == 2
+    assert tg.polls_in_flight == 0
+    alone, *both = tg.polls
+    assert [p.call for p in tg.polls] == tg.calls_of("getUpdates")
+    assert alone.peer is not None
+    assert both[0].peer != both[1].peer  # two connections
+    assert {p.pid for p in tg.polls} == {os.getpid()}  # this process holds them all
+    assert alone.returned == []
+    assert [p.returned for p in both] == [[1000], [1000]]
+    assert all(p.ended is not None and p.ended >= p.started for p in tg.polls)
+
+
+async def test_a_poll_ends_when_its_client_hangs_up(tg: FakeTelegram) -> None:
+    async with aiohttp.ClientSession() as http:
+        url = f"{tg.api_base}/bot{tg.token}/getUpdates"
+        poll = asyncio.create_task(http.post(url, data={"timeout": "30"}))
+        await tg.wait_for(lambda: tg.polls_in_flight == 1)
+        poll.cancel()  # the client hangs up mid-poll: aiohttp closes the connection
+        await asyncio.gather(poll, return_exceptions=True)
+        # well before its 30 s: a killed poller's poll does not linger as one in flight
+        await tg.wait_for(lambda: tg.polls_in_flight == 0, timeout=5)
+    assert tg.max_concurrent_polls == 1
+    assert tg.polls[0].pid is None  # not asked to identify clients
+
+
+async def test_sequential_polls_never_count_as_concurrent(tg: FakeTelegram, bot: Bot) -> None:
+    for _ in range(3):
+        await tg.add_message("one at a time")
+        [update] = await bot.get_updates(offset=tg.pending[-1]["update_id"], timeout=5)
+        assert update.message is not None
+    assert len(tg.polls) == 3
+    assert tg.max_concurrent_polls == 1
+
+
+async def test_a_poll_abandoned_just_before_the_next_one_is_not_counted_with_it(
+    tg: FakeTelegram, bot: Bot
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        url = f"{tg.api_base}/bot{tg.token}/getUpdates"
+        poll = asyncio.create_task(http.post(url, data={"timeout": "30"}))
+        await tg.wait_for(lambda: tg.polls_in_flight == 1)
+        poll.cancel()  # its connection closes: the next poll, at once, is alone
+        await asyncio.gather(poll, return_exceptions=True)
+        assert await bot.get_updates(timeout=0) == ()
+    assert tg.max_concurrent_polls == 1

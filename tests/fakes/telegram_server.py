@@ -14,7 +14,16 @@ up to `timeout` seconds until an update arrives. Errors can be injected per
 method (`fail_next`), and an outage (`start_outage` … `end_outage`) answers
 every call of a method as Telegram's front end does when the Bot API is down:
 HTTP 502 with an HTML page. Everything the bot did is recorded in `calls`
-(`error_code` set on the calls that were refused).
+(`error_code` set on the calls that were refused), with the client's address
+(`peer`: one per connection) and, when built with `identify_clients=True`, the
+pid of the process on this host that holds that connection (Linux /proc).
+
+Every getUpdates call is also a `Poll` in `polls`: from which connection and
+process, from its arrival until it was answered or its client hung up (a
+poller killed mid-poll ends its poll then, as Telegram's does: seen within
+0.1 s, and always before the next poll is counted), and `max_concurrent_polls`
+is the most that were ever in flight at once: more than one means two pollers
+ran together, which Telegram would refuse (409).
 """
 
 from __future__ import annotations
@@ -22,12 +31,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -40,8 +51,10 @@ __all__ = [
     "TOKEN",
     "Call",
     "FakeTelegram",
+    "Poll",
     "StreamedFile",
     "check_html",
+    "connection_owner",
     "picture_size",
 ]
 
@@ -54,6 +67,7 @@ UPLOAD_MAX = (
 )  # any multipart upload (https://core.telegram.org/bots/api#sending-files)
 _HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a"}
 _HTML_TAGS |= {"tg-spoiler", "span", "blockquote", "tg-emoji"}
+_HANGUP_CHECK_SECS = 0.1  # how often a held getUpdates looks whether its client hung up
 
 
 @dataclass
@@ -72,9 +86,34 @@ class Call:
     uploads: dict[str, bytes] = field(default_factory=dict)  # multipart file parts
     at: float = field(default_factory=time.monotonic)
     error_code: int | None = None  # the HTTP status of an injected failure
+    peer: tuple[str, int] | None = None  # the client's address: a new one, a new connection
+    pid: int | None = None  # the process holding that connection (`identify_clients`)
+    # whether the client has hung up (its connection is closed)
+    hung_up: Callable[[], bool] = field(default=lambda: False, repr=False, compare=False)
 
     def json(self, key: str) -> Any:
         return json.loads(self.params[key])
+
+
+@dataclass
+class Poll:
+    """One getUpdates call as the fake served it: which connection, which process, when."""
+
+    call: Call
+    ended: float | None = None  # answered, or its client hung up (time.monotonic)
+    returned: list[int] = field(default_factory=list)  # the update_ids it answered with
+
+    @property
+    def started(self) -> float:
+        return self.call.at
+
+    @property
+    def peer(self) -> tuple[str, int] | None:
+        return self.call.peer
+
+    @property
+    def pid(self) -> int | None:
+        return self.call.pid
 
 
 @dataclass
@@ -123,10 +162,13 @@ def check_html(text: str) -> tuple[str, str | None]:
 class FakeTelegram:
     """`async with FakeTelegram() as tg:` → `tg.api_base` to put in the config."""
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, *, identify_clients: bool = False) -> None:
         self.token = token
         self.api_base = ""
+        self.identify_clients = identify_clients  # look up each call's process (`Call.pid`)
         self.calls: list[Call] = []
+        self.polls: list[Poll] = []  # every getUpdates call, in order of arrival
+        self.max_concurrent_polls = 0  # the most getUpdates calls ever in flight at once
         self.pending: list[dict[str, Any]] = []  # delivered-or-not, not yet confirmed
         self.confirmed: list[int] = []
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, content)
@@ -144,6 +186,7 @@ class FakeTelegram:
         self._changed = asyncio.Condition()
         self._closing = False
         self._runner: web.AppRunner | None = None
+        self._port = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -155,7 +198,7 @@ class FakeTelegram:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = self._runner.addresses[0][1]
+        self._port = port = self._runner.addresses[0][1]
         self.api_base = f"http://127.0.0.1:{port}"
         return self
 
@@ -330,6 +373,11 @@ class FakeTelegram:
         return [c for c in self.calls if c.method == method]
 
     @property
+    def polls_in_flight(self) -> int:
+        """getUpdates calls arrived and neither answered nor hung up yet."""
+        return sum(1 for poll in self.polls if poll.ended is None)
+
+    @property
     def sent_texts(self) -> list[str]:
         return [c.params["text"] for c in self.calls_of("sendMessage") if c.params.get("_ok")]
 
@@ -366,6 +414,28 @@ class FakeTelegram:
                 params[key] = f"attach://{value.filename}"
                 uploads[key] = value.file.read()
         call = Call(method, params, request.content_type, uploads)
+        call.peer, call.hung_up = _peer(request), lambda: request.transport is None
+        if self.identify_clients and call.peer is not None:
+            # now, while the connection is there to be found
+            call.pid = await asyncio.to_thread(connection_owner, call.peer[1], self._port)
+        if method != "getUpdates":
+            return await self._answer(call)
+        poll = Poll(call)
+        async with self._changed:
+            for held in self.polls:  # their clients may have hung up since they last looked
+                if held.ended is None and held.call.hung_up():
+                    held.ended = time.monotonic()
+            self.polls.append(poll)
+            self.max_concurrent_polls = max(self.max_concurrent_polls, self.polls_in_flight)
+        try:
+            return await self._answer(call, poll)
+        finally:
+            async with self._changed:
+                poll.ended = poll.ended or time.monotonic()
+                self._changed.notify_all()
+
+    async def _answer(self, call: Call, poll: Poll | None = None) -> web.Response:
+        method = call.method
         if method in self._outages:
             call.error_code = status = self._outages[method]
             await self._record(call)
@@ -380,6 +450,8 @@ class FakeTelegram:
             call.error_code = failure.status
             await self._record(call)
             return _error(failure.status, failure.description, failure.parameters)
+        if poll is not None:
+            return await self._m_getUpdates(call, poll)
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             await self._record(call)
@@ -431,7 +503,7 @@ class FakeTelegram:
         self.webhook = dict(call.params)
         return _ok(True)
 
-    async def _m_getUpdates(self, call: Call) -> web.Response:
+    async def _m_getUpdates(self, call: Call, poll: Poll) -> web.Response:
         await self._record(call)
         if self.webhook:
             return _error(409, "Conflict: can't use getUpdates method while webhook is active")
@@ -446,11 +518,23 @@ class FakeTelegram:
                 if done:
                     self._changed.notify_all()
             if not self.pending and timeout > 0 and not self._closing:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._changed.wait_for(lambda: bool(self.pending) or self._closing)
+                await self._hold_poll(call, timeout)
             batch = self.pending[:limit]
+            poll.returned = [u["update_id"] for u in batch]
         return _ok(batch)
+
+    async def _hold_poll(self, call: Call, timeout: float) -> None:
+        """Until an update arrives, the fake closes, the client hangs up (looked
+        at every `_HANGUP_CHECK_SECS`: aiohttp tells a handler no sooner) or
+        `timeout` passed; called holding `_changed`."""
+        deadline = time.monotonic() + timeout
+        while not (self.pending or self._closing or call.hung_up()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, _HANGUP_CHECK_SECS)):
+                    await self._changed.wait()
 
     async def _m_sendMessage(self, call: Call) -> web.Response:
         chat_id = int(call.params["chat_id"])
@@ -588,6 +672,43 @@ class FakeTelegram:
                 "file_path": file_path,
             }
         )
+
+
+def _peer(request: web.Request) -> tuple[str, int] | None:
+    transport = request.transport
+    address = transport.get_extra_info("peername") if transport is not None else None
+    return (str(address[0]), int(address[1])) if isinstance(address, tuple) else None
+
+
+def connection_owner(client_port: int, server_port: int) -> int | None:
+    """The pid of the process on this host holding the client end of the TCP
+    connection from `client_port` to `server_port` (Linux: the socket's inode in
+    /proc/net/tcp, then whose fd points at it), or None if none can be found."""
+    inode = None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            columns = row.split()
+            local, remote = columns[1], columns[2]
+            if int(local.rsplit(":", 1)[1], 16) == client_port and (
+                int(remote.rsplit(":", 1)[1], 16) == server_port
+            ):
+                inode = columns[9]
+    if inode is None or inode == "0":  # not found, or closing (no process holds it)
+        return None
+    target = f"socket:[{inode}]"
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (process / "fd").iterdir()):
+                return int(process.name)
+        except OSError:  # gone, or not ours to look at
+            continue
+    return None
 
 
 def _photo_refusal(size: int, dims: tuple[int, int] | None) -> str | None:
