@@ -74,6 +74,8 @@ class ChannelLeases:
         worker that sends them; or row `sent` went to the recipients connected
         here: the other workers' recipients of the chat get it too. Coalesced;
         sent by the notifier task."""
+        if sent is not None and self.worker.alone:
+            return  # no other worker has recipients to copy it to
         if len(self._announce) < _ANNOUNCE_MAX:
             self._announce[(name, chat_id, sent)] = None
         self._announced.set()

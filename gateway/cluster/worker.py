@@ -90,6 +90,9 @@ class ClusterWorker:
         self.held: dict[str, int] = {}  # lease key → token, as of the last beat or take
         self.beats = 0
         self.lapses = 0
+        # no other live worker as of the last beat (or a worker said it joined
+        # since): what only other workers' recipients would want is not sent
+        self.alone = False
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._registered = False
@@ -130,8 +133,10 @@ class ClusterWorker:
             lease_secs=self.lease_secs,
         )  # fmt: skip
         self._registered = True
+        await self.notify({"k": "joined"})
         pids = await self.store.cluster.same_name_pids(me.id, me.name, me.host)
-        gone = [pid for pid in pids if not _running(pid)]
+        # our own pid is a predecessor's only in a restarted container (pid 1 again)
+        gone = [pid for pid in pids if pid == me.pid or not _running(pid)]
         if gone and await self.store.cluster.expire_predecessors(
             me.id, name=me.name, host=me.host, gone=gone
         ):
@@ -173,6 +178,7 @@ class ClusterWorker:
             await self._register()
             beat = await self.store.cluster.heartbeat(self.id, self.lease_secs)
         self.beats += 1
+        self.alone = beat.others == 0
         if beat.lapsed:
             self.lapses += 1
             log.warning("worker_lapsed")  # paused or cut off past lease_secs
@@ -218,6 +224,8 @@ class ClusterWorker:
                 outbox_hook(str(message.get("ch")), chat if isinstance(chat, str) else None, sent)
         elif kind == "released":
             self.beat_now()
+        elif kind == "joined":
+            self.alone = False
 
     def details(self) -> dict[str, Any]:
         """For /ready: who this worker is and what it holds."""

@@ -107,6 +107,7 @@ class Heartbeat:
     lapsed: bool  # the row had expired (or was gone): leases may have moved meanwhile
     held: dict[str, int]  # key → token of every lease this worker holds now
     dead_holders: int  # leases held by expired workers: someone should take them over
+    others: int  # other live workers
 
 
 def register(
@@ -175,7 +176,10 @@ def heartbeat(conn: sqlite3.Connection, worker_id: str, *, lease_secs: float) ->
         "SELECT COUNT(*) FROM leases l WHERE NOT EXISTS (SELECT 1 FROM workers w "
         f"WHERE w.id = l.owner AND w.expires_at > {now})"
     ).fetchone()[0]
-    return Heartbeat(lapsed, held, int(dead))
+    others = conn.execute(
+        f"SELECT COUNT(*) FROM workers WHERE id != ? AND expires_at > {now}", (worker_id,)
+    ).fetchone()[0]
+    return Heartbeat(lapsed, held, int(dead), int(others))
 
 
 class WorkerForgotten(Exception):
