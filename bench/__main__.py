@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    cluster,
     fanout,
     history,
     memory_search,
@@ -39,6 +40,7 @@ SCENARIOS = (
     "real_sustained",
     "real_fanout",
     "real_sustained_postgres",
+    "real_sustained_cluster",
     "history_scaling",
     "big_session",
     "startup",
@@ -81,6 +83,8 @@ def _summary(result: dict[str, Any]) -> str:
     their JSON line is their summary)."""
     if result["scenario"] == real_postgres.SCENARIO:
         return real_postgres.summary(result)
+    if result["scenario"] == cluster.SCENARIO:
+        return cluster.summary(result)
     return ""
 
 
@@ -95,6 +99,9 @@ def _runs(name: str, args: argparse.Namespace) -> list[Run]:
     if name == "real_sustained_postgres":  # one client count: the issue's 8 by default
         return [functools.partial(real_postgres.run, clients=max(args.clients),
                                   seconds=args.seconds)]  # fmt: skip
+    if name == "real_sustained_cluster":  # 1 worker, then 2, on one PostgreSQL server
+        return [functools.partial(cluster.run, clients=max(args.clients),
+                                  seconds=args.seconds, workers=tuple(args.workers))]  # fmt: skip
     if name == "real_fanout":
         return [functools.partial(real_path.fanout, chats=args.fanout_chats)]
     if name == "history_scaling":
@@ -155,5 +162,9 @@ if __name__ == "__main__":
     parser.add_argument("--fanout-chats", type=int, default=100, help="real_fanout")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=list(cluster.WORKER_COUNTS),
+        help="real_sustained_cluster: the worker counts, each on a fresh database",
+    )  # fmt: skip
     parser.add_argument("--memories", type=int, default=10_000, help="per scope (memory_search)")
     asyncio.run(main(parser.parse_args()))
