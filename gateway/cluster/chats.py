@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 import structlog
 
 from gateway.cluster.worker import ClusterWorker
+from storage.errors import StorageUnavailable
 from storage.fence import Fence
 from storage.sql.cluster import CHAT_PREFIX, chat_key
 
@@ -76,7 +77,10 @@ class ChatLeases:
         await self._acquire([key])
         if key in self.worker.held:
             return None
-        return self._others[key][0]
+        other = self._others.get(key)
+        if other is None:  # let go between two statements: the next look finds it
+            raise StorageUnavailable(f"lease {key} changed hands while it was taken")
+        return other[0]
 
     async def take_orphans(self, chats: Sequence[Chat]) -> list[Chat]:
         """Take the leases of `chats` (found with no live holder); the ones

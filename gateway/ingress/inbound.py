@@ -279,7 +279,12 @@ class InboundProcessor:
             locale = self.locales.resolve(message)
             accepted.append(WorkItem(outcome, message, locale=locale, trace=trace))
         if self.handover is not None:
-            await self._place(accepted, over_cap, redelivered)
+            try:
+                await self._place(accepted, over_cap, redelivered)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the rows stay unfinished: the next heartbeat's look routes them
+                log.exception("handover_failed", batch=len(accepted))
             return
         admitted = await self.admit(accepted)
         for item in accepted:  # a refused message's trace ends here
