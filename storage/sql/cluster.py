@@ -205,10 +205,17 @@ def acquire(
         [(k, worker_id) for k in keys],
     )
     live = _LIVE_OWNER.format(now=now)
+    # a lease row locked by a write in flight (its worker paused mid-commit) is
+    # skipped, not waited for: this worker's writes must not stall behind it
+    unlocked = (
+        " AND key IN (SELECT key FROM leases WHERE key = ? FOR UPDATE SKIP LOCKED)"
+        if is_postgres(conn)
+        else " AND key = ?"
+    )
     conn.executemany(
         f"UPDATE leases SET owner = ?, token = token + 1, taken_at = {now} "
-        f"WHERE key = ? AND owner != ? AND NOT {live}",
-        [(worker_id, k, worker_id) for k in keys],
+        f"WHERE key = ? AND owner != ? AND NOT {live}{unlocked}",
+        [(worker_id, k, worker_id, k) for k in keys],
     )
     return holders(conn, keys)
 

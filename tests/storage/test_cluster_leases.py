@@ -201,3 +201,24 @@ async def test_parking_leaves_a_row_another_worker_sent_as_sent(store: Store) ->
 def test_keys_name_their_chat_and_channel() -> None:
     assert chat_key("telegram", "42:7") == "chat:telegram:42:7"
     assert cluster.channel_key("telegram") == "channel:telegram"
+
+
+async def test_a_lease_held_by_a_write_in_flight_is_skipped_not_waited_for(
+    store: Store, postgres_url: str
+) -> None:
+    """A worker paused in the middle of a fenced write keeps the lease row
+    locked: taking the lease over must not stall the taker's writer behind it."""
+    import psycopg
+
+    await _register(store, "a")
+    await _register(store, "b")
+    token = (await store.cluster.acquire("a", [KEY]))[KEY].token
+    await _expire(store.db, "a")
+    with psycopg.connect(postgres_url) as paused:  # a's write, stopped before its commit
+        paused.execute("SELECT 1 FROM leases WHERE key = %s FOR SHARE", (KEY,))
+        async with asyncio.timeout(10):  # a wait here would be the bug
+            got = await store.cluster.acquire("b", [KEY])
+        assert (got[KEY].owner, got[KEY].token) == ("a", token)  # not taken: tried again later
+        paused.rollback()
+    got = await store.cluster.acquire("b", [KEY])
+    assert (got[KEY].owner, got[KEY].token) == ("b", token + 1)
