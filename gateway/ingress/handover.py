@@ -124,12 +124,13 @@ class Handover:
         for entry in entries:
             rows[(entry.message.channel, entry.message.chat_id)].append(entry)
         for chat in here:
+            passed = {i.inbox_id for i in by_chat[chat]} if judged else set()
             todo = [
                 incoming.get(e.id) or self.item_of(e)
                 for e in rows[chat]
-                if self.chats.first_routing(e.id)
+                # a judged item comes back from here (a message kept for later)
+                if self.chats.first_routing(e.id) or e.id in passed
             ]
-            passed = {i.inbox_id for i in by_chat[chat]} if judged else set()
             await self._run_here(chat, todo, passed)
             placed += len(todo)
         return placed
@@ -144,9 +145,9 @@ class Handover:
             if item.resume or item.inbox_id in passed or item.inbox_id in admitted:
                 await self.route_here(item)
                 continue
-            # refused (closed) or not judged (the gate failed): a later look
-            # finds it again if it is still unfinished
-            self.chats.release_rows([item.inbox_id])
+            # refused (closed), kept for later (limits.over_rate "later": its
+            # release routes it), or not judged because the gate failed: left
+            # as a single gateway leaves it, to the next start or holder
             if item.trace is not None:
                 item.trace.done()
 
